@@ -1,0 +1,17 @@
+# The two commands of the README. Both run the idempotent set-up first.
+.PHONY: setup demo test bench progs
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	.venv/bin/bpfbatch demo
+
+test: setup
+	.venv/bin/python -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	.venv/bin/python -m tools.bench $(BENCH_ARGS)
+
+progs:
+	$(MAKE) -C progs

@@ -1,0 +1,161 @@
+"""Kernel and libbpf ABI: ctypes structures and constants, nothing else.
+
+Layouts follow ``include/uapi/linux/bpf.h`` and libbpf 1.1's ``bpf.h``; every ``*_opts``
+structure starts with ``size_t sz`` so libbpf can tell which fields the caller knows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+
+BPF_OBJ_NAME_LEN = 16
+
+# Element flags.
+BPF_ANY = 0
+BPF_NOEXIST = 1
+BPF_EXIST = 2
+BPF_F_LOCK = 4
+
+# Map creation / open flags.
+BPF_F_NO_PREALLOC = 1 << 0
+BPF_F_NO_COMMON_LRU = 1 << 1
+BPF_F_RDONLY = 1 << 3
+BPF_F_WRONLY = 1 << 4
+
+
+class MapType(enum.IntEnum):
+    """``enum bpf_map_type``; names are what bpftool prints (lower case)."""
+
+    UNSPEC = 0
+    HASH = 1
+    ARRAY = 2
+    PROG_ARRAY = 3
+    PERF_EVENT_ARRAY = 4
+    PERCPU_HASH = 5
+    PERCPU_ARRAY = 6
+    STACK_TRACE = 7
+    CGROUP_ARRAY = 8
+    LRU_HASH = 9
+    LRU_PERCPU_HASH = 10
+    LPM_TRIE = 11
+    ARRAY_OF_MAPS = 12
+    HASH_OF_MAPS = 13
+    DEVMAP = 14
+    SOCKMAP = 15
+    CPUMAP = 16
+    XSKMAP = 17
+    SOCKHASH = 18
+    CGROUP_STORAGE = 19
+    REUSEPORT_SOCKARRAY = 20
+    PERCPU_CGROUP_STORAGE = 21
+    QUEUE = 22
+    STACK = 23
+    SK_STORAGE = 24
+    DEVMAP_HASH = 25
+    STRUCT_OPS = 26
+    RINGBUF = 27
+    INODE_STORAGE = 28
+    TASK_STORAGE = 29
+    BLOOM_FILTER = 30
+    USER_RINGBUF = 31
+    CGRP_STORAGE = 32
+    ARENA = 33
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, value: int) -> "MapType | int":
+        try:
+            return cls(value)
+        except ValueError:
+            return value
+
+
+PERCPU_TYPES = frozenset({
+    MapType.PERCPU_HASH, MapType.PERCPU_ARRAY, MapType.LRU_PERCPU_HASH,
+    MapType.PERCPU_CGROUP_STORAGE,
+})
+HASH_TYPES = frozenset({
+    MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH, MapType.LRU_PERCPU_HASH,
+    MapType.HASH_OF_MAPS,
+})
+ARRAY_TYPES = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY, MapType.ARRAY_OF_MAPS})
+MAP_IN_MAP_TYPES = frozenset({MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
+
+
+class BpfMapInfo(ctypes.Structure):
+    """``struct bpf_map_info`` up to ``map_extra`` (the kernel zero-fills what we do not ask for)."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("id", ctypes.c_uint32),
+        ("key_size", ctypes.c_uint32),
+        ("value_size", ctypes.c_uint32),
+        ("max_entries", ctypes.c_uint32),
+        ("map_flags", ctypes.c_uint32),
+        ("name", ctypes.c_char * BPF_OBJ_NAME_LEN),
+        ("ifindex", ctypes.c_uint32),
+        ("btf_vmlinux_value_type_id", ctypes.c_uint32),
+        ("netns_dev", ctypes.c_uint64),
+        ("netns_ino", ctypes.c_uint64),
+        ("btf_id", ctypes.c_uint32),
+        ("btf_key_type_id", ctypes.c_uint32),
+        ("btf_value_type_id", ctypes.c_uint32),
+        ("btf_vmlinux_id", ctypes.c_uint32),
+        ("map_extra", ctypes.c_uint64),
+    ]
+
+
+class BpfMapBatchOpts(ctypes.Structure):
+    """``struct bpf_map_batch_opts`` (24 bytes on LP64)."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("elem_flags", ctypes.c_uint64),
+        ("flags", ctypes.c_uint64),
+    ]
+
+
+class BpfMapCreateOpts(ctypes.Structure):
+    """``struct bpf_map_create_opts`` as of libbpf 1.1."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("btf_fd", ctypes.c_uint32),
+        ("btf_key_type_id", ctypes.c_uint32),
+        ("btf_value_type_id", ctypes.c_uint32),
+        ("btf_vmlinux_value_type_id", ctypes.c_uint32),
+        ("inner_map_fd", ctypes.c_uint32),
+        ("map_flags", ctypes.c_uint32),
+        ("map_extra", ctypes.c_uint64),
+        ("numa_node", ctypes.c_uint32),
+        ("map_ifindex", ctypes.c_uint32),
+    ]
+
+
+class BpfGetFdByIdOpts(ctypes.Structure):
+    """``struct bpf_get_fd_by_id_opts`` (libbpf 1.1)."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("open_flags", ctypes.c_uint32),
+    ]
+
+
+class BpfObjGetOpts(ctypes.Structure):
+    """``struct bpf_obj_get_opts`` (libbpf 1.0)."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("file_flags", ctypes.c_uint32),
+    ]
+
+
+def opts(struct_type: type[ctypes.Structure], **fields) -> ctypes.Structure:
+    """An ``*_opts`` structure with ``sz`` filled in, as libbpf's ``LIBBPF_OPTS`` does."""
+    value = struct_type(**fields)
+    value.sz = ctypes.sizeof(struct_type)
+    return value

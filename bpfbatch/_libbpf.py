@@ -1,0 +1,165 @@
+"""ctypes prototypes over the system ``libbpf.so.1`` — the only module touching native symbols.
+
+Every symbol the package calls is declared in :data:`_PROTOTYPES`; import fails with one clear
+line if the installed libbpf lacks any of them (Debian 12 ships 1.1.2, which is the floor:
+``bpf_map_get_info_by_fd`` is 1.2+, so ``bpf_obj_get_info_by_fd`` is used).
+
+libbpf ≥ 1.0 returns ``-errno`` from int-returning calls and ``NULL`` + ``errno`` from
+pointer-returning ones; :func:`check` and :func:`check_ptr` turn both into the package's errors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_void_p
+
+from . import _abi
+from .errors import BpfBatchError, from_errno
+
+_u32p = POINTER(c_uint32)
+
+# name -> (restype, argtypes)
+_PROTOTYPES: dict[str, tuple[object, list[object]]] = {
+    # Batch commands.
+    "bpf_map_lookup_batch": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, _u32p, c_void_p]),
+    "bpf_map_lookup_and_delete_batch": (c_int, [c_int, c_void_p, c_void_p, c_void_p, c_void_p, _u32p, c_void_p]),
+    "bpf_map_update_batch": (c_int, [c_int, c_void_p, c_void_p, _u32p, c_void_p]),
+    "bpf_map_delete_batch": (c_int, [c_int, c_void_p, _u32p, c_void_p]),
+    # Per-element commands.
+    "bpf_map_get_next_key": (c_int, [c_int, c_void_p, c_void_p]),
+    "bpf_map_lookup_elem_flags": (c_int, [c_int, c_void_p, c_void_p, ctypes.c_uint64]),
+    "bpf_map_update_elem": (c_int, [c_int, c_void_p, c_void_p, ctypes.c_uint64]),
+    "bpf_map_delete_elem": (c_int, [c_int, c_void_p]),
+    # Objects.
+    "bpf_map_create": (c_int, [c_int, c_char_p, c_uint32, c_uint32, c_uint32, c_void_p]),
+    "bpf_map_get_next_id": (c_int, [c_uint32, _u32p]),
+    "bpf_map_get_fd_by_id_opts": (c_int, [c_uint32, c_void_p]),
+    "bpf_obj_get_opts": (c_int, [c_char_p, c_void_p]),
+    "bpf_obj_pin": (c_int, [c_int, c_char_p]),
+    "bpf_obj_get_info_by_fd": (c_int, [c_int, c_void_p, _u32p]),
+    "libbpf_num_possible_cpus": (c_int, []),
+    "libbpf_set_print": (c_void_p, [c_void_p]),
+    # BTF: reading a map's types, and building types for maps we create.
+    "btf__load_from_kernel_by_id": (c_void_p, [c_uint32]),
+    "btf__get_raw_data": (c_void_p, [c_void_p, _u32p]),
+    "btf__free": (None, [c_void_p]),
+    "btf__new_empty": (c_void_p, []),
+    "btf__add_int": (c_int, [c_void_p, c_char_p, c_size_t, c_int]),
+    "btf__add_struct": (c_int, [c_void_p, c_char_p, c_uint32]),
+    "btf__add_union": (c_int, [c_void_p, c_char_p, c_uint32]),
+    "btf__add_field": (c_int, [c_void_p, c_char_p, c_int, c_uint32, c_uint32]),
+    "btf__add_array": (c_int, [c_void_p, c_int, c_int, c_uint32]),
+    "btf__add_enum": (c_int, [c_void_p, c_char_p, c_uint32]),
+    "btf__add_enum_value": (c_int, [c_void_p, c_char_p, c_int64]),
+    "btf__add_typedef": (c_int, [c_void_p, c_char_p, c_int]),
+    "btf__add_ptr": (c_int, [c_void_p, c_int]),
+    "btf__add_const": (c_int, [c_void_p, c_int]),
+    "btf__add_volatile": (c_int, [c_void_p, c_int]),
+    "btf__load_into_kernel": (c_int, [c_void_p]),
+    "btf__fd": (c_int, [c_void_p]),
+}
+
+
+def _load() -> ctypes.CDLL:
+    try:
+        lib = ctypes.CDLL("libbpf.so.1", use_errno=True)
+    except OSError as exc:
+        raise BpfBatchError(f"cannot load libbpf.so.1 ({exc}); install Debian's libbpf1") from None
+    missing = [name for name in _PROTOTYPES if not hasattr(lib, name)]
+    if missing:
+        raise BpfBatchError(
+            "libbpf.so.1 lacks " + ", ".join(missing) + "; bpfbatch needs libbpf 1.1 or newer")
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+lib = _load()
+
+
+def check(ret: int, op: str, obj: str | None = None) -> int:
+    """Return ``ret`` when it is not negative, else raise the translated ``-ret`` errno."""
+    if ret < 0:
+        raise from_errno(op, -ret, obj=obj)
+    return ret
+
+
+def check_ptr(ptr: int | None, op: str, obj: str | None = None) -> int:
+    """Return a non-NULL pointer, else raise the translated ``errno`` libbpf left behind."""
+    if not ptr:
+        raise from_errno(op, ctypes.get_errno() or 22, obj=obj)
+    return ptr
+
+
+_possible_cpus: int | None = None
+
+
+def num_possible_cpus() -> int:
+    """CPUs in ``/sys/devices/system/cpu/possible`` (per-CPU value stride), cached."""
+    global _possible_cpus
+    if _possible_cpus is None:
+        _possible_cpus = check(lib.libbpf_num_possible_cpus(), "count possible CPUs")
+    return _possible_cpus
+
+
+def obj_info(fd: int, info: ctypes.Structure, obj: str | None = None) -> None:
+    """Fill ``info`` (e.g. :class:`_abi.BpfMapInfo`) for the object behind ``fd``."""
+    size = c_uint32(ctypes.sizeof(info))
+    check(lib.bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(size)),
+          "get object info", obj)
+
+
+def map_fd_by_id(map_id: int, *, read_only: bool) -> int:
+    """Open map ``map_id``; read-only opens work on maps frozen or created read-only."""
+    opts = _abi.opts(_abi.BpfGetFdByIdOpts, open_flags=_abi.BPF_F_RDONLY if read_only else 0)
+    return check(lib.bpf_map_get_fd_by_id_opts(map_id, ctypes.byref(opts)),
+                 "open map by id", f"map id {map_id}")
+
+
+def obj_fd_by_path(path: str, *, read_only: bool) -> int:
+    """Open a pinned object at ``path`` on bpffs."""
+    opts = _abi.opts(_abi.BpfObjGetOpts, file_flags=_abi.BPF_F_RDONLY if read_only else 0)
+    return check(lib.bpf_obj_get_opts(path.encode(), ctypes.byref(opts)),
+                 "open pinned object", path)
+
+
+def map_ids():
+    """Yield the id of every map on the system, in increasing order."""
+    current = c_uint32(0)
+    while True:
+        ret = lib.bpf_map_get_next_id(current.value, ctypes.byref(current))
+        if ret == -2:  # ENOENT: past the last id
+            return
+        check(ret, "list maps")
+        yield current.value
+
+
+# libbpf's log: silent by default, on stderr with -v. The callback receives a va_list, which
+# only the C library can format.
+_PRINT_FN = ctypes.CFUNCTYPE(c_int, c_int, c_char_p, c_void_p)
+_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+_libc.vsnprintf.argtypes = [c_char_p, c_size_t, c_char_p, c_void_p]
+_libc.vsnprintf.restype = c_int
+_log_sink = None
+
+
+@_PRINT_FN
+def _print(level: int, fmt: bytes, args: int) -> int:
+    if _log_sink is None:
+        return 0
+    buf = ctypes.create_string_buffer(4096)
+    _libc.vsnprintf(buf, len(buf), fmt, args)
+    _log_sink(buf.value.decode(errors="replace"))
+    return 0
+
+
+def set_log_sink(sink) -> None:
+    """Send libbpf's messages to ``sink(str)``, or drop them with ``None`` (the default)."""
+    global _log_sink
+    _log_sink = sink
+
+
+lib.libbpf_set_print(ctypes.cast(_print, c_void_p))

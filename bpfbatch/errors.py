@@ -1,0 +1,116 @@
+"""One error hierarchy for the whole package, and the one errno translation table.
+
+Every failure that reaches a user is a :class:`BpfBatchError` whose ``str()`` is a single line
+naming the object it concerns (``map 42 'flows'``, ``rules.tc:17``, ``field 'ts'``), what went
+wrong, and, for kernel failures, the errno name. The CLI prints that line and exits non-zero;
+library callers can branch on the subclass or on ``.errno``.
+
+Both families of the package (BPF maps and the tc netlink sender) raise these; this module is
+the only thing they share.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+#: Kernel-internal "operation not supported" (include/linux/errno.h). The BPF syscall returns
+#: it for a batch command the map type does not wire up; it is *not* EOPNOTSUPP (95), and
+#: ``os.strerror`` knows no text for it.
+ENOTSUPP = 524
+
+# What an errno means for this package's operations. Only the meaning that helps a user act is
+# kept; anything not listed falls back to the C library's text.
+_MEANINGS: dict[int, str] = {
+    _errno.EPERM: "operation not permitted (needs root or CAP_BPF/CAP_NET_ADMIN, or the map is read-only)",
+    _errno.EACCES: "permission denied (the fd lacks the access this operation needs)",
+    _errno.ENOENT: "no such element or object",
+    _errno.E2BIG: "map is full, or the index is past max_entries",
+    _errno.EINVAL: "invalid argument (flags or sizes the kernel rejects)",
+    _errno.ENOSPC: "batch buffer too small for one hash bucket",
+    _errno.EBUSY: "bucket lock contended",
+    _errno.EEXIST: "already exists",
+    _errno.ENOMEM: "kernel out of memory",
+    _errno.EFAULT: "bad user buffer",
+    _errno.EINTR: "interrupted",
+    _errno.EBADF: "not a valid BPF object descriptor",
+    _errno.EOPNOTSUPP: "operation not supported",
+    _errno.ENODEV: "no such device",
+    _errno.EMSGSIZE: "message too long for the socket buffer",
+    _errno.ENOBUFS: "socket receive buffer overflowed: replies were dropped",
+    ENOTSUPP: "not supported for this map type",
+}
+
+
+def errno_name(code: int) -> str:
+    """``ENOENT`` for 2, ``ENOTSUPP`` for 524, ``E<n>`` for anything unknown."""
+    if code == ENOTSUPP:
+        return "ENOTSUPP"
+    return _errno.errorcode.get(code, f"E{code}")
+
+
+def errno_meaning(code: int) -> str:
+    """A short human meaning of ``code`` in this package's context."""
+    return _MEANINGS.get(code) or os.strerror(code)
+
+
+class BpfBatchError(Exception):
+    """Base of every error the package raises on purpose.
+
+    ``obj`` names the thing concerned (map, file:line, field, token); ``errno`` is set when the
+    kernel said no. ``str()`` is always one line: ``<obj>: <message> (<ERRNO>)``.
+    """
+
+    def __init__(self, message: str, *, obj: str | None = None, errno: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.obj = obj
+        self.errno = errno
+
+    def __str__(self) -> str:
+        text = f"{self.obj}: {self.message}" if self.obj else self.message
+        if self.errno is not None:
+            text += f" ({errno_name(self.errno)})"
+        return text.replace("\n", " ")
+
+
+class KernelError(BpfBatchError):
+    """A syscall failed. ``op`` is the operation as the user would name it."""
+
+    def __init__(self, op: str, errno: int, *, obj: str | None = None, detail: str | None = None):
+        message = f"{op}: {detail or errno_meaning(errno)}"
+        super().__init__(message, obj=obj, errno=errno)
+        self.op = op
+
+
+class NotSupportedError(KernelError):
+    """The kernel has no such operation for this object (ENOTSUPP, EOPNOTSUPP)."""
+
+
+class RetryBudgetError(KernelError):
+    """A retried condition (ENOSPC growth, EBUSY) did not clear within its budget."""
+
+
+class PartialError(KernelError):
+    """A bulk write stopped part-way. ``applied`` entries went in before the failure."""
+
+    def __init__(self, op: str, errno: int, *, applied: int, obj: str | None = None,
+                 detail: str | None = None):
+        super().__init__(op, errno, obj=obj, detail=detail)
+        self.applied = applied
+
+
+class InputError(BpfBatchError):
+    """Bad user input: a file line, an option, a field name or an expression token."""
+
+
+class NotFoundError(BpfBatchError):
+    """A named object (map, device, field) does not exist, or a name is ambiguous."""
+
+
+def from_errno(op: str, code: int, *, obj: str | None = None, detail: str | None = None) -> KernelError:
+    """Translate a failed syscall into the right subclass. The one translation table."""
+    code = abs(code)
+    if code in (ENOTSUPP, _errno.EOPNOTSUPP):
+        return NotSupportedError(op, code, obj=obj, detail=detail)
+    return KernelError(op, code, obj=obj, detail=detail)
