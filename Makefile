@@ -10,8 +10,9 @@ demo: setup
 test: setup
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
+# make bench SUITE=maps (or tc, ...), BENCH_ARGS="..." for its options.
 bench: setup
-	.venv/bin/python -m tools.bench $(BENCH_ARGS)
+	.venv/bin/python -m tools.bench $(SUITE) $(BENCH_ARGS)
 
 progs:
 	$(MAKE) -C progs

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of bpfbatch against its real peers (see harness.py)."""
