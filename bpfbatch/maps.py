@@ -1,0 +1,202 @@
+"""``Map``: one BPF map opened by id, pinned path, exact name or fd, with its info and the
+per-element operations. Bulk work goes through :mod:`bpfbatch.cursor`.
+
+Addressing follows bpftool (``id N | pinned FILE | name NAME``): a name is an *exact* match of
+the kernel's (at most 15-character) map name; operations on one map refuse a name several maps
+share and list their ids.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+from collections.abc import Iterator
+
+from . import _abi, _libbpf
+from ._abi import MapType
+from ._libbpf import check, lib
+from .errors import BpfBatchError, NotFoundError
+
+
+@dataclasses.dataclass(frozen=True)
+class MapInfo:
+    """What the kernel reports about a map (``bpf_obj_get_info_by_fd``), in Python terms."""
+
+    id: int
+    type: MapType | int
+    name: str
+    key_size: int
+    value_size: int
+    max_entries: int
+    flags: int
+    btf_id: int
+    btf_key_type_id: int
+    btf_value_type_id: int
+
+    @property
+    def type_name(self) -> str:
+        return self.type.label if isinstance(self.type, MapType) else f"type_{self.type}"
+
+    @property
+    def percpu(self) -> bool:
+        return self.type in _abi.PERCPU_TYPES
+
+    @property
+    def cpu_stride(self) -> int:
+        """Bytes per CPU inside a per-CPU value: ``round_up(value_size, 8)``."""
+        return (self.value_size + 7) & ~7
+
+    @property
+    def value_stride(self) -> int:
+        """Bytes one element's value occupies in syscall buffers (``bpf_map_value_size``).
+
+        Per-CPU maps carry ``round_up(value_size, 8)`` for every *possible* CPU; map-in-map
+        values are 4-byte ids (out) or fds (in).
+        """
+        if self.percpu:
+            return self.cpu_stride * _libbpf.num_possible_cpus()
+        if self.type in _abi.MAP_IN_MAP_TYPES:
+            return 4
+        return self.value_size
+
+    @property
+    def label(self) -> str:
+        """How errors name this map: ``map 42 'flows'``."""
+        return f"map {self.id} '{self.name}'" if self.name else f"map {self.id}"
+
+    @classmethod
+    def from_fd(cls, fd: int) -> "MapInfo":
+        raw = _abi.BpfMapInfo()
+        _libbpf.obj_info(fd, raw, f"fd {fd}")
+        return cls(
+            id=raw.id, type=MapType.parse(raw.type), name=raw.name.decode(errors="replace"),
+            key_size=raw.key_size, value_size=raw.value_size, max_entries=raw.max_entries,
+            flags=raw.map_flags, btf_id=raw.btf_id, btf_key_type_id=raw.btf_key_type_id,
+            btf_value_type_id=raw.btf_value_type_id,
+        )
+
+
+class Map:
+    """An open BPF map. Owns its fd (closed by :meth:`close` or the ``with`` block) unless
+    created with ``owned=False``. ``read_only`` maps refuse writes in the kernel (EPERM)."""
+
+    def __init__(self, fd: int, *, owned: bool = True, read_only: bool = False):
+        self.fd = fd
+        self.owned = owned
+        self.read_only = read_only
+        self.info = MapInfo.from_fd(fd)
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open_id(cls, map_id: int, *, read_only: bool = False) -> "Map":
+        return cls(_libbpf.map_fd_by_id(map_id, read_only=read_only), read_only=read_only)
+
+    @classmethod
+    def open_pinned(cls, path: str, *, read_only: bool = False) -> "Map":
+        if not os.path.exists(path):
+            raise NotFoundError("no such pinned object", obj=path)
+        fd = _libbpf.obj_fd_by_path(path, read_only=read_only)
+        try:
+            return cls(fd, read_only=read_only)
+        except BpfBatchError:
+            os.close(fd)
+            raise BpfBatchError("pinned object is not a map", obj=path) from None
+
+    @classmethod
+    def open_name(cls, name: str, *, read_only: bool = False) -> "Map":
+        """The one map whose kernel name is exactly ``name``."""
+        ids = ids_by_name(name)
+        if not ids:
+            raise NotFoundError("no map with this exact name", obj=f"map name '{name}'")
+        if len(ids) > 1:
+            raise NotFoundError("several maps match this name: ids " + ", ".join(map(str, ids)),
+                                obj=f"map name '{name}'")
+        return cls.open_id(ids[0], read_only=read_only)
+
+    @classmethod
+    def create(cls, map_type: MapType, key_size: int, value_size: int, max_entries: int, *,
+               name: str = "", flags: int = 0, btf_fd: int = 0, btf_key_type_id: int = 0,
+               btf_value_type_id: int = 0, inner_map_fd: int = 0) -> "Map":
+        """Create a new map (not pinned: it lives while the fd is open)."""
+        opts = _abi.opts(_abi.BpfMapCreateOpts, map_flags=flags, btf_fd=btf_fd,
+                         btf_key_type_id=btf_key_type_id, btf_value_type_id=btf_value_type_id,
+                         inner_map_fd=inner_map_fd)
+        fd = check(lib.bpf_map_create(int(map_type), name.encode()[:15], key_size, value_size,
+                                      max_entries, ctypes.byref(opts)),
+                   f"create {MapType.parse(map_type)!s} map", name or None)
+        return cls(fd)
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.fd >= 0 and self.owned:
+            os.close(self.fd)
+        self.fd = -1
+
+    def __enter__(self) -> "Map":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def pin(self, path: str) -> None:
+        check(lib.bpf_obj_pin(self.fd, path.encode()), "pin map", path)
+
+    def __repr__(self) -> str:
+        i = self.info
+        return (f"<Map {i.id} {i.type_name} '{i.name}' key {i.key_size} value {i.value_size} "
+                f"max_entries {i.max_entries}>")
+
+    # -- per-element operations ----------------------------------------------------------
+
+    def lookup(self, key: bytes, *, flags: int = 0) -> bytes | None:
+        """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent."""
+        value = ctypes.create_string_buffer(self.info.value_stride)
+        ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)
+        if ret == -2:
+            return None
+        check(ret, "lookup element", self.info.label)
+        return value.raw
+
+    def update(self, key: bytes, value: bytes, flags: int = _abi.BPF_ANY) -> None:
+        check(lib.bpf_map_update_elem(self.fd, key, value, flags), "update element",
+              self.info.label)
+
+    def delete(self, key: bytes) -> bool:
+        """Delete ``key``; ``False`` when it was not there."""
+        ret = lib.bpf_map_delete_elem(self.fd, key)
+        if ret == -2:
+            return False
+        check(ret, "delete element", self.info.label)
+        return True
+
+    def next_key(self, key: bytes | None) -> bytes | None:
+        """The key after ``key`` (the first with ``None``), or ``None`` at the end."""
+        out = ctypes.create_string_buffer(self.info.key_size)
+        ret = lib.bpf_map_get_next_key(self.fd, key, out)
+        if ret == -2:
+            return None
+        check(ret, "get next key", self.info.label)
+        return out.raw
+
+
+def ids_by_name(name: str) -> list[int]:
+    """Ids of every map named exactly ``name``."""
+    return [info.id for info in iter_infos() if info.name == name]
+
+
+def iter_infos() -> Iterator[MapInfo]:
+    """Info of every map on the system (maps that vanish meanwhile are skipped)."""
+    for map_id in _libbpf.map_ids():
+        try:
+            fd = _libbpf.map_fd_by_id(map_id, read_only=True)
+        except BpfBatchError as exc:
+            if exc.errno == 2:
+                continue
+            raise
+        try:
+            yield MapInfo.from_fd(fd)
+        finally:
+            os.close(fd)
