@@ -1,8 +1,57 @@
-"""The shared batch cursor (work in progress: Batch is the stable interface)."""
+"""The shared batch cursor: every read, drain, write and delete of a map goes through here.
+
+Reading (``BPF_MAP_LOOKUP_BATCH``) and draining (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``) follow
+the kernel contract documented in the project's batch-semantics notes:
+
+- the first call passes ``in_batch = NULL`` (a zeroed token would skip key 0 of an array);
+  the token is an opaque ``max(key_size, 4)``-byte buffer (a u32 bucket index for the hash
+  family, a key for the generic ops) that serves as both ``in_batch`` and ``out_batch``, since
+  the kernel reads the one before writing the other;
+- ``count`` entries are consumed on *every* return that reports them — ``0`` (a short batch is
+  not the end), ``ENOENT`` (the end, possibly with the last entries), ``EBUSY``/lock errors
+  (entries copied before the contended bucket); a ``0`` return with no entries is an error,
+  never a loop;
+- ``ENOSPC`` (a bucket larger than the batch) doubles the batch, up to ``max_entries``, and
+  retries from the same token; lock contention is retried; both have budgets that end in an
+  error naming the map, never in a silently short result;
+- where the kernel has no batch op for the map type (``ENOTSUPP``, 524; ``EINVAL`` before
+  5.6) or gives up on a generic map with holes (``EINTR``, kernels ≤ 6.13), the cursor falls
+  back, once per map type and op and remembered, to a per-key walk that fetches the next key
+  before deleting the current one.
+
+A dump is never an atomic snapshot: each hash bucket is copied atomically, but entries added
+behind the cursor are missed and values may change after they were read. One pass over a hash
+map never returns a key twice. A drain is atomic per bucket: whatever it deletes is in the
+batch it returns.
+
+:func:`update` and :func:`delete` write through ``BPF_MAP_UPDATE_BATCH`` /
+``BPF_MAP_DELETE_BATCH`` in chunks and report exactly how many entries were applied.
+"""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import errno as E
+from collections.abc import Iterator
+
+import numpy as np
+
+from . import _abi, features
+from ._abi import MapType
+from ._libbpf import lib
+from .errors import (ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError,
+                     RetryBudgetError, from_errno)
+from .maps import Map
+
+DEFAULT_BATCH = 8192
+#: Lock-contention retries (EBUSY; rqspinlock's EDEADLK/ETIMEDOUT on 6.15+) per cursor step.
+LOCK_RETRIES = 64
+# Transient bucket-lock failures: the kernel reports what it copied before the bucket.
+_LOCK_ERRNOS = frozenset({E.EBUSY, E.EDEADLK, E.ETIMEDOUT})
+
+# (map type, command) pairs the kernel answered with "no batch op": decided once, remembered.
+_no_batch: set[tuple[int, str]] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,3 +66,331 @@ class Batch:
     count: int
     keys: memoryview
     values: memoryview
+
+
+@dataclasses.dataclass(frozen=True)
+class CursorToken:
+    """Where a pass stopped, to resume it later with ``BatchCursor(map, resume=token)``.
+
+    Bound to one map (by id) and one command: the raw token means nothing elsewhere.
+    """
+
+    map_id: int
+    delete: bool
+    raw: bytes | None  # None: nothing consumed yet (the next call passes in_batch = NULL)
+
+
+class _Buffers:
+    """Key and value buffers for ``size`` elements; replaced, never resized, when the batch
+    grows, so views handed out earlier stay valid."""
+
+    def __init__(self, size: int, key_size: int, value_stride: int):
+        self.size = size
+        self.keys = bytearray(size * key_size)
+        self.values = bytearray(max(size * value_stride, 1))
+        self.keys_ptr = ctypes.addressof(ctypes.c_char.from_buffer(self.keys)) if self.keys else None
+        self.values_ptr = ctypes.addressof(ctypes.c_char.from_buffer(self.values))
+
+
+class BatchCursor:
+    """Iterate a map's elements in batches: ``for batch in BatchCursor(m): ...``.
+
+    ``delete=True`` drains the map (LOOKUP_AND_DELETE). ``batch_size`` is the number of
+    elements asked for per call (capped at ``max_entries``); it grows on ENOSPC at most
+    ``max_growth`` doublings. ``elem_flags`` may be ``BPF_F_LOCK``. ``force_fallback`` uses the
+    per-key walk even where batch ops exist (to compare the two paths).
+    """
+
+    def __init__(self, map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
+                 max_growth: int = 24, elem_flags: int = 0, resume: CursorToken | None = None,
+                 force_fallback: bool = False):
+        if batch_size <= 0:
+            raise InputError(f"batch size must be positive, got {batch_size}", obj=map.info.label)
+        self.map = map
+        self.info = map.info
+        self.delete = delete
+        self.elem_flags = elem_flags
+        self.max_growth = max_growth
+        self.op = "lookup_and_delete batch" if delete else "lookup batch"
+        self._fn = lib.bpf_map_lookup_and_delete_batch if delete else lib.bpf_map_lookup_batch
+        self._opts = _abi.opts(_abi.BpfMapBatchOpts, elem_flags=elem_flags)
+        self._stride = self.info.value_stride
+        self._token = ctypes.create_string_buffer(max(self.info.key_size, 4))
+        self._started = False
+        self._done = False
+        self._fallback = force_fallback or (self.info.type, self.op) in _no_batch
+        self._next_key: bytes | None = None  # per-key walk position
+        if resume is not None:
+            self._resume(resume)
+        self._buf = _Buffers(max(1, min(batch_size, self.info.max_entries or batch_size)),
+                             self.info.key_size, self._stride)
+
+    @property
+    def token_size(self) -> int:
+        return len(self._token)
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def token(self) -> CursorToken:
+        """Where this pass stands now (see :class:`CursorToken`)."""
+        return CursorToken(self.info.id, self.delete,
+                           bytes(self._token.raw) if self._started else None)
+
+    def _resume(self, token: CursorToken) -> None:
+        if token.map_id != self.info.id or token.delete != self.delete:
+            raise InputError(f"cursor token belongs to map {token.map_id} "
+                             f"({'drain' if token.delete else 'lookup'}), not to this pass",
+                             obj=self.info.label)
+        if token.raw is not None:
+            ctypes.memmove(self._token, token.raw, len(self._token))
+            self._started = True
+
+    def __iter__(self) -> Iterator[Batch]:
+        while not self._done:
+            batch = self._step_per_key() if self._fallback else self._step_batch()
+            if batch is not None and batch.count:
+                yield batch
+
+    # -- the batch path ------------------------------------------------------------------
+
+    def _step_batch(self) -> Batch | None:
+        """One kernel call (plus retries); returns the entries it reported, or None."""
+        growth = lock_retries = 0
+        while True:
+            buf = self._buf
+            count = ctypes.c_uint32(buf.size)
+            in_batch = self._token if self._started else None
+            ret = self._fn(self.map.fd, in_batch, self._token, buf.keys_ptr, buf.values_ptr,
+                           ctypes.byref(count), ctypes.byref(self._opts))
+            err = -ret
+            if ret == 0 or err == E.ENOENT or err in _LOCK_ERRNOS:
+                n = count.value
+                if n > buf.size:
+                    raise KernelError(self.op, err or E.EINVAL, obj=self.info.label,
+                                      detail=f"kernel reported {n} entries for a {buf.size}-entry batch")
+                if n:
+                    self._started = True
+                if err == E.ENOENT:
+                    self._done = True
+                elif ret == 0 and n == 0:
+                    raise KernelError(self.op, E.EINVAL, obj=self.info.label,
+                                      detail="kernel returned no entries and no end of map")
+                elif err in _LOCK_ERRNOS:
+                    lock_retries += 1
+                    if lock_retries > LOCK_RETRIES:
+                        raise RetryBudgetError(self.op, err, obj=self.info.label,
+                                               detail=f"bucket lock still contended after {LOCK_RETRIES} retries")
+                    if not n:
+                        continue
+                return self._batch(n)
+            if err == E.ENOSPC:
+                growth += 1
+                limit = max(self.info.max_entries, 1)
+                if growth > self.max_growth or buf.size >= limit:
+                    raise RetryBudgetError(
+                        self.op, err, obj=self.info.label,
+                        detail=f"a hash bucket does not fit a batch of {buf.size} entries")
+                self._buf = _Buffers(min(buf.size * 2, limit), self.info.key_size, self._stride)
+                continue
+            if self._should_fall_back(err):
+                self._switch_to_fallback()
+                return None
+            raise from_errno(self.op, err, obj=self.info.label)
+
+    def _batch(self, n: int) -> Batch:
+        buf = self._buf
+        return Batch(n, memoryview(buf.keys)[: n * self.info.key_size],
+                     memoryview(buf.values)[: n * self._stride])
+
+    def _should_fall_back(self, err: int) -> bool:
+        if err == ENOTSUPP:
+            if self.delete and self.info.type in _abi.ARRAY_TYPES:
+                return False  # array elements cannot be deleted at all: report it
+            _no_batch.add((self.info.type, self.op))
+            return True
+        if err == E.EINTR and self.info.type not in _abi.HASH_TYPES:
+            return True  # generic lookup gave up on a slot with no value (kernels <= 6.13)
+        if err == E.EINVAL and not self.elem_flags and not features.batch_api():
+            _no_batch.add((self.info.type, self.op))
+            return True
+        return False
+
+    def _switch_to_fallback(self) -> None:
+        """Continue the same pass key by key, after the last key the batch path returned."""
+        self._fallback = True
+        if not self._started:
+            self._next_key = self.map.next_key(None)
+        elif self.info.type in _abi.HASH_TYPES:
+            # A hash token is a bucket index, not a key: only a fresh pass is possible, and a
+            # pass that already consumed entries must not return them again.
+            raise NotSupportedError(self.op, E.EINTR, obj=self.info.label,
+                                    detail="batch op failed mid-pass on a hash map")
+        else:
+            self._next_key = self.map.next_key(self._token.raw[: self.info.key_size])
+        if self._next_key is None:
+            self._done = True
+
+    # -- the per-key fallback ------------------------------------------------------------
+
+    def _step_per_key(self) -> Batch | None:
+        """Fill one batch key by key: ``get_next_key`` is asked for the successor *before*
+        the current key is deleted, so a drain stays linear (deleting first makes the kernel
+        restart from bucket 0 on every call: bcc's quadratic ``clear()``)."""
+        if not self._started:
+            self._started = True
+            self._next_key = self.map.next_key(None)
+        buf, ks, vs = self._buf, self.info.key_size, self._stride
+        n = 0
+        # A concurrent writer can make get_next_key restart; bound the walk like cilium does.
+        while self._next_key is not None and n < buf.size:
+            key = self._next_key
+            self._next_key = self.map.next_key(key)
+            value = self.map.lookup(key, flags=self.elem_flags)
+            if value is None:
+                continue  # vanished between get_next_key and lookup
+            if self.delete and not self.map.delete(key):
+                continue  # someone else deleted it first: it is theirs, not ours
+            buf.keys[n * ks:(n + 1) * ks] = key
+            buf.values[n * vs:(n + 1) * vs] = value
+            n += 1
+        if self._next_key is None:
+            self._done = True
+        return self._batch(n) if n else None
+
+
+def read_all(map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
+             **options) -> tuple[np.ndarray, np.ndarray]:
+    """Every element as two ``uint8`` arrays of shape ``(n, key_size)`` and
+    ``(n, value_stride)`` — one copy per batch, no Python object per element."""
+    keys, values = [], []
+    for batch in BatchCursor(map, delete=delete, batch_size=batch_size, **options):
+        keys.append(np.frombuffer(batch.keys, np.uint8).copy())
+        values.append(np.frombuffer(batch.values, np.uint8).copy())
+    info = map.info
+    if not keys:
+        return np.empty((0, info.key_size), np.uint8), np.empty((0, info.value_stride), np.uint8)
+    return (np.concatenate(keys).reshape(-1, info.key_size),
+            np.concatenate(values).reshape(-1, info.value_stride))
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+def _as_bytes(data, size: int, count: int, what: str, map: Map) -> memoryview:
+    view = memoryview(data).cast("B")
+    if len(view) != size * count:
+        raise InputError(f"{what} buffer holds {len(view)} bytes, expected {count} × {size}",
+                         obj=map.info.label)
+    return view
+
+
+def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
+           batch_size: int = DEFAULT_BATCH) -> int:
+    """Write ``count`` elements (packed ``keys`` and ``values`` buffers) and return how many
+    were applied — all of them, or raise :class:`PartialError` with ``applied`` set and the
+    failing element's index in the message.
+
+    The kernel's batch update takes only ``BPF_F_LOCK``: ``BPF_NOEXIST`` / ``BPF_EXIST`` are
+    refused here with a clear error instead of the kernel's bare EINVAL.
+    """
+    if elem_flags & (_abi.BPF_NOEXIST | _abi.BPF_EXIST):
+        raise NotSupportedError("update batch", E.EINVAL, obj=map.info.label,
+                                detail="BPF_NOEXIST/BPF_EXIST are not supported by batch update")
+    info = map.info
+    key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
+    value_view = _writable(_as_bytes(values, info.value_stride, count, "value", map))
+    opts = _abi.opts(_abi.BpfMapBatchOpts, elem_flags=elem_flags)
+    done = 0
+    fallback = (info.type, "update batch") in _no_batch
+    while done < count:
+        n = min(batch_size, count - done)
+        k = key_view[done * info.key_size:(done + n) * info.key_size]
+        v = value_view[done * info.value_stride:(done + n) * info.value_stride]
+        if fallback:
+            done += _update_per_key(map, k, v, n, elem_flags, done)
+            continue
+        chunk = ctypes.c_uint32(n)
+        ret = lib.bpf_map_update_batch(map.fd, _addr(k), _addr(v), ctypes.byref(chunk),
+                                       ctypes.byref(opts))
+        if ret == -ENOTSUPP or (ret == -E.EINVAL and not features.batch_api()):
+            _no_batch.add((info.type, "update batch"))
+            fallback = True
+            continue
+        if ret < 0:
+            applied = done + (chunk.value if chunk.value < n else 0)
+            raise PartialError("update batch", -ret, applied=applied, obj=info.label,
+                               detail=f"element {applied} failed after {applied} applied")
+        done += n
+    return done
+
+
+def _update_per_key(map: Map, keys: memoryview, values: memoryview, n: int, flags: int,
+                    base: int) -> int:
+    ks, vs = map.info.key_size, map.info.value_stride
+    for i in range(n):
+        try:
+            map.update(bytes(keys[i * ks:(i + 1) * ks]), bytes(values[i * vs:(i + 1) * vs]), flags)
+        except KernelError as exc:
+            raise PartialError("update", exc.errno, applied=base + i, obj=map.info.label,
+                               detail=f"element {base + i} failed after {base + i} applied") from None
+    return n
+
+
+@dataclasses.dataclass(frozen=True)
+class DeleteResult:
+    deleted: int
+    missing: int
+
+
+def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH) -> DeleteResult:
+    """Delete ``count`` keys. A key that is not in the map is skipped and counted as missing
+    (the kernel's batch delete stops at it with ENOENT; the rest are still deleted)."""
+    info = map.info
+    key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
+    deleted = missing = done = 0
+    fallback = (info.type, "delete batch") in _no_batch
+    while done < count:
+        n = min(batch_size, count - done)
+        k = key_view[done * info.key_size:(done + n) * info.key_size]
+        if fallback:
+            for i in range(n):
+                if map.delete(bytes(k[i * info.key_size:(i + 1) * info.key_size])):
+                    deleted += 1
+                else:
+                    missing += 1
+            done += n
+            continue
+        chunk = ctypes.c_uint32(n)
+        ret = lib.bpf_map_delete_batch(map.fd, _addr(k), ctypes.byref(chunk), None)
+        if ret == 0:
+            deleted += n
+            done += n
+        elif ret == -E.ENOENT and chunk.value < n:
+            deleted += chunk.value
+            missing += 1
+            done += chunk.value + 1
+        elif info.type not in _abi.ARRAY_TYPES and (
+                ret == -ENOTSUPP or (ret == -E.EINVAL and not features.batch_api())):
+            _no_batch.add((info.type, "delete batch"))
+            fallback = True
+        elif ret == -ENOTSUPP:
+            raise NotSupportedError("delete batch", ENOTSUPP, obj=info.label,
+                                    detail=f"{info.type_name} elements cannot be deleted")
+        else:
+            applied = deleted + (chunk.value if chunk.value < n else 0)
+            raise PartialError("delete batch", -ret, applied=applied, obj=info.label,
+                               detail=f"stopped after {applied} deleted")
+    return DeleteResult(deleted, missing)
+
+
+def _writable(view: memoryview) -> memoryview:
+    """ctypes needs a writable buffer to take an address; copy read-only input once."""
+    return view if not view.readonly else memoryview(bytearray(view))
+
+
+def _addr(view: memoryview) -> int | None:
+    if not len(view):
+        return None
+    return ctypes.addressof(ctypes.c_char.from_buffer(view))
