@@ -105,7 +105,7 @@ class BatchCursor:
                  max_growth: int = 24, elem_flags: int = 0, resume: CursorToken | None = None,
                  force_fallback: bool = False):
         if batch_size <= 0:
-            raise InputError(f"batch size must be positive, got {batch_size}", obj=map.info.label)
+            raise InputError(f"batch size must be positive, got {batch_size}", obj="--batch-size")
         self.map = map
         self.info = map.info
         self.delete = delete

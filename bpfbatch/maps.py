@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import os
 from collections.abc import Iterator
 
 from . import _abi, _libbpf
 from ._abi import MapType
 from ._libbpf import check, lib
-from .errors import BpfBatchError, NotFoundError
+from .errors import BpfBatchError, KernelError, NotFoundError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,8 @@ class MapInfo:
     btf_id: int
     btf_key_type_id: int
     btf_value_type_id: int
+    memlock: int = 0
+    frozen: bool = False
 
     @property
     def type_name(self) -> str:
@@ -69,12 +72,24 @@ class MapInfo:
     def from_fd(cls, fd: int) -> "MapInfo":
         raw = _abi.BpfMapInfo()
         _libbpf.obj_info(fd, raw, f"fd {fd}")
+        extra = _fdinfo(fd)
         return cls(
             id=raw.id, type=MapType.parse(raw.type), name=raw.name.decode(errors="replace"),
             key_size=raw.key_size, value_size=raw.value_size, max_entries=raw.max_entries,
             flags=raw.map_flags, btf_id=raw.btf_id, btf_key_type_id=raw.btf_key_type_id,
             btf_value_type_id=raw.btf_value_type_id,
+            memlock=int(extra.get("memlock", 0)), frozen=extra.get("frozen", "0") != "0",
         )
+
+
+def _fdinfo(fd: int) -> dict[str, str]:
+    """``/proc/self/fdinfo/<fd>`` as a dict: the only source of ``memlock`` and ``frozen``
+    (bpftool reads them the same way)."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    except OSError:
+        return {}
 
 
 class Map:
@@ -91,13 +106,25 @@ class Map:
 
     @classmethod
     def open_id(cls, map_id: int, *, read_only: bool = False) -> "Map":
-        return cls(_libbpf.map_fd_by_id(map_id, read_only=read_only), read_only=read_only)
+        try:
+            fd = _libbpf.map_fd_by_id(map_id, read_only=read_only)
+        except KernelError as exc:
+            if exc.errno != errno.ENOENT:
+                raise
+            raise NotFoundError("no such map", obj=f"map id {map_id}", errno=exc.errno) from None
+        return cls(fd, read_only=read_only)
 
     @classmethod
     def open_pinned(cls, path: str, *, read_only: bool = False) -> "Map":
         if not os.path.exists(path):
-            raise NotFoundError("no such pinned object", obj=path)
-        fd = _libbpf.obj_fd_by_path(path, read_only=read_only)
+            raise NotFoundError("no such pinned object", obj=path, errno=errno.ENOENT)
+        try:
+            fd = _libbpf.obj_fd_by_path(path, read_only=read_only)
+        except KernelError as exc:
+            if exc.errno not in (errno.EACCES, errno.EINVAL):
+                raise
+            raise NotFoundError("not a pinned BPF object (is it on bpffs?)", obj=path,
+                                errno=exc.errno) from None
         try:
             return cls(fd, read_only=read_only)
         except BpfBatchError:
@@ -155,7 +182,7 @@ class Map:
         """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent."""
         value = ctypes.create_string_buffer(self.info.value_stride)
         ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)
-        if ret == -2:
+        if ret == -errno.ENOENT:
             return None
         check(ret, "lookup element", self.info.label)
         return value.raw
@@ -167,7 +194,7 @@ class Map:
     def delete(self, key: bytes) -> bool:
         """Delete ``key``; ``False`` when it was not there."""
         ret = lib.bpf_map_delete_elem(self.fd, key)
-        if ret == -2:
+        if ret == -errno.ENOENT:
             return False
         check(ret, "delete element", self.info.label)
         return True
@@ -176,7 +203,7 @@ class Map:
         """The key after ``key`` (the first with ``None``), or ``None`` at the end."""
         out = ctypes.create_string_buffer(self.info.key_size)
         ret = lib.bpf_map_get_next_key(self.fd, key, out)
-        if ret == -2:
+        if ret == -errno.ENOENT:
             return None
         check(ret, "get next key", self.info.label)
         return out.raw
@@ -193,7 +220,7 @@ def iter_infos() -> Iterator[MapInfo]:
         try:
             fd = _libbpf.map_fd_by_id(map_id, read_only=True)
         except BpfBatchError as exc:
-            if exc.errno == 2:
+            if exc.errno == errno.ENOENT:
                 continue
             raise
         try:

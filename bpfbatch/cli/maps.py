@@ -1,0 +1,81 @@
+"""Map commands: ``list``, ``dump``, ``count``, and the MAP addressing every map command shares.
+
+``MAP := --map-id N | --pinned PATH | --name NAME`` (bpftool's ``id | pinned | name``; the
+name is an exact match and must be unambiguous).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+from tabulate import tabulate
+
+from .. import cursor
+from ..errors import InputError
+from ..maps import Map, MapInfo, iter_infos
+from . import app
+
+MapId = Annotated[Optional[int], typer.Option("--map-id", help="Map id (as bpftool map show lists).")]
+Pinned = Annotated[Optional[str], typer.Option("--pinned", help="Path of a map pinned on bpffs.")]
+Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; must match one map.")]
+BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
+
+
+def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
+             read_only: bool) -> Map:
+    """The map the user named with exactly one of ``--map-id``, ``--pinned``, ``--name``."""
+    given = [flag for flag, value in (("--map-id", map_id), ("--pinned", pinned), ("--name", name))
+             if value is not None]
+    if len(given) != 1:
+        raise InputError("name the map with exactly one of --map-id, --pinned, --name"
+                         + (f" (got {' and '.join(given)})" if given else ""), obj="MAP")
+    if map_id is not None:
+        return Map.open_id(map_id, read_only=read_only)
+    if pinned is not None:
+        return Map.open_pinned(pinned, read_only=read_only)
+    return Map.open_name(name, read_only=read_only)
+
+
+def check_batch_size(batch_size: int) -> int:
+    if batch_size <= 0:
+        raise InputError(f"must be a positive number, got {batch_size}", obj="--batch-size")
+    return batch_size
+
+
+def _show_record(info: MapInfo) -> dict:
+    """The fields of ``bpftool -j map show``, same names and order."""
+    return {"id": info.id, "type": info.type_name, "name": info.name, "flags": info.flags,
+            "bytes_key": info.key_size, "bytes_value": info.value_size,
+            "max_entries": info.max_entries, "bytes_memlock": info.memlock,
+            "frozen": int(info.frozen), "btf_id": info.btf_id}
+
+
+@app.command("list")
+def list_maps(
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
+) -> None:
+    """List the maps on the system, like ``bpftool map show``."""
+    if output not in ("table", "json"):
+        raise InputError(f"unknown format '{output}' (use table or json)", obj="--output")
+    records = [_show_record(info) for info in iter_infos()]
+    if output == "json":
+        json.dump(records, sys.stdout)
+        sys.stdout.write("\n")
+        return
+    headers = ["id", "type", "name", "flags", "key", "value", "max_entries", "memlock", "btf_id"]
+    rows = [[r["id"], r["type"], r["name"], hex(r["flags"]), r["bytes_key"], r["bytes_value"],
+             r["max_entries"], r["bytes_memlock"], r["btf_id"] or ""] for r in records]
+    print(tabulate(rows, headers=headers, tablefmt="simple"))
+
+
+@app.command("count")
+def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+          batch_size: BatchSize = cursor.DEFAULT_BATCH) -> None:
+    """Count a map's elements with one batched pass (bpftool has no count)."""
+    check_batch_size(batch_size)
+    with open_map(map_id, pinned, name, read_only=True) as m:
+        total = sum(batch.count for batch in cursor.BatchCursor(m, batch_size=batch_size))
+    print(total)
