@@ -1,0 +1,105 @@
+"""``bpfbatch list / count`` end to end, as a user runs them, and every MAP error path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bpfbatch import cursor
+from bpfbatch._abi import MapType
+from bpfbatch.maps import Map
+
+
+def bpfbatch(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "bpfbatch", *args], capture_output=True, text=True)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("bpfbatch: error: "), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr  # no traceback
+    for fragment in fragments:
+        assert fragment in proc.stderr
+
+
+@pytest.fixture
+def filled():
+    m = Map.create(MapType.HASH, 4, 8, 4096, name="bb_cli_count")
+    keys = np.arange(1234, dtype=np.uint32)
+    cursor.update(m, keys, np.zeros(1234, np.uint64), 1234)
+    yield m
+    m.close()
+
+
+def test_list_json_matches_bpftool_map_show(filled):
+    ours = {r["id"]: r for r in json.loads(bpfbatch("list", "-o", "json", check=True).stdout)}
+    theirs = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(filled.info.id)],
+                                       capture_output=True, text=True, check=True).stdout)
+    mine = ours[filled.info.id]
+    for field in ("id", "type", "name", "flags", "bytes_key", "bytes_value", "max_entries",
+                  "bytes_memlock", "frozen"):
+        assert mine[field] == theirs[field], field
+    assert "bb_cli_count" in bpfbatch("list", check=True).stdout
+
+
+def test_count_by_id_name_and_pin(filled, tmp_path):
+    assert bpfbatch("count", "--map-id", str(filled.info.id), check=True).stdout == "1234\n"
+    assert bpfbatch("count", "--name", "bb_cli_count", check=True).stdout == "1234\n"
+    pin = f"/sys/fs/bpf/bb_cli_{os.getpid()}"
+    filled.pin(pin)
+    try:
+        assert bpfbatch("count", "--pinned", pin, "--batch-size", "7", check=True).stdout == "1234\n"
+    finally:
+        os.unlink(pin)
+
+
+def test_error_missing_map_id():
+    assert_one_line_error(bpfbatch("count", "--map-id", "4000000000"), "map id 4000000000",
+                          "no such map", "(ENOENT)")
+
+
+def test_error_pinned_path_absent_or_not_on_bpffs(tmp_path):
+    assert_one_line_error(bpfbatch("count", "--pinned", str(tmp_path / "nope")), "nope", "(ENOENT)")
+    regular = tmp_path / "file"
+    regular.write_text("x")
+    assert_one_line_error(bpfbatch("count", "--pinned", str(regular)), str(regular), "bpffs")
+
+
+def test_error_ambiguous_name_lists_ids():
+    a = Map.create(MapType.HASH, 4, 4, 8, name="bb_twice")
+    b = Map.create(MapType.HASH, 4, 4, 8, name="bb_twice")
+    try:
+        assert_one_line_error(bpfbatch("count", "--name", "bb_twice"), "several maps",
+                              str(a.info.id), str(b.info.id))
+    finally:
+        a.close()
+        b.close()
+
+
+def test_error_name_is_exact_not_prefix(filled):
+    assert_one_line_error(bpfbatch("count", "--name", "bb_cli"), "no map with this exact name")
+
+
+def test_error_bad_batch_size_and_no_map_named(filled):
+    assert_one_line_error(bpfbatch("count", "--map-id", str(filled.info.id), "--batch-size", "0"),
+                          "--batch-size")
+    assert_one_line_error(bpfbatch("count"), "exactly one of")
+    assert_one_line_error(bpfbatch("count", "--map-id", "1", "--name", "x"), "exactly one of")
+
+
+def test_error_without_privileges(filled):
+    # Root without capabilities (so files stay readable wherever the checkout is): the
+    # kernel refuses to open the map.
+    proc = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all",
+                           sys.executable, "-m", "bpfbatch", "count", "--map-id",
+                           str(filled.info.id)], capture_output=True, text=True)
+    assert_one_line_error(proc, f"map id {filled.info.id}")
+    assert "(EPERM)" in proc.stderr or "(EACCES)" in proc.stderr
