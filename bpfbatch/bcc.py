@@ -1,0 +1,91 @@
+"""Batched drop-ins for the loops bcc tools run over their tables.
+
+bcc's ``table.items()`` costs two syscalls per key and ``table.clear()`` deletes key by key
+while walking, which makes the kernel restart its walk from the first bucket after every
+delete (quadratic: minutes for a million entries). These functions take any bcc table (they
+only use its ``map_fd``, ``Key`` and ``Leaf``) and do the same work with the kernel's batch
+commands::
+
+    from bpfbatch import bcc as batched
+
+    for k, v in batched.items_and_clear(b["counts"]):   # was: items() then clear()
+        ...
+
+They return what bcc returns: ``(table.Key, table.Leaf)`` ctypes objects, and for per-CPU
+tables the per-CPU array ``table[key]`` gives (``table.sLeaf × CPUs``, or the reducer's result
+when the table was opened with one). The bcc module itself is not imported here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import reduce
+
+from . import bulk, cursor
+from .cursor import BatchCursor
+from .maps import Map
+
+
+def items(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
+    """``table.items()`` with ``BPF_MAP_LOOKUP_BATCH``: a snapshot per bucket, not of the
+    whole table (neither is bcc's)."""
+    return _collect(table, delete=False, batch_size=batch_size)
+
+
+def items_and_clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
+    """Read and delete every entry with ``BPF_MAP_LOOKUP_AND_DELETE_BATCH``: an update a BPF
+    program makes between the read and the delete cannot be lost, unlike ``items()`` followed
+    by ``clear()``. Tables whose elements cannot be deleted (arrays) are read, then zeroed."""
+    with _open(table) as map:
+        if map.info.type in bulk.ZEROED_ON_CLEAR:
+            entries = _collect(table, delete=False, batch_size=batch_size)
+            bulk.clear(map, batch_size=batch_size)
+            return entries
+    return _collect(table, delete=True, batch_size=batch_size)
+
+
+def clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
+    """``table.clear()`` in linear time; returns how many entries were removed (arrays: how
+    many were zeroed, as bcc's ``Array.clear()`` zeroes)."""
+    with _open(table) as map:
+        return bulk.clear(map, batch_size=batch_size)
+
+
+def _open(table) -> Map:
+    """The table's map without taking ownership of bcc's fd."""
+    return Map(table.map_fd, owned=False)
+
+
+def _collect(table, *, delete: bool, batch_size: int) -> list[tuple]:
+    key_type, leaf_type = table.Key, table.Leaf
+    convert = _leaf_converter(table)
+    ks, vs = ctypes.sizeof(key_type), ctypes.sizeof(leaf_type)
+    out = []
+    with _open(table) as map:
+        if (ks, vs) != (map.info.key_size, map.info.value_stride):
+            raise ValueError(f"{map.info.label}: table types are {ks}/{vs} bytes, the map's "
+                             f"key/value are {map.info.key_size}/{map.info.value_stride}")
+        for batch in BatchCursor(map, delete=delete, batch_size=batch_size):
+            keys, values = batch.keys, batch.values
+            out.extend((key_type.from_buffer_copy(keys, i * ks),
+                        convert(leaf_type.from_buffer_copy(values, i * vs)))
+                       for i in range(batch.count))
+    return out
+
+
+def _leaf_converter(table):
+    """What bcc's ``table[key]`` makes of a raw leaf: per-CPU tables whose leaf is not a
+    multiple of 8 bytes are read as ``u64 × CPUs`` and copied into ``sLeaf × CPUs``; a reducer
+    folds the CPUs into one value."""
+    single = getattr(table, "sLeaf", None)
+    if single is None:
+        return lambda leaf: leaf
+    per_cpu = single * getattr(table, "total_cpu")
+    widened = getattr(table, "alignment", 0) != 0
+    reducer = getattr(table, "reducer", None)
+
+    def convert(leaf):
+        if widened:
+            leaf = per_cpu(*leaf)
+        return reduce(reducer, leaf) if reducer else leaf
+    return convert

@@ -1,0 +1,112 @@
+"""The bcc drop-ins against the real bcc: same entries and types as bcc's own table API."""
+
+import ctypes
+
+import pytest
+
+from bpfbatch import bcc as batched
+
+from bcc_setup import load_bcc
+
+bcc = load_bcc()
+pytestmark = pytest.mark.skipif(bcc is None, reason="bcc or kernel headers not available")
+
+PROGRAM = """
+struct flow { u32 saddr; u16 dport; u8 proto; };
+struct stats { u64 packets; u64 bytes; };
+BPF_HASH(flows, struct flow, struct stats, 4096);
+BPF_HASH(counts, u32, u64, 4096);
+BPF_PERCPU_HASH(percpu32, u32, u32, 256);
+BPF_PERCPU_HASH(percpu64, u32, u64, 256);
+BPF_ARRAY(slots, u64, 64);
+"""
+
+
+@pytest.fixture(scope="module")
+def program():
+    b = bcc.BPF(text=PROGRAM)
+    try:
+        yield b
+    finally:
+        b.cleanup()
+
+
+def _plain(entries):
+    """bcc ctypes objects → comparable Python values (bytes of each object)."""
+    return sorted((bytes(k), bytes(v)) for k, v in entries)
+
+
+def _fill_flows(table, n):
+    for i in range(n):
+        table[table.Key(saddr=i, dport=i % 65536, proto=6)] = table.Leaf(packets=i, bytes=i * 100)
+
+
+def test_items_equal_bcc_items_with_struct_types(program):
+    table = program["flows"]
+    _fill_flows(table, 1000)
+    ours = batched.items(table, batch_size=64)
+    assert _plain(ours) == _plain(table.items())
+    key, leaf = ours[0]
+    assert type(key) is table.Key and type(leaf) is table.Leaf
+    assert leaf.bytes == leaf.packets * 100
+    table.clear()
+
+
+def test_items_and_clear_returns_everything_once_and_empties(program):
+    table = program["counts"]
+    for i in range(3000):
+        table[table.Key(i)] = table.Leaf(i * 3)
+    before = _plain(table.items())
+    drained = batched.items_and_clear(table, batch_size=100)
+    assert _plain(drained) == before
+    assert len({bytes(k) for k, _ in drained}) == 3000
+    assert table.items() == []
+    assert type(drained[0][0]) is table.Key
+
+
+def test_clear_empties_hash_like_bcc(program):
+    table = program["counts"]
+    for i in range(2000):
+        table[table.Key(i)] = table.Leaf(i)
+    assert batched.clear(table) == 2000
+    assert len(table.items()) == 0
+
+
+@pytest.mark.parametrize("name", ["percpu32", "percpu64"])
+def test_percpu_values_as_bcc_returns_them(program, name):
+    table = program[name]
+    ncpus = table.total_cpu
+    for i in range(50):
+        table[table.Key(i)] = table.Leaf(*[i * 10 + cpu for cpu in range(ncpus)])
+    theirs = table.items()
+    ours = batched.items(table)
+    assert _plain(ours) == _plain(theirs)
+    assert type(ours[0][1]) is type(theirs[0][1])
+    for key, leaf in ours:
+        assert list(leaf) == [key.value * 10 + cpu for cpu in range(ncpus)]
+    table.clear()
+
+
+def test_percpu_reducer_applied(program):
+    table = bcc.table.PerCpuHash(program, program["percpu64"].map_id, program["percpu64"].map_fd,
+                                 ctypes.c_uint, ctypes.c_ulonglong, "percpu64",
+                                 reducer=lambda a, b: a + b)
+    ncpus = table.total_cpu
+    table[table.Key(7)] = table.Leaf(*([5] * ncpus))
+    assert batched.items(table) == [] or [(k.value, v) for k, v in batched.items(table)] == \
+        [(k.value, v) for k, v in table.items()]
+    assert batched.items(table)[0][1] == 5 * ncpus
+    batched.clear(table)
+
+
+def test_array_clear_zeroes_like_bcc(program):
+    table = program["slots"]
+    for i in range(64):
+        table[table.Key(i)] = table.Leaf(i + 1)
+    assert _plain(batched.items(table)) == _plain(table.items())
+    read = batched.items_and_clear(table)
+    assert sorted(v.value for _, v in read) == list(range(1, 65))
+    assert all(v.value == 0 for _, v in table.items())
+    table[table.Key(3)] = table.Leaf(9)
+    assert batched.clear(table) == 64
+    assert table[table.Key(3)].value == 0
