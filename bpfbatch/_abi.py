@@ -154,6 +154,78 @@ class BpfObjGetOpts(ctypes.Structure):
     ]
 
 
+# --- Program loading, for feature probes (libbpf 1.1's bpf.h) ---
+
+BPF_PROG_TYPE_RAW_TRACEPOINT = 17
+BPF_PROG_TYPE_TRACING = 26
+BPF_PROG_TYPE_SYSCALL = 31
+BPF_TRACE_RAW_TP = 23
+BPF_TRACE_ITER = 28
+BPF_F_SLEEPABLE = 1 << 4
+
+
+class BpfProgLoadOpts(ctypes.Structure):
+    """``struct bpf_prog_load_opts`` up to ``attach_btf_obj_fd`` (libbpf accepts a shorter
+    ``sz``: fields past it read as zero)."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("attempts", ctypes.c_int),
+        ("expected_attach_type", ctypes.c_uint32),
+        ("prog_btf_fd", ctypes.c_uint32),
+        ("prog_flags", ctypes.c_uint32),
+        ("prog_ifindex", ctypes.c_uint32),
+        ("kern_version", ctypes.c_uint32),
+        ("attach_btf_id", ctypes.c_uint32),
+        ("attach_prog_fd", ctypes.c_uint32),
+        ("attach_btf_obj_fd", ctypes.c_uint32),
+    ]
+
+
+class BpfIterLinkInfo(ctypes.Structure):
+    """``union bpf_iter_link_info``, map member (the only one the package uses)."""
+
+    _fields_ = [("map_fd", ctypes.c_uint32)]
+
+
+class BpfLinkCreateOpts(ctypes.Structure):
+    """``struct bpf_link_create_opts`` up to ``target_btf_id``."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("flags", ctypes.c_uint32),
+        ("iter_info", ctypes.POINTER(BpfIterLinkInfo)),
+        ("iter_info_len", ctypes.c_uint32),
+        ("target_btf_id", ctypes.c_uint32),
+    ]
+
+
+class BpfTestRunOpts(ctypes.Structure):
+    """``struct bpf_test_run_opts`` (libbpf 1.1)."""
+
+    _fields_ = [
+        ("sz", ctypes.c_size_t),
+        ("data_in", ctypes.c_void_p),
+        ("data_out", ctypes.c_void_p),
+        ("data_size_in", ctypes.c_uint32),
+        ("data_size_out", ctypes.c_uint32),
+        ("ctx_in", ctypes.c_void_p),
+        ("ctx_out", ctypes.c_void_p),
+        ("ctx_size_in", ctypes.c_uint32),
+        ("ctx_size_out", ctypes.c_uint32),
+        ("retval", ctypes.c_uint32),
+        ("repeat", ctypes.c_int),
+        ("duration", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("cpu", ctypes.c_uint32),
+        ("batch_size", ctypes.c_uint32),
+    ]
+
+
+#: ``r0 = 0; exit``: the smallest program every type accepts.
+RETURN_ZERO = bytes.fromhex("b700000000000000" "9500000000000000")
+
+
 def opts(struct_type: type[ctypes.Structure], **fields) -> ctypes.Structure:
     """An ``*_opts`` structure with ``sz`` filled in, as libbpf's ``LIBBPF_OPTS`` does."""
     value = struct_type(**fields)

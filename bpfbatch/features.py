@@ -7,10 +7,13 @@ Tests skip on a probe's result, never on a guess about the kernel version; the c
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
+import os
 
+from . import _abi
 from ._abi import MapType
-from ._libbpf import lib
+from ._libbpf import check, lib
 from .errors import BpfBatchError
 
 
@@ -32,3 +35,104 @@ def batch_api() -> bool:
     except BpfBatchError:
         return False
     return ret == 0 and count.value == 2
+
+
+# -- program types and attach points --------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Support:
+    """A probe's answer: true when the operation worked, else ``reason`` says why (one line,
+    with the kernel's errno), so a tool that finds nothing usable can tell the user."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+_YES = Support(True)
+
+
+def _attempt(steps) -> Support:
+    """Run ``steps(fds)``, which appends every fd it opens to ``fds``; close them all."""
+    fds: list[int] = []
+    try:
+        steps(fds)
+    except BpfBatchError as exc:
+        return Support(False, str(exc))
+    finally:
+        for fd in reversed(fds):
+            os.close(fd)
+    return _YES
+
+
+def _load(fds: list[int], prog_type: int, what: str, **fields) -> int:
+    code = ctypes.create_string_buffer(_abi.RETURN_ZERO, len(_abi.RETURN_ZERO))
+    load_opts = _abi.opts(_abi.BpfProgLoadOpts, **fields)
+    fd = check(lib.bpf_prog_load(prog_type, b"bpfbatch_probe", b"GPL", code,
+                                 len(_abi.RETURN_ZERO) // 8, ctypes.byref(load_opts)),
+               f"load {what} program")
+    fds.append(fd)
+    return fd
+
+
+def _vmlinux_btf_id(name: str, attach_type: int, what: str) -> int:
+    return check(lib.libbpf_find_vmlinux_btf_id(name.encode(), attach_type),
+                 f"find {what} in the kernel's BTF")
+
+
+@functools.cache
+def tp_btf(tracepoint: str) -> Support:
+    """Whether a ``tp_btf/<tracepoint>`` program loads and attaches (BTF-typed arguments,
+    5.5+; needs the ``btf_trace_<tracepoint>`` typedef in vmlinux BTF)."""
+    def steps(fds):
+        btf_id = _vmlinux_btf_id(tracepoint, _abi.BPF_TRACE_RAW_TP, f"tracepoint {tracepoint}")
+        fd = _load(fds, _abi.BPF_PROG_TYPE_TRACING, f"tp_btf/{tracepoint}",
+                   expected_attach_type=_abi.BPF_TRACE_RAW_TP, attach_btf_id=btf_id)
+        fds.append(check(lib.bpf_raw_tracepoint_open(None, fd), f"attach tp_btf/{tracepoint}"))
+    return _attempt(steps)
+
+
+@functools.cache
+def raw_tp(tracepoint: str) -> Support:
+    """Whether a ``raw_tp/<tracepoint>`` program loads and attaches (4.17+)."""
+    def steps(fds):
+        fd = _load(fds, _abi.BPF_PROG_TYPE_RAW_TRACEPOINT, f"raw_tp/{tracepoint}")
+        fds.append(check(lib.bpf_raw_tracepoint_open(tracepoint.encode(), fd),
+                         f"attach raw_tp/{tracepoint}"))
+    return _attempt(steps)
+
+
+@functools.cache
+def map_iterator() -> Support:
+    """Whether an ``iter/bpf_map_elem`` program loads, attaches to a map and runs (5.9+)."""
+    from .maps import Map
+
+    def steps(fds):
+        btf_id = _vmlinux_btf_id("bpf_map_elem", _abi.BPF_TRACE_ITER, "iterator bpf_map_elem")
+        fd = _load(fds, _abi.BPF_PROG_TYPE_TRACING, "iter/bpf_map_elem",
+                   expected_attach_type=_abi.BPF_TRACE_ITER, attach_btf_id=btf_id)
+        with Map.create(MapType.HASH, 4, 4, 1, name="bpfbatch_probe") as target:
+            info = _abi.BpfIterLinkInfo(map_fd=target.fd)
+            link_opts = _abi.opts(_abi.BpfLinkCreateOpts, iter_info=ctypes.pointer(info),
+                                  iter_info_len=ctypes.sizeof(info))
+            link = check(lib.bpf_link_create(fd, 0, _abi.BPF_TRACE_ITER, ctypes.byref(link_opts)),
+                         "attach iter/bpf_map_elem")
+            fds.append(link)
+        reader = check(lib.bpf_iter_create(link), "create iterator")
+        fds.append(reader)
+        while os.read(reader, 4096):
+            pass
+    return _attempt(steps)
+
+
+@functools.cache
+def syscall_program() -> Support:
+    """Whether a (sleepable) ``BPF_PROG_TYPE_SYSCALL`` program loads and runs (5.14+)."""
+    def steps(fds):
+        fd = _load(fds, _abi.BPF_PROG_TYPE_SYSCALL, "syscall", prog_flags=_abi.BPF_F_SLEEPABLE)
+        run_opts = _abi.opts(_abi.BpfTestRunOpts)
+        check(lib.bpf_prog_test_run_opts(fd, ctypes.byref(run_opts)), "run syscall program")
+    return _attempt(steps)
