@@ -29,6 +29,7 @@ class Server:
 
     def __init__(self, config: Config):
         self.config = config
+        self._stopping = threading.Event()
         address = resolve(config.host, config.port, config.family)
         self._listener = tcp_socket(config)
         try:
@@ -51,6 +52,7 @@ class Server:
               on_result: Callable[[Result], None] | None = None) -> list[Result]:
         """Accept ``connections`` connections (None: until interrupted), each received in its
         own thread; wait for all of them and return their reports or errors in completion order.
+        :meth:`stop` (from another thread) ends the accepting early.
 
         ``on_result`` is called (serialised) from each thread as it finishes, e.g. to print.
         """
@@ -75,6 +77,8 @@ class Server:
             try:
                 conn, peer_address = self._listener.accept()
             except OSError as exc:
+                if self._stopping.is_set():
+                    break
                 raise from_errno("accept", exc.errno, obj=describe(self.address)) from None
             accepted += 1
             peer = describe(peer_address)
@@ -85,6 +89,11 @@ class Server:
         for thread in threads:
             thread.join()
         return results
+
+    def stop(self) -> None:
+        """Stop accepting: a :meth:`serve` blocked in accept() returns after its receivers."""
+        self._stopping.set()
+        self._listener.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._listener.close()
