@@ -1,0 +1,522 @@
+"""iproute2 ``tc -batch`` files → :mod:`.rules` objects, streaming, one command at a time.
+
+Reading follows iproute2's ``getcmdline()``/``makeargs()``: everything from ``#`` to the end of
+a physical line is a comment (so a ``\\`` after a ``#`` continues nothing), a line ending in
+``\\`` continues on the next one (joined without a space), words split on blanks with ``'``/``"``
+quoting, blank commands skipped. A command's line number is the number of the *last* physical
+line read for it — what tc prints in ``Command failed FILE:LINE``.
+
+Grammar: the subset of ``tc qdisc``, ``tc filter`` and ``tc actions`` listed in
+:data:`SUPPORTED`; command words may be abbreviated as tc allows (``f`` for ``filter``, ``del``
+for ``delete``). Anything else is an :class:`~bpfbatch.errors.InputError` naming FILE:LINE and the
+offending token — never a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from typing import TextIO
+
+from ..errors import InputError
+from . import rules as R
+from . import specs as S
+
+SUPPORTED = """\
+qdisc add|del|replace dev DEV (ingress | clsact | [root | parent ID] [handle ID] htb [default N] [r2q N])
+filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [protocol P] [handle H] KIND ...
+  u32 [match ip src|dst A.B.C.D[/LEN]] [match ip sport|dport|protocol|tos VAL MASK] [match u32 VAL MASK at OFF]
+      [ht H] [link H] [divisor N] [hashkey mask M at OFF] [classid ID] [skip_hw|skip_sw] [action ...]
+  bpf (pinned|object-pinned|fd) PATH [da] [classid ID] [action ...]
+  matchall [skip_hw|skip_sw] [classid ID] [action ...]
+  flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
+actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N
+ACTION := action (gact VERDICT | VERDICT) [index N] [no_percpu]
+        | action mirred egress|ingress redirect|mirror dev DEV [index N] [VERDICT] [no_percpu]
+VERDICT := drop|pass|ok|pipe|continue|reclassify"""
+
+
+class _Bad(Exception):
+    """A parse failure inside one command; the reader adds FILE:LINE."""
+
+
+def _matches(token: str, word: str) -> bool:
+    """tc's ``matches()``: ``token`` is a non-empty prefix of ``word``."""
+    return bool(token) and word.startswith(token)
+
+
+def split_words(text: str) -> list[str]:
+    """``makeargs()``: blank-separated words, a word opening with ``'``/``"`` runs to the same quote."""
+    if "'" not in text and '"' not in text:
+        return text.split()
+    words, pos, end = [], 0, len(text)
+    while pos < end:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos == end:
+            break
+        if text[pos] in "'\"":
+            close = text.find(text[pos], pos + 1)
+            if close < 0:
+                raise _Bad("unterminated quoted string")
+            words.append(text[pos + 1:close])
+            pos = close + 1
+        else:
+            stop = pos
+            while stop < end and text[stop] not in " \t\r\n":
+                stop += 1
+            words.append(text[pos:stop])
+            pos = stop
+    return words
+
+
+def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, command_text)`` per logical command, numbered like tc."""
+    number = 0
+    pending: list[str] = []
+    for raw in lines:
+        number += 1
+        text = raw.split("#", 1)[0] if "#" in raw else raw
+        if text.endswith("\\\n"):
+            pending.append(text[:-2])
+            continue
+        if pending:
+            pending.append(text)
+            text = "".join(pending)
+            pending.clear()
+        if text and not text.isspace():
+            yield number, text
+    if pending:
+        raise InputError("missing continuation line", obj=f"line {number}")
+
+
+class _Words:
+    """A cursor over one command's words, raising :class:`_Bad` with the offending token."""
+
+    __slots__ = ("words", "pos")
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        return self.words[self.pos] if self.pos < len(self.words) else None
+
+    def take(self, what: str) -> str:
+        if self.pos >= len(self.words):
+            raise _Bad(f"missing {what}")
+        word = self.words[self.pos]
+        self.pos += 1
+        return word
+
+    def number(self, what: str, base: int = 0) -> int:
+        word = self.take(what)
+        try:
+            value = int(word, base)
+        except ValueError:
+            raise _Bad(f"bad {what} '{word}'") from None
+        if not 0 <= value <= 0xFFFFFFFF:
+            raise _Bad(f"{what} out of range '{word}'")
+        return value
+
+    def handle(self, what: str, parse) -> int:
+        word = self.take(what)
+        value = parse(word)
+        if value is None:
+            raise _Bad(f"bad {what} '{word}'")
+        return value
+
+
+def parse_classid(text: str) -> int | None:
+    """``get_tc_classid``: ``root``, ``none``, ``MAJ:MIN`` / ``MAJ:`` (hex), or a bare hex number."""
+    if text == "root":
+        return S.TC_H_ROOT
+    if text == "none":
+        return 0
+    major, colon, minor = text.partition(":")
+    try:
+        maj = int(major, 16) if major else 0
+        if not colon:
+            return maj if major else None
+        low = int(minor, 16) if minor else 0
+    except ValueError:
+        return None
+    if maj >= 1 << 16 or low >= 1 << 16:
+        return None
+    return maj << 16 | low
+
+
+def parse_qdisc_handle(text: str) -> int | None:
+    """``get_qdisc_handle``: ``MAJ:`` (hex)."""
+    major, _, rest = text.partition(":")
+    try:
+        maj = int(major, 16)
+    except ValueError:
+        return None
+    return maj << 16 if not rest and maj < 1 << 16 else None
+
+
+def parse_u32_handle(text: str) -> int | None:
+    """``get_u32_handle``: ``HTID:HASH:NODE`` (hex, parts optional) or ``0x...``."""
+    if ":" not in text:
+        return int(text, 16) if text.startswith("0x") and _is_hex(text[2:]) else None
+    parts = (text.split(":") + ["", ""])[:3]
+    if text.count(":") > 2 or not all(p == "" or _is_hex(p) for p in parts):
+        return None
+    htid, bucket, node = (int(p, 16) if p else 0 for p in parts)
+    if htid >= 0x1000 or bucket >= 0x100 or node >= 0x1000:
+        return None
+    return htid << 20 | bucket << 12 | node
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def _parse_mac(text: str) -> bytes | None:
+    parts = text.split(":")
+    if len(parts) != 6 or not all(1 <= len(p) <= 2 and _is_hex(p) for p in parts):
+        return None
+    return bytes(int(p, 16) for p in parts)
+
+
+# --- actions -----------------------------------------------------------------------------------
+
+
+def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
+    """One or more ``action KIND ...`` groups, the cursor on the first ``action``."""
+    actions = []
+    while w.peek() in ("action", "actions"):
+        w.pos += 1
+        actions.append(_parse_action(w))
+    if len(actions) > S.TCA_ACT_MAX_PRIO:
+        raise _Bad(f"more than {S.TCA_ACT_MAX_PRIO} actions")
+    return tuple(actions)
+
+
+def _parse_action(w: _Words) -> R.Action:
+    kind = w.take("action kind")
+    if kind == "mirred":
+        action = _parse_mirred(w)
+    elif kind == "gact" or kind in S.GACT_VERDICTS:
+        verdict = w.take("gact verdict") if kind == "gact" else kind
+        if verdict not in S.GACT_VERDICTS:
+            raise _Bad(f"bad gact verdict '{verdict}'")
+        index = 0
+        if w.peek() == "index":
+            w.pos += 1
+            index = w.number("action index", 10)
+        action = R.Gact(verdict, index)
+    else:
+        raise _Bad(f"unsupported action '{kind}'")
+    if w.peek() == "no_percpu":
+        w.pos += 1
+        action = dataclasses.replace(action, no_percpu=True)
+    return action
+
+
+def _parse_mirred(w: _Words) -> R.Mirred:
+    direction = w.take("mirred direction")
+    if direction not in ("egress", "ingress"):
+        raise _Bad(f"bad mirred direction '{direction}'")
+    mode = w.take("mirred mode")
+    if mode not in ("redirect", "mirror"):
+        raise _Bad(f"bad mirred mode '{mode}'")
+    dev, index, verdict = None, 0, None
+    while True:
+        word = w.peek()
+        if word == "dev" and dev is None:
+            w.pos += 1
+            dev = w.take("device name")
+        elif word == "index" and not index:
+            w.pos += 1
+            index = w.number("action index", 10)
+        elif word in S.GACT_VERDICTS and verdict is None and dev is not None:
+            w.pos += 1
+            verdict = word
+        else:
+            break
+    if dev is None:
+        raise _Bad("mirred needs 'dev DEV'")
+    return R.Mirred(direction, mode, dev, index, verdict=verdict)
+
+
+def _parse_actions_command(verb: str, w: _Words) -> R.Actions:
+    if verb == "del":
+        refs = []
+        while w.peek() in ("action", "actions"):
+            w.pos += 1
+            kind = w.take("action kind")
+            if w.take("'index'") != "index":
+                raise _Bad(f"expected 'index', got '{w.words[w.pos - 1]}'")
+            refs.append(R.ActionRef(kind, w.number("action index", 10)))
+        actions = tuple(refs)
+    else:
+        actions = _parse_actions(w)
+    if not actions:
+        raise _Bad(f"expected 'action', got '{w.peek()}'" if w.peek() else "missing action")
+    return R.Actions(verb, actions)
+
+
+# --- classifiers -------------------------------------------------------------------------------
+
+
+def _parse_u32(w: _Words) -> R.U32:
+    keys: list[R.U32Key] = []
+    opts: dict = {}
+    while (word := w.peek()) is not None:
+        w.pos += 1
+        if word == "match":
+            keys.append(_parse_u32_match(w))
+        elif word == "ht":
+            opts["ht"] = w.handle("hash table id", parse_u32_handle)
+        elif word == "link":
+            opts["link"] = w.handle("link id", parse_u32_handle)
+        elif word == "divisor":
+            divisor = w.number("divisor")
+            if not 0 < divisor <= 0x100 or divisor & (divisor - 1):
+                raise _Bad(f"bad divisor '{divisor}' (a power of two up to 256)")
+            opts["divisor"] = divisor
+        elif word == "hashkey":
+            if w.take("'mask'") != "mask":
+                raise _Bad("hashkey needs 'mask M at OFF'")
+            mask = w.number("hashkey mask", 16)
+            if w.take("'at'") != "at":
+                raise _Bad("hashkey needs 'mask M at OFF'")
+            opts["hashkey"] = (mask, w.number("hashkey offset"))
+        elif word in ("classid", "flowid"):
+            opts["classid"] = w.handle("classid", parse_classid)
+        elif word in S.CLS_FLAGS:
+            opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
+        elif word in ("action", "actions"):
+            w.pos -= 1
+            opts["actions"] = _parse_actions(w)
+        else:
+            raise _Bad(f"unsupported u32 option '{word}'")
+    for what in ("ht", "link"):
+        if opts.get(what, 0) & 0xFFF:
+            raise _Bad(f"bad {what} id (node part must be empty)")
+    try:
+        packed = R.pack_keys(keys)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+    return R.U32(keys=tuple(packed), **opts)
+
+
+def _parse_u32_match(w: _Words) -> R.U32Key:
+    layer = w.take("match type")
+    if layer == "u32":
+        val = w.number("match value")
+        mask = w.number("match mask", 16)
+        off = 0
+        if w.peek() == "at":
+            w.pos += 1
+            off = w.number("match offset")
+        if off % 4:
+            raise _Bad(f"match offset {off} is not a multiple of 4")
+        return R.U32Key(val & mask, mask, off)
+    if layer != "ip":
+        raise _Bad(f"unsupported match '{layer}'")
+    field = w.take("ip field")
+    try:
+        if field in ("src", "dst"):
+            return R.ip_match(field, w.take("address"))
+        if field in ("sport", "dport", "protocol", "tos", "dsfield"):
+            value = w.take(f"{field} value")
+            return R.ip_match(field, value, w.number(f"{field} mask", 16))
+    except ValueError as exc:
+        raise _Bad(f"bad ip {field}: {exc}") from None
+    raise _Bad(f"unsupported ip match '{field}'")
+
+
+def _parse_common(w: _Words, kind: str, extra) -> dict:
+    """The options shared by bpf, matchall and flower; ``extra(word, opts)`` handles the rest."""
+    opts: dict = {}
+    while (word := w.peek()) is not None:
+        w.pos += 1
+        if word in ("classid", "flowid"):
+            opts["classid"] = w.handle("classid", parse_classid)
+        elif word in ("action", "actions"):
+            w.pos -= 1
+            opts["actions"] = _parse_actions(w)
+        elif not extra(word, opts):
+            raise _Bad(f"unsupported {kind} option '{word}'")
+    return opts
+
+
+def _parse_bpf(w: _Words) -> R.BpfProg:
+    def extra(word: str, opts: dict) -> bool:
+        if word in ("da", "direct-action"):
+            opts["direct_action"] = True
+        elif word in ("pinned", "object-pinned", "fd"):
+            opts["pinned"] = w.take("pinned program path")
+        else:
+            return False
+        return True
+
+    opts = _parse_common(w, "bpf", extra)
+    if "pinned" not in opts:
+        raise _Bad("bpf needs 'pinned PATH' (object files are not loaded here)")
+    return R.BpfProg(**opts)
+
+
+def _flags_only(word: str, opts: dict) -> bool:
+    if word not in S.CLS_FLAGS:
+        return False
+    opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
+    return True
+
+
+def _parse_matchall(w: _Words) -> R.Matchall:
+    return R.Matchall(**_parse_common(w, "matchall", _flags_only))
+
+
+def _parse_flower(w: _Words) -> R.Flower:
+    def extra(word: str, opts: dict) -> bool:
+        if word in ("src_mac", "dst_mac"):
+            opts[word] = w.handle("MAC address", _parse_mac)
+            return True
+        return _flags_only(word, opts)
+
+    return R.Flower(**_parse_common(w, "flower", extra))
+
+
+_CLASSIFIERS = {"u32": _parse_u32, "bpf": _parse_bpf, "matchall": _parse_matchall,
+                "flower": _parse_flower}
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+def _verb(word: str | None, allowed: tuple[str, ...]) -> str:
+    for verb in allowed:
+        if word and (_matches(word, verb) or (verb == "del" and _matches(word, "delete"))):
+            return verb
+    raise _Bad(f"unsupported command '{word}'" if word else "missing command")
+
+
+def _parse_qdisc(w: _Words) -> R.Qdisc:
+    verb = _verb(w.take("command"), ("add", "del", "replace"))
+    dev, parent, handle, kind = None, S.TC_H_ROOT, 0, None
+    while (word := w.peek()) is not None:
+        w.pos += 1
+        if word == "dev":
+            dev = w.take("device name")
+        elif word == "root":
+            parent = S.TC_H_ROOT
+        elif word == "parent":
+            parent = w.handle("parent", parse_classid)
+        elif word == "handle":
+            handle = w.handle("qdisc handle", parse_qdisc_handle)
+        elif word in ("ingress", "clsact"):
+            kind = word
+        elif word == "htb":
+            kind = _parse_htb(w)
+        else:
+            raise _Bad(f"unsupported qdisc option or kind '{word}'")
+    if dev is None:
+        raise _Bad("missing 'dev DEV'")
+    return R.Qdisc(verb, dev, kind, parent, handle)
+
+
+def _parse_htb(w: _Words) -> R.Htb:
+    opts = {}
+    while (word := w.peek()) is not None:
+        w.pos += 1
+        if word == "default":
+            opts["default"] = w.number("htb default", 16)
+        elif word == "r2q":
+            opts["r2q"] = w.number("htb r2q", 10)
+        else:
+            raise _Bad(f"unsupported htb option '{word}'")
+    return R.Htb(**opts)
+
+
+_PARENTS = {"root": S.TC_H_ROOT, "ingress": R.INGRESS, "egress": R.EGRESS}
+_PRIO_WORDS = ("prio", "priority", "pref", "preference")
+
+
+def _parse_filter(w: _Words) -> R.Filter:
+    verb = _verb(w.take("command"), ("add", "del", "change", "replace"))
+    dev = None
+    parent, prio, protocol, handle_text = 0, 0, None, None
+    classifier = None
+    while (word := w.peek()) is not None:
+        w.pos += 1
+        if word == "dev":
+            dev = w.take("device name")
+        elif word in _PARENTS:
+            if parent:
+                raise _Bad(f"duplicate parent '{word}'")
+            parent = _PARENTS[word]
+        elif word == "parent":
+            if parent:
+                raise _Bad("duplicate parent 'parent'")
+            parent = w.handle("parent", parse_classid)
+        elif word in _PRIO_WORDS:
+            prio = w.number("prio")
+            if prio > 0xFFFF:
+                raise _Bad(f"prio out of range '{prio}'")
+        elif word == "protocol":
+            protocol = _protocol(w.take("protocol"))
+        elif word == "handle":
+            handle_text = w.take("filter handle")
+        elif word in _CLASSIFIERS:
+            classifier = _CLASSIFIERS[word](w)
+        else:
+            raise _Bad(f"unsupported filter option or classifier '{word}'")
+    if dev is None:
+        raise _Bad("missing 'dev DEV'")
+    return R.Filter(verb, dev, parent, classifier, prio, protocol,
+                    _filter_handle(handle_text, classifier))
+
+
+def _protocol(word: str) -> int:
+    if word in S.PROTOCOLS:
+        return S.PROTOCOLS[word]
+    try:
+        value = int(word, 0)
+    except ValueError:
+        raise _Bad(f"unsupported protocol '{word}'") from None
+    if not 0 <= value <= 0xFFFF:
+        raise _Bad(f"protocol out of range '{word}'")
+    return value
+
+
+def _filter_handle(text: str | None, classifier) -> int:
+    if text is None:
+        return 0
+    if isinstance(classifier, R.U32):
+        value = parse_u32_handle(text)
+    else:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            value = None
+    if value is None or not 0 <= value <= 0xFFFFFFFF:
+        raise _Bad(f"bad filter handle '{text}'")
+    return value
+
+
+def parse_command(text: str) -> R.Rule:
+    """One command line (without a leading ``tc``) → a rule; ``_Bad`` on anything unsupported."""
+    w = _Words(split_words(text))
+    group = w.take("command")
+    if _matches(group, "qdisc"):
+        return _parse_qdisc(w)
+    if _matches(group, "filter"):
+        return _parse_filter(w)
+    if _matches(group, "actions"):
+        verb = _verb(w.take("command"), ("add", "change", "replace", "del"))
+        return _parse_actions_command(verb, w)
+    raise _Bad(f"unsupported command '{group}'")
+
+
+def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | InputError]]:
+    """Yield ``(line_number, rule)`` per command; a bad command yields an :class:`InputError`
+    naming ``NAME:LINE`` in place of the rule, so the caller decides whether to go on."""
+    for number, text in read_commands(stream):
+        try:
+            yield number, parse_command(text)
+        except _Bad as exc:
+            yield number, InputError(str(exc), obj=f"{name}:{number}")

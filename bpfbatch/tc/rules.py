@@ -1,0 +1,375 @@
+"""tc rules as Python objects, and the rtnetlink message each one becomes.
+
+This is the Python API for tools that generate rules: build :class:`Qdisc`, :class:`Filter`
+and :class:`Actions` objects (with :class:`Gact` / :class:`Mirred` actions and a
+:class:`U32`, :class:`BpfProg`, :class:`Matchall` or :class:`Flower` classifier) and hand them
+to :class:`bpfbatch.tc.Session`. The batch-file parser builds the very same objects, so a
+rule sent from Python and the equivalent ``tc -b`` line are one code path.
+
+Every ``message()`` returns ``(msg_type, nlmsg_flags, body)``: the body is the fixed tc header
+plus the attribute tree of :mod:`.encoding`, laid out in the order iproute2 6.x emits it, so the
+bytes equal what ``tc`` sends (the kernel ignores attribute order; the tests compare bytes).
+Devices are names or ifindexes; names are resolved through the :class:`~.resolve.Resolver`
+cache passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+from typing import Union
+
+from . import specs as S
+from .resolve import Resolver
+from .encoding import Attr, encode, nest, strz, u32
+
+Dev = Union[str, int]
+
+
+# --- actions -----------------------------------------------------------------------------------
+
+
+def _action_flags(no_percpu: bool) -> tuple[Attr, ...]:
+    if not no_percpu:
+        return ()
+    bits = S.TCA_ACT_FLAGS_NO_PERCPU_STATS
+    return (Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(bits, bits)),)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Gact:
+    """gact: a plain verdict (``drop``, ``pass``/``ok``, ``pipe``, ``continue``, ``reclassify``)."""
+
+    verdict: str = "pass"
+    index: int = 0
+    no_percpu: bool = False
+    kind = "gact"
+
+    def attrs(self, resolve: Resolver) -> tuple[Attr, ...]:
+        parms = S.TC_GACT.pack(self.index, 0, S.GACT_VERDICTS[self.verdict], 0, 0)
+        return (strz(S.ActAttr.KIND, "gact"),
+                nest(S.ActAttr.OPTIONS, Attr(S.TCA_GACT_PARMS, parms), flag=True),
+                *_action_flags(self.no_percpu))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Mirred:
+    """mirred: ``direction`` egress|ingress, ``mode`` redirect|mirror, to ``dev``.
+
+    ``verdict`` overrides the control action (default: stolen for redirect, pipe for mirror).
+    """
+
+    direction: str
+    mode: str
+    dev: Dev
+    index: int = 0
+    no_percpu: bool = False
+    verdict: str | None = None
+    kind = "mirred"
+
+    def attrs(self, resolve: Resolver) -> tuple[Attr, ...]:
+        eaction, control = S.MIRRED_MODES[self.direction, self.mode]
+        if self.verdict is not None:
+            control = S.GACT_VERDICTS[self.verdict]
+        parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, resolve.ifindex(self.dev))
+        return (strz(S.ActAttr.KIND, "mirred"),
+                nest(S.ActAttr.OPTIONS, Attr(S.TCA_MIRRED_PARMS, parms), flag=True),
+                *_action_flags(self.no_percpu))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ActionRef:
+    """An existing action named by kind and index (what ``actions del`` sends)."""
+
+    kind: str
+    index: int
+
+    def attrs(self, resolve: Resolver) -> tuple[Attr, ...]:
+        return (strz(S.ActAttr.KIND, self.kind), u32(S.ActAttr.INDEX, self.index))
+
+
+Action = Union[Gact, Mirred, ActionRef]
+
+
+def action_tab(type_: int, actions: tuple[Action, ...], resolve: Resolver) -> Attr:
+    """Actions nested by order (1, 2, ...) under ``type_`` (TCA_ACT_TAB or a classifier's ACT)."""
+    return nest(type_, *(nest(order, *action.attrs(resolve))
+                         for order, action in enumerate(actions, 1)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Actions:
+    """``tc actions add|change|replace|del``: standalone actions, at most 32 per message."""
+
+    verb: str
+    actions: tuple[Action, ...]
+
+    def __post_init__(self) -> None:
+        if not 0 < len(self.actions) <= S.TCA_ACT_MAX_PRIO:
+            raise ValueError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
+
+    def check(self, resolve: Resolver) -> None:
+        """Resolve every device now (NotFoundError), without building the message."""
+        for action in self.actions:
+            if isinstance(action, Mirred):
+                resolve.ifindex(action.dev)
+
+    def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
+        msg_type = S.Msg.DELACTION if self.verb == "del" else S.Msg.NEWACTION
+        body = S.TCAMSG.pack(0) + encode((action_tab(S.TCA_ACT_TAB, self.actions, resolve),))
+        return msg_type, S.ACTION_VERB_FLAGS[self.verb], body
+
+
+# --- qdiscs ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Htb:
+    """htb qdisc options: ``default`` class minor id and ``r2q``."""
+
+    default: int = 0
+    r2q: int = 10
+    kind = "htb"
+
+    def options(self) -> tuple[Attr, ...]:
+        glob = S.TC_HTB_GLOB.pack(S.TC_HTB_PROTOVER, self.r2q, self.default, 0, 0)
+        return (nest(S.TCA.OPTIONS, Attr(S.TCA_HTB_INIT, glob)),)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Qdisc:
+    """``tc qdisc add|del|replace``. ``kind`` is "ingress", "clsact", an :class:`Htb` or None
+    (a ``del`` naming only the parent). ingress/clsact take their fixed parent and handle."""
+
+    verb: str
+    dev: Dev
+    kind: Union[str, Htb, None]
+    parent: int = S.TC_H_ROOT
+    handle: int = 0
+
+    def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
+        parent, handle, attrs = self.parent, self.handle, []
+        if self.kind in ("ingress", "clsact"):
+            parent, handle = S.TC_H_INGRESS, S.INGRESS_HANDLE
+            attrs.append(strz(S.TCA.KIND, self.kind))
+        elif isinstance(self.kind, Htb):
+            attrs += (strz(S.TCA.KIND, "htb"), *self.kind.options())
+        body = S.TCMSG.pack(0, resolve.ifindex(self.dev), handle, parent, 0) + encode(attrs)
+        msg_type = S.Msg.DELQDISC if self.verb == "del" else S.Msg.NEWQDISC
+        return msg_type, S.VERB_FLAGS[self.verb], body
+
+
+# --- classifiers -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class U32Key:
+    """One 32-bit selector word: ``(packet[off] & mask) == val``; mask/val in host order."""
+
+    val: int
+    mask: int
+    off: int
+
+
+def ip_match(field: str, value: str, mask: int | None = None) -> U32Key:
+    """The key tc's ``match ip FIELD VALUE [MASK]`` builds (src, dst, sport, dport, protocol, tos)."""
+    if field in ("src", "dst"):
+        net = ipaddress.IPv4Network(value, strict=False)
+        bits = int(net.netmask)
+        return U32Key(int(net.network_address) & bits, bits, 12 if field == "src" else 16)
+    width, off = {"sport": (16, 20), "dport": (16, 22), "protocol": (8, 9), "tos": (8, 1),
+                  "dsfield": (8, 1)}[field]
+    limit = (1 << width) - 1
+    val = int(value, 0)
+    mask = limit if mask is None else mask
+    if val > limit or mask > limit:
+        raise ValueError(f"{field} value/mask wider than {width} bits")
+    shift = 32 - width - 8 * (off & 3)
+    return U32Key((val & mask) << shift, mask << shift, off & ~3)
+
+
+def pack_keys(keys: list[U32Key]) -> list[U32Key]:
+    """Merge keys on the same word as tc's ``pack_key`` does (sport + dport → one key)."""
+    packed: list[U32Key] = []
+    for key in keys:
+        val = key.val & key.mask
+        for i, have in enumerate(packed):
+            if have.off == key.off:
+                if (val ^ have.val) & key.mask & have.mask:
+                    raise ValueError("conflicting matches on the same word")
+                packed[i] = U32Key(have.val | val, have.mask | key.mask, have.off)
+                break
+        else:
+            if key.off % 4:
+                raise ValueError("match offset must be a multiple of 4")
+            packed.append(U32Key(val, key.mask, key.off))
+    return packed
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class U32:
+    """u32 classifier: ``keys`` (already packed), hash table ``ht``, ``link``, ``divisor``,
+    ``hashkey`` (mask, offset), ``classid`` and actions. Handles use tc's ``htid:hash:node``
+    numbering (``0x800 << 20`` is table 800:)."""
+
+    keys: tuple[U32Key, ...] = ()
+    ht: int = 0
+    link: int = 0
+    divisor: int = 0
+    hashkey: tuple[int, int] | None = None
+    classid: int | None = None
+    actions: tuple[Action, ...] = ()
+    flags: int = 0
+    kind = "u32"
+
+    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
+        attrs = []
+        if self.classid is not None:
+            attrs.append(u32(S.U32.CLASSID, self.classid))
+        if self.divisor:
+            attrs.append(u32(S.U32.DIVISOR, self.divisor))
+        if self.link:
+            attrs.append(u32(S.U32.LINK, self.link))
+        if self.actions:
+            attrs.append(action_tab(S.U32.ACT, self.actions, resolve))
+        if self.ht:
+            attrs.append(u32(S.U32.HASH, self.ht))
+        if self.keys or self.hashkey:
+            attrs.append(Attr(S.U32.SEL, self._selector()))
+        if self.flags:
+            attrs.append(u32(S.U32.FLAGS, self.flags))
+        return tuple(attrs) if attrs else None
+
+    def _selector(self) -> bytes:
+        terminal = S.TC_U32_TERMINAL if (self.actions or self.classid is not None) else 0
+        hmask, hoff = self.hashkey or (0, 0)
+        head = S.TC_U32_SEL.pack(terminal, 0, len(self.keys), 0, 0, 0, hoff,
+                                 int.from_bytes(hmask.to_bytes(4, "big"), "little"))
+        return head + b"".join(
+            S.TC_U32_KEY.pack(_be32(k.mask), _be32(k.val), k.off, 0) for k in self.keys)
+
+
+def _be32(value: int) -> int:
+    """``htonl`` for packing with the structs' native byte order."""
+    return int.from_bytes(value.to_bytes(4, "big"), "little")
+
+
+def _classid_and_actions(numbers, classid: int | None, actions: tuple[Action, ...],
+                         resolve: Resolver) -> list[Attr]:
+    """CLASSID then ACT, in a classifier's own attribute ``numbers`` (as bpf/matchall/flower emit)."""
+    attrs = []
+    if classid is not None:
+        attrs.append(u32(numbers.CLASSID, classid))
+    if actions:
+        attrs.append(action_tab(numbers.ACT, actions, resolve))
+    return attrs
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BpfProg:
+    """bpf classifier over a pinned program (``pinned``) or an open program ``fd`` with a
+    ``name``; ``direct_action`` is tc's ``da``."""
+
+    pinned: str | None = None
+    fd: int | None = None
+    name: str | None = None
+    direct_action: bool = False
+    classid: int | None = None
+    actions: tuple[Action, ...] = ()
+    kind = "bpf"
+
+    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...]:
+        attrs = _classid_and_actions(S.Bpf, self.classid, self.actions, resolve)
+        fd, name = self._program(resolve)
+        attrs += (u32(S.Bpf.FD, fd), strz(S.Bpf.NAME, name))
+        if self.direct_action:
+            attrs.append(u32(S.Bpf.FLAGS, S.TCA_BPF_FLAG_ACT_DIRECT))
+        return tuple(attrs)
+
+    def _program(self, resolve: Resolver) -> tuple[int, str]:
+        if self.fd is not None:
+            return self.fd, self.name or f"fd{self.fd}"
+        return resolve.program_fd(self.pinned), f"{os.path.basename(self.pinned)}:[*fsobj]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Matchall:
+    """matchall classifier: actions, ``classid``, skip_hw/skip_sw ``flags``."""
+
+    actions: tuple[Action, ...] = ()
+    classid: int | None = None
+    flags: int = 0
+    kind = "matchall"
+
+    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...]:
+        attrs = _classid_and_actions(S.Matchall, self.classid, self.actions, resolve)
+        if self.flags:
+            attrs.append(u32(S.Matchall.FLAGS, self.flags))
+        return tuple(attrs) or None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Flower:
+    """flower, the subset ``tdc_batch.py`` writes: source/destination MAC, flags, actions."""
+
+    src_mac: bytes | None = None
+    dst_mac: bytes | None = None
+    actions: tuple[Action, ...] = ()
+    classid: int | None = None
+    flags: int = 0
+    kind = "flower"
+
+    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...]:
+        full = b"\xff" * 6
+        attrs = []
+        if self.src_mac is not None:
+            attrs += (Attr(S.Flower.KEY_ETH_SRC, self.src_mac), Attr(S.Flower.KEY_ETH_SRC_MASK, full))
+        if self.dst_mac is not None:
+            attrs += (Attr(S.Flower.KEY_ETH_DST, self.dst_mac), Attr(S.Flower.KEY_ETH_DST_MASK, full))
+        attrs += _classid_and_actions(S.Flower, self.classid, self.actions, resolve)
+        attrs.append(u32(S.Flower.FLAGS, self.flags))
+        if protocol != S.ETH_P_ALL:
+            attrs.append(Attr(S.Flower.KEY_ETH_TYPE, protocol.to_bytes(2, "big")))
+        return tuple(attrs)
+
+
+Classifier = Union[U32, BpfProg, Matchall, Flower]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Filter:
+    """``tc filter add|del|change|replace``. ``parent`` is a classid (``S.TC_H_ROOT``,
+    ``INGRESS``, ``EGRESS``, ``tc_h_make(maj, min)``); ``protocol`` an ethertype or None for
+    tc's default (all for add/replace, unset otherwise); ``classifier`` None only for a ``del``
+    naming no kind."""
+
+    verb: str
+    dev: Dev
+    parent: int
+    classifier: Classifier | None
+    prio: int = 0
+    protocol: int | None = None
+    handle: int = 0
+
+    def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
+        flags = S.VERB_FLAGS[self.verb]
+        protocol = self.protocol
+        if protocol is None:
+            protocol = S.ETH_P_ALL if flags & S.NLM_F_CREATE else 0
+        info = (self.prio << 16) | int.from_bytes(protocol.to_bytes(2, "big"), "little")
+        attrs = []
+        if self.classifier is not None:
+            attrs.append(strz(S.TCA.KIND, self.classifier.kind))
+            options = self.classifier.options(resolve, protocol)
+            if options is not None:
+                attrs.append(nest(S.TCA.OPTIONS, *options))
+        body = S.TCMSG.pack(0, resolve.ifindex(self.dev), self.handle, self.parent, info) + encode(attrs)
+        msg_type = S.Msg.DELTFILTER if self.verb == "del" else S.Msg.NEWTFILTER
+        return msg_type, flags, body
+
+
+INGRESS = S.tc_h_make(S.TC_H_INGRESS, S.TC_H_MIN_INGRESS)
+EGRESS = S.tc_h_make(S.TC_H_INGRESS, S.TC_H_MIN_EGRESS)
+
+Rule = Union[Qdisc, Filter, Actions]

@@ -1,0 +1,309 @@
+"""Many rtnetlink messages per ``sendmsg``, with every reply mapped back to its command.
+
+How a batch goes out (why: the measurements in the package docs):
+
+* Messages are appended to one buffer until the next would pass ``batch_bytes`` (never more
+  than the socket's ``sk_sndbuf - 32``) or the batch holds as many messages as replies are sure
+  to fit the receive buffer. Then one ``sendmsg``.
+* Only the batch's *last* message asks for an ACK. The kernel answers every failing message
+  anyway, in order, so after the send the queue holds one error reply per failed message and
+  then the last message's reply: read until that one (never blocking — the kernel finished
+  the whole send before ``sendmsg`` returned) and every command's fate is known exactly.
+  A missing final reply or ENOBUFS is an error, never a guess.
+* ``coalesce``: consecutive ``actions add`` commands share one message (up to 32 actions,
+  TCA_ACT_MAX_PRIO). The kernel applies such a message all or nothing, so when it fails its
+  commands are re-sent one per message and the failure lands on the exact line.
+
+A netlink batch is not a transaction: without ``force``, sending stops at the first failed
+command, but commands after it *in the same sendmsg* were still processed. The :class:`Report`
+says which of them were applied anyway, which were not, and from where nothing was sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno as _errno
+import os
+from collections.abc import Callable
+
+from ..errors import BpfBatchError, InputError, PartialError, from_errno
+from . import rules as R
+from . import specs as S
+from .netlink import Reply, RtnlSocket
+from .resolve import Resolver
+
+#: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
+#: the kernel's per-message work, small enough to stay cache-friendly.
+DEFAULT_BATCH_BYTES = 256 << 10
+_ACK_FLAG_OFFSET = 6  # nlmsg_flags within nlmsghdr
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A command that was not applied: ``errno`` set for kernel refusals, None for bad input."""
+
+    source: str
+    line: int
+    text: str
+    errno: int | None = None
+    #: The kernel's own explanation (NETLINK_EXT_ACK), when it gave one.
+    extack: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+@dataclasses.dataclass
+class Report:
+    """What happened to a batch. Line lists are bounded by one sendmsg's worth of commands."""
+
+    source: str
+    commands: int = 0
+    applied: int = 0
+    failed: int = 0
+    first_failure: Failure | None = None
+    #: Without force: set at the first failure; nothing was sent after ``last_sent_line``.
+    stopped: bool = False
+    last_sent_line: int | None = None
+    #: Lines after the first failure that the kernel applied anyway (same sendmsg).
+    applied_anyway: list[int] = dataclasses.field(default_factory=list)
+    #: Lines after the first failure that were sent but not applied (the rest of a failed
+    #: coalesced message, not retried once stopped).
+    not_applied: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+    def summary(self) -> str:
+        """One line: counts, and in stop mode exactly what happened after the first failure."""
+        first = self.first_failure
+        parts = [f"{self.failed} of {self.commands} commands failed (first at line {first.line}: "
+                 f"{first.text})" if first else f"{self.commands} commands"]
+        parts.append(f"{self.applied} applied")
+        if self.stopped:
+            parts.append("stopped at the first failure; applied anyway from the same sendmsg: "
+                         + (line_ranges(self.applied_anyway) if self.applied_anyway else "none"))
+            if self.not_applied:
+                parts.append(f"sent but not applied: {line_ranges(self.not_applied)}")
+            parts.append(f"not sent: every command after line {self.last_sent_line}")
+        return "; ".join(parts)
+
+
+def line_ranges(lines: list[int]) -> str:
+    """``[4, 5, 6, 9]`` → ``"lines 4-6, 9"``; ``[4]`` → ``"line 4"``."""
+    spans: list[list[int]] = []
+    for line in sorted(lines):
+        if spans and line == spans[-1][1] + 1:
+            spans[-1][1] = line
+        else:
+            spans.append([line, line])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    return f"line {text}" if len(lines) == 1 else f"lines {text}"
+
+
+Message = tuple[int, int, bytes]
+
+
+class Sender:
+    """Feed it ``(line, rule)`` in order with :meth:`submit`; :meth:`finish` sends the rest."""
+
+    def __init__(self, sock: RtnlSocket, resolve: Resolver, *, source: str, force: bool = False,
+                 batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
+                 on_failure: Callable[[Failure], None] | None = None) -> None:
+        self._sock = sock
+        self._resolve = resolve
+        self._force = force
+        self._coalesce = coalesce
+        self._on_failure = on_failure
+        self._max_bytes = min(batch_bytes, sock.max_send_bytes)
+        self._max_messages = sock.max_replies
+        self._buf = bytearray()
+        self._last_offset = 0
+        #: Per queued message: its command lines, and for a coalesced one the commands to retry.
+        self._entries: list[tuple[tuple[int, ...], tuple[R.Actions, ...] | None]] = []
+        self._seq = 0
+        self._group: list[tuple[int, R.Actions]] = []
+        self._group_actions = 0
+        self.report = Report(source)
+
+    # --- input side ----------------------------------------------------------------------------
+
+    def submit(self, line: int, rule: R.Rule | BpfBatchError) -> bool:
+        """Queue one command (or record the input error in its place). False once stopped."""
+        if self.report.stopped:
+            return False
+        self.report.commands += 1
+        if isinstance(rule, BpfBatchError):
+            return self._input_failure(line, rule)
+        try:
+            if self._coalesce and isinstance(rule, R.Actions) and rule.verb == "add":
+                rule.check(self._resolve)
+                self._add_to_group(line, rule)
+                return True
+            self._close_group()
+            message = rule.message(self._resolve)
+        except BpfBatchError as exc:
+            return self._input_failure(line, exc)
+        self._queue(message, (line,), None)
+        return not self.report.stopped
+
+    def finish(self) -> Report:
+        """Send whatever is queued and return the report."""
+        if not self.report.stopped:
+            self._close_group()
+            self._flush()
+        return self.report
+
+    def _add_to_group(self, line: int, rule: R.Actions) -> None:
+        if self._group_actions + len(rule.actions) > S.TCA_ACT_MAX_PRIO:
+            self._close_group()
+        self._group.append((line, rule))
+        self._group_actions += len(rule.actions)
+
+    def _close_group(self) -> None:
+        group = self._group
+        if not group:
+            return
+        self._group, self._group_actions = [], 0
+        lines = tuple(line for line, _ in group)
+        rules = tuple(rule for _, rule in group)
+        if len(group) == 1:
+            self._queue(rules[0].message(self._resolve), lines, None)
+            return
+        merged = R.Actions("add", tuple(a for rule in rules for a in rule.actions))
+        self._queue(merged.message(self._resolve), lines, rules)
+
+    def _input_failure(self, line: int, exc: BpfBatchError) -> bool:
+        # Everything before this line goes first, so failures stay in line order.
+        self._close_group()
+        self._flush()
+        if self.report.stopped:
+            return False
+        text = exc.message if isinstance(exc, InputError) else str(exc)
+        self._fail(Failure(self.report.source, line, text))
+        if not self._force:
+            self.report.stopped = True
+            self.report.last_sent_line = line
+        return not self.report.stopped
+
+    # --- wire side -----------------------------------------------------------------------------
+
+    def _queue(self, message: Message, lines: tuple[int, ...], retry) -> None:
+        msg_type, flags, body = message
+        size = 16 + len(body)
+        if self._entries and (len(self._buf) + size > self._max_bytes
+                              or len(self._entries) >= self._max_messages):
+            self._flush()
+            if self.report.stopped:
+                return
+        if size > self._sock.max_send_bytes:
+            raise InputError(f"message of {size} bytes exceeds the socket's send limit",
+                             obj=f"{self.report.source}:{lines[-1]}")
+        self._seq += 1
+        self._last_offset = len(self._buf)
+        self._buf += S.NLMSGHDR.pack(size, msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
+        self._buf += body
+        self._entries.append((lines, retry))
+
+    def _flush(self) -> None:
+        entries = self._entries
+        if not entries:
+            return
+        errors = self._transmit(self._buf, self._last_offset, len(entries))
+        self._buf = bytearray()
+        self._entries = []
+        self._account(entries, errors)
+
+    def _transmit(self, buf: bytearray, last_offset: int, count: int) -> dict[int, Reply]:
+        """Send ``count`` queued messages (seqs ending at the current one); failures by index."""
+        flags_at = last_offset + _ACK_FLAG_OFFSET
+        buf[flags_at] |= S.NLM_F_ACK
+        self._sock.send(buf)
+        last = self._seq
+        first = last - count + 1
+        errors: dict[int, Reply] = {}
+        while True:
+            reply = self._sock.next_reply()
+            if reply is None:
+                raise from_errno("read netlink replies", _errno.EPROTO,
+                                 detail=f"no reply for the batch's last message (seq {last})")
+            if not first <= reply.seq <= last:
+                raise from_errno("read netlink replies", _errno.EPROTO,
+                                 detail=f"reply for unknown seq {reply.seq}")
+            if reply.error:
+                errors[reply.seq - first] = reply
+            if reply.seq == last:
+                return errors
+
+    def _account(self, entries, errors: dict[int, Reply]) -> None:
+        report = self.report
+        stopped_before = report.stopped
+        for index, (lines, retry) in enumerate(entries):
+            reply = errors.get(index)
+            if reply is None:
+                report.applied += len(lines)
+                if report.stopped:
+                    report.applied_anyway.extend(lines)
+            elif retry is not None:
+                if report.stopped:
+                    report.not_applied.extend(lines)
+                else:
+                    self._retry(lines, retry)
+            else:
+                self._fail(self._kernel_failure(lines[0], reply))
+                if not self._force and not report.stopped:
+                    report.stopped = True
+        if report.stopped and not stopped_before:
+            report.last_sent_line = entries[-1][0][-1]
+
+    def _retry(self, lines: tuple[int, ...], rules: tuple[R.Actions, ...]) -> None:
+        """Re-send a failed coalesced message one command per message: all at once with
+        force, else one by one up to the first failure."""
+        messages = [rule.message(self._resolve) for rule in rules]
+        if self._force:
+            self._account([((line,), None) for line in lines], self._send_now(messages))
+            return
+        for position, (line, message) in enumerate(zip(lines, messages)):
+            reply = self._send_now([message]).get(0)
+            if reply is None:
+                self.report.applied += 1
+                continue
+            self._fail(self._kernel_failure(line, reply))
+            self.report.stopped = True
+            self.report.not_applied.extend(lines[position + 1:])
+            return
+
+    def _send_now(self, messages: list[Message]) -> dict[int, Reply]:
+        buf = bytearray()
+        last_offset = 0
+        for msg_type, flags, body in messages:
+            self._seq += 1
+            last_offset = len(buf)
+            buf += S.NLMSGHDR.pack(16 + len(body), msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
+            buf += body
+        return self._transmit(buf, last_offset, len(messages))
+
+    def _kernel_failure(self, line: int, reply: Reply) -> Failure:
+        return Failure(self.report.source, line, reply.message or os.strerror(reply.error),
+                       reply.error, reply.message)
+
+    def _fail(self, failure: Failure) -> None:
+        report = self.report
+        report.failed += 1
+        if report.first_failure is None:
+            report.first_failure = failure
+        if self._on_failure is not None:
+            self._on_failure(failure)
+
+
+def raise_for(report: Report) -> None:
+    """Raise the one-line error a failed batch deserves (nothing if everything was applied)."""
+    first = report.first_failure
+    if first is None:
+        return
+    if first.errno is None:
+        raise InputError(report.summary(), obj=report.source)
+    raise PartialError("tc batch", first.errno, applied=report.applied, obj=report.source,
+                       detail=report.summary())

@@ -1,0 +1,70 @@
+"""A tc session: one rtnetlink socket and one resolver, opened in a network namespace, sending
+rule objects or batch files through the :class:`~.sender.Sender`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TextIO
+
+from .netns import entered as in_netns
+from .netlink import RtnlSocket
+from .parse import parse_batch
+from .resolve import Resolver
+from .rules import Rule
+from .sender import DEFAULT_BATCH_BYTES, Failure, Report, Sender
+
+#: Receive-buffer request: the kernel doubles it; replies are small and few (one per failure
+#: plus one per send), but a send of all-failing messages must still fit.
+_RCVBUF = 16 << 20
+
+
+class Session:
+    """Send tc rules in batches. ``netns`` is an ``ip netns`` name (or a path); ``force`` keeps
+    going after failures; ``coalesce`` packs consecutive ``actions add`` into shared messages;
+    ``on_failure`` sees each failed command as it is known, in line order.
+
+    >>> with Session(netns="lab") as tc:
+    ...     report = tc.send([Actions("add", (Mirred("egress", "redirect", "vethB", index=i),))
+    ...                       for i in range(1, 1001)])
+    """
+
+    def __init__(self, *, netns: str | None = None, force: bool = False,
+                 batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
+                 on_failure: Callable[[Failure], None] | None = None) -> None:
+        if batch_bytes < 1024:
+            raise ValueError("batch_bytes must be at least 1024")
+        self._options = dict(force=force, batch_bytes=batch_bytes, coalesce=coalesce,
+                             on_failure=on_failure)
+        with in_netns(netns):
+            self._sock = RtnlSocket(sndbuf=batch_bytes + 64, rcvbuf=_RCVBUF)
+            try:
+                self._resolve = Resolver()
+            except BaseException:
+                self._sock.close()
+                raise
+
+    def send(self, rules: Iterable[Rule], *, source: str = "rules") -> Report:
+        """Send rule objects in order; the report's line numbers count rules from 1."""
+        return self._run(enumerate(rules, 1), source)
+
+    def send_batch(self, stream: TextIO | Iterable[str], name: str) -> Report:
+        """Send a ``tc -batch`` file read from ``stream`` (streamed; ``name`` labels lines)."""
+        return self._run(parse_batch(stream, name), name)
+
+    def _run(self, items, source: str) -> Report:
+        sender = Sender(self._sock, self._resolve, source=source, **self._options)
+        for line, rule in items:
+            if not sender.submit(line, rule):
+                break
+        return sender.finish()
+
+    def close(self) -> None:
+        self._resolve.close()
+        self._sock.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+

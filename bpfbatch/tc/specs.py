@@ -1,0 +1,176 @@
+"""The rtnetlink/tc ABI this package speaks: message types, flags, fixed headers, attribute
+numbers and the C structs carried in attributes (from ``linux/rtnetlink.h``, ``pkt_sched.h``,
+``pkt_cls.h``, ``tc_act/*.h``). Values only; building messages is :mod:`.rules`' job."""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+
+
+class Msg(IntEnum):
+    NEWQDISC = 36
+    DELQDISC = 37
+    NEWTFILTER = 44
+    DELTFILTER = 45
+    NEWACTION = 48
+    DELACTION = 49
+
+
+# nlmsghdr flags
+NLM_F_REQUEST = 0x1
+NLM_F_ACK = 0x4
+NLM_F_REPLACE = 0x100
+NLM_F_EXCL = 0x200
+NLM_F_CREATE = 0x400
+# NLMSG_ERROR reply flags
+NLM_F_CAPPED = 0x100
+NLM_F_ACK_TLVS = 0x200
+NLMSG_ERROR = 2
+NLMSGERR_ATTR_MSG = 1
+NLMSGERR_ATTR_OFFS = 2
+
+#: Flags of each tc verb, as iproute2 sets them (``NLM_F_REQUEST | NLM_F_ACK`` added by the sender).
+VERB_FLAGS = {
+    "add": NLM_F_EXCL | NLM_F_CREATE,
+    "replace": NLM_F_CREATE | NLM_F_REPLACE,
+    "change": 0,
+    "del": 0,
+}
+#: ``tc actions change`` is a replace (m_action.c); only filters have a bare change.
+ACTION_VERB_FLAGS = {**VERB_FLAGS, "change": NLM_F_CREATE | NLM_F_REPLACE}
+
+NLMSGHDR = struct.Struct("=IHHII")
+#: struct tcmsg: family, pad, pad, ifindex, handle, parent, info (prio << 16 | protocol).
+TCMSG = struct.Struct("=BxxxiIII")
+#: struct tcamsg: family, pad, pad.
+TCAMSG = struct.Struct("=Bxxx")
+
+# Handles (pkt_sched.h)
+TC_H_ROOT = 0xFFFFFFFF
+TC_H_INGRESS = 0xFFFFFFF1  # == TC_H_CLSACT
+TC_H_MIN_INGRESS = 0xFFF2
+TC_H_MIN_EGRESS = 0xFFF3
+INGRESS_HANDLE = 0xFFFF0000
+
+
+def tc_h_make(major: int, minor: int) -> int:
+    return (major & 0xFFFF0000) | (minor & 0xFFFF)
+
+
+ETH_P_ALL = 0x0003
+ETH_P_IP = 0x0800
+ETH_P_IPV6 = 0x86DD
+ETH_P_ARP = 0x0806
+ETH_P_8021Q = 0x8100
+#: ``protocol`` names tc accepts here (ll_proto.c subset).
+PROTOCOLS = {"all": ETH_P_ALL, "ip": ETH_P_IP, "ipv4": ETH_P_IP, "ipv6": ETH_P_IPV6,
+             "arp": ETH_P_ARP, "802.1q": ETH_P_8021Q}
+
+
+class TCA(IntEnum):
+    KIND = 1
+    OPTIONS = 2
+
+
+class ActAttr(IntEnum):
+    """TCA_ACT_* inside one action of a TCA_ACT_TAB / TCA_*_ACT nest."""
+
+    KIND = 1
+    OPTIONS = 2
+    INDEX = 3
+    FLAGS = 7
+
+
+TCA_ACT_TAB = 1
+#: Most actions one message can carry (TCA_ACT_MAX_PRIO).
+TCA_ACT_MAX_PRIO = 32
+TCA_ACT_FLAGS_NO_PERCPU_STATS = 1
+#: struct nla_bitfield32: value, selector.
+BITFIELD32 = struct.Struct("=II")
+
+
+class Verdict(IntEnum):
+    """TC_ACT_* control actions (gact's verdict, mirred's action)."""
+
+    UNSPEC = -1
+    OK = 0
+    RECLASSIFY = 1
+    SHOT = 2
+    PIPE = 3
+    STOLEN = 4
+
+
+#: gact verdict words (tc/tc_util.c action_a2n).
+GACT_VERDICTS = {"continue": Verdict.UNSPEC, "drop": Verdict.SHOT, "shot": Verdict.SHOT,
+                 "pass": Verdict.OK, "ok": Verdict.OK, "reclassify": Verdict.RECLASSIFY,
+                 "pipe": Verdict.PIPE}
+
+TCA_GACT_PARMS = 2
+#: struct tc_gact (tc_gen): index, capab, action, refcnt, bindcnt.
+TC_GACT = struct.Struct("=IIiii")
+
+TCA_MIRRED_PARMS = 2
+#: struct tc_mirred: tc_gen + eaction, ifindex.
+TC_MIRRED = struct.Struct("=IIiiiii")
+#: (direction, mode) -> (eaction, verdict)
+MIRRED_MODES = {
+    ("egress", "redirect"): (1, Verdict.STOLEN),
+    ("egress", "mirror"): (2, Verdict.PIPE),
+    ("ingress", "redirect"): (3, Verdict.STOLEN),
+    ("ingress", "mirror"): (4, Verdict.PIPE),
+}
+
+
+class U32(IntEnum):
+    CLASSID = 1
+    HASH = 2
+    LINK = 3
+    DIVISOR = 4
+    SEL = 5
+    ACT = 7
+    FLAGS = 11
+
+
+TC_U32_TERMINAL = 1
+#: struct tc_u32_sel header: flags, offshift, nkeys, pad, offmask(be16), off, offoff, hoff, hmask(be32)
+TC_U32_SEL = struct.Struct("=BBBxHHhhI")
+#: struct tc_u32_key: mask(be32), val(be32), off, offmask
+TC_U32_KEY = struct.Struct("=IIii")
+
+
+class Bpf(IntEnum):
+    ACT = 1
+    CLASSID = 3
+    FD = 6
+    NAME = 7
+    FLAGS = 8
+
+
+TCA_BPF_FLAG_ACT_DIRECT = 1
+
+
+class Matchall(IntEnum):
+    CLASSID = 1
+    ACT = 2
+    FLAGS = 3
+
+
+class Flower(IntEnum):
+    CLASSID = 1
+    ACT = 3
+    KEY_ETH_DST = 4
+    KEY_ETH_DST_MASK = 5
+    KEY_ETH_SRC = 6
+    KEY_ETH_SRC_MASK = 7
+    KEY_ETH_TYPE = 8
+    FLAGS = 22
+
+
+# TCA_CLS_FLAGS_*
+CLS_FLAGS = {"skip_hw": 1, "skip_sw": 2}
+
+TCA_HTB_INIT = 2
+#: struct tc_htb_glob: version, rate2quantum, defcls, debug, direct_pkts.
+TC_HTB_GLOB = struct.Struct("=IIIII")
+TC_HTB_PROTOVER = 3
