@@ -1,0 +1,171 @@
+"""TCP receive zero-copy on loopback: N parallel flows, plain recv() vs mmap, 4 KiB vs huge-page
+alignment of each receiver's mapping.
+
+``python -m tools.bench tcp_mmap [--flows 1,2,4,8] [--size 256M] [--rounds 3] [--out DIR]``
+
+One run = one :class:`~bpfbatch.tcp_mmap.Server` in this process (one receiving thread per
+flow, all in one address space, which is what the alignment is about) and one sender process
+whose N threads start together. Every case uses the same sender, the loopback recipe for
+mappable payload (``MSG_ZEROCOPY`` and MSS 4096 + 12), so only the receiver differs:
+
+- ``recv``: plain recv() into a buffer;
+- ``zerocopy a=4K``: mmap + ``TCP_ZEROCOPY_RECEIVE``, mappings aligned to one page only;
+- ``zerocopy a=<huge>``: the same, aligned to the huge page size (the selftest's default).
+
+A fourth case, ``recv, 64K MSS``, is loopback at its best for plain copies (default MSS, plain
+send()), to show what the one-page MSS costs. Cases and flow counts are interleaved round by
+round; the table shows medians over rounds of: the aggregate rate (all bytes over the span from
+the first flow's start to the last flow's end), the share of bytes mapped, the receivers' CPU
+per MB (all receiving threads' user + sys over all MB; the selftest's "usec per MB"), its ratio
+to ``recv`` at the same N, and receiver context switches per MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+from bpfbatch.tcp_mmap import Config, Server, default_alignment, parse_size, send
+from bpfbatch.tcp_mmap.receiver import Report
+
+from .harness import InProcess, interleave
+
+LOOPBACK_MSS = 4096 + 12
+BASELINE = "recv"
+
+
+def _sender(port: int, flows: int, options: dict, ready, go, failures) -> None:
+    """Sender process: N threads, each one flow of ``options``, all released by ``go``."""
+    config = Config(host="::1", port=port, **options).validate()
+
+    def flow() -> None:
+        go.wait()
+        try:
+            send(config)
+        except Exception as exc:  # reported to the parent, which fails the run
+            failures.put(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=flow) for _ in range(flows)]
+    for thread in threads:
+        thread.start()
+    ready.set()
+    for thread in threads:
+        thread.join()
+
+
+class Run:
+    """One case at one flow count; every call of :meth:`__call__` is one timed transfer whose
+    per-flow reports are kept in :attr:`rounds`."""
+
+    def __init__(self, flows: int, size: int, receiver: dict, sender: dict):
+        self.flows = flows
+        self.receiver = Config(server=True, host="::1", port=0, **receiver).validate()
+        self.sender = dict(sender, size=size)
+        self.rounds: list[tuple[list[Report], float]] = []
+
+    def __call__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        ready, go, failures = context.Event(), context.Event(), context.Queue()
+        ends: list[float] = []
+        with Server(self.receiver) as server:
+            results: list = []
+            serving = threading.Thread(target=lambda: results.extend(
+                server.serve(self.flows, on_result=lambda _: ends.append(time.perf_counter()))))
+            serving.start()
+            process = context.Process(target=_sender, args=(
+                server.address[1], self.flows, self.sender, ready, go, failures))
+            process.start()
+            try:
+                ready.wait(60)
+                go.set()
+                process.join(300)
+            finally:
+                if process.is_alive():
+                    server.stop()
+                    process.kill()
+                    process.join()
+                serving.join(60)
+        errors = [str(r) for r in results if not isinstance(r, Report)]
+        while not failures.empty():
+            errors.append(failures.get())
+        if errors or len(results) != self.flows:
+            raise RuntimeError(f"{self.flows} flows, {len(results)} reports: {'; '.join(errors)}")
+        # A flow's start is its end minus its duration; the span covers all flows.
+        span = max(ends) - min(end - r.seconds for end, r in zip(ends, results))
+        self.rounds.append((results, span))
+
+
+def _row(case: str, run: Run, baseline: Run) -> list:
+    def per_round(metric):
+        return statistics.median(metric(reports, span) for reports, span in run.rounds)
+
+    def cpu_per_mb(reports, _span):
+        return sum(r.user + r.sys for r in reports) * 1e6 / sum(r.megabytes for r in reports)
+
+    cpu = per_round(cpu_per_mb)
+    base = statistics.median(cpu_per_mb(r, s) for r, s in baseline.rounds)
+    return [
+        run.flows, case,
+        per_round(lambda reports, span: sum(r.received for r in reports) * 8 / span / 1e9),
+        per_round(lambda reports, _: 100 * sum(r.mapped for r in reports)
+                  / sum(r.received for r in reports)),
+        cpu, cpu / base,
+        per_round(lambda reports, _: sum(r.voluntary_switches for r in reports)
+                  / sum(r.megabytes for r in reports)),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench tcp_mmap",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--flows", default="1,2,4,8", help="flow counts, comma-separated")
+    parser.add_argument("--size", default="256M", help="bytes per flow (K/M/G suffixes)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("bench-results"),
+                        help="directory for the JSON record")
+    args = parser.parse_args(argv)
+    flow_counts = [int(n) for n in args.flows.split(",")]
+    size = parse_size(args.size, "--size")
+    huge = default_alignment()
+    recipe = dict(zerocopy=True, mss=LOOPBACK_MSS)
+    cases = {
+        BASELINE: (dict(mss=LOOPBACK_MSS), recipe),
+        "zerocopy a=4K": (dict(recipe, align=4096), recipe),
+        f"zerocopy a={huge >> 20}M": (dict(recipe, align=huge), recipe),
+        "recv, 64K MSS": ({}, {}),
+    }
+    runs = {(n, case): Run(n, size, receiver, sender)
+            for n in flow_counts for case, (receiver, sender) in cases.items()}
+    interleave({f"{n} {case}": InProcess(run) for (n, case), run in runs.items()},
+               rounds=args.rounds, warmup=args.warmup)
+    for run in runs.values():
+        del run.rounds[:args.warmup]
+
+    headers = ["flows", "receiver", "Gbit/s", "% mmap'ed", "µs CPU per MB",
+               f"÷ {BASELINE}", "c-switches per MB"]
+    rows = [_row(case, runs[n, case], runs[n, BASELINE]) for n, case in runs]
+    title = "tcp_mmap: receive zero-copy on loopback, parallel flows"
+    table = tabulate(rows, headers=headers, tablefmt="github", floatfmt=".3g")
+    print(f"## {title}\n\nsender: MSG_ZEROCOPY, MSS {LOOPBACK_MSS} (last case: plain send, "
+          f"default MSS); {args.size} per flow; median of {args.rounds} interleaved rounds; "
+          f"{multiprocessing.cpu_count()} CPUs\n\n{table}\n", flush=True)
+    _save(args.out, title, headers, rows, dict(flows=flow_counts, size=size, rounds=args.rounds,
+                                                huge_page=huge, mss=LOOPBACK_MSS))
+    return 0
+
+
+def _save(out_dir: Path, title: str, headers: list[str], rows: list[list], params: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = {"title": title, "baseline": BASELINE, "params": params,
+              "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "kernel": os.uname().release, "rows": [dict(zip(headers, row)) for row in rows]}
+    (out_dir / "tcp-mmap.json").write_text(json.dumps(record, indent=2) + "\n")
