@@ -40,7 +40,8 @@ POLL_TIMEOUT_MS = 10_000
 class Report:
     """What one connection delivered, in the terms of the selftest's report line.
 
-    CPU time and context switches are this receiving thread's own (``RUSAGE_THREAD``).
+    CPU time and context switches are those of the receiving thread (``RUSAGE_THREAD``) while
+    it served this connection.
     """
 
     peer: str
@@ -103,6 +104,7 @@ def receive(sock: socket.socket, config: Config, peer: str) -> Report:
     The caller owns (and closes) ``sock``.
     """
     start = time.perf_counter()
+    usage_before = resource.getrusage(resource.RUSAGE_THREAD)
     set_option(sock, socket.SOL_SOCKET, socket.SO_RCVLOWAT, config.chunk_size, "SO_RCVLOWAT")
     sock.setblocking(False)
     tally = _Tally(config.hash)
@@ -121,7 +123,9 @@ def receive(sock: socket.socket, config: Config, peer: str) -> Report:
             raise from_errno("send the SHA-256 back", exc.errno, obj=peer) from None
     usage = resource.getrusage(resource.RUSAGE_THREAD)
     return Report(peer=peer, received=tally.received, mapped=tally.mapped, seconds=seconds,
-                  user=usage.ru_utime, sys=usage.ru_stime, voluntary_switches=usage.ru_nvcsw,
+                  user=usage.ru_utime - usage_before.ru_utime,
+                  sys=usage.ru_stime - usage_before.ru_stime,
+                  voluntary_switches=usage.ru_nvcsw - usage_before.ru_nvcsw,
                   rcv_mss=rcv_mss(sock),
                   sha256=tally.digest.hexdigest() if tally.digest is not None else None)
 

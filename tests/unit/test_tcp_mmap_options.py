@@ -12,6 +12,7 @@ from bpfbatch.tcp_mmap import Config, default_alignment, parse_size
 from bpfbatch.tcp_mmap._linux import huge_page_size
 from bpfbatch.tcp_mmap.cli import parse_args
 from bpfbatch.tcp_mmap.receiver import Report
+from bpfbatch.tcp_mmap.sockets import resolve
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "tcp_mmap.py"
 
@@ -73,6 +74,14 @@ def test_huge_page_size_from_meminfo(tmp_path):
     meminfo.write_text("MemTotal:       24000000 kB\n")
     assert huge_page_size(str(meminfo)) is None
     assert huge_page_size(str(tmp_path / "absent")) is None
+
+
+@pytest.mark.parametrize("host, family, switch", [("::1", socket.AF_INET, "-6"),
+                                                  ("127.0.0.1", socket.AF_INET6, "-4")])
+def test_an_address_of_the_other_family_names_the_switch(host, family, switch):
+    with pytest.raises(InputError, match=f"{switch} switches the family") as caught:
+        resolve(host, 8787, family)
+    assert caught.value.obj == f"host {host!r}"
 
 
 def test_report_is_the_selftests_line():
