@@ -178,8 +178,8 @@ class LoadResult:
 def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
          per_key: bool = False, batch_size: int = cursor.DEFAULT_BATCH,
          elem_flags: int = 0) -> LoadResult:
-    """Write ``count`` packed records; raise :class:`PartialError` (``applied`` set, failing
-    key named) if the kernel stops part-way.
+    """Write ``count`` packed records; raise :class:`LoadError` (``applied`` set, failing
+    key and its record index named) if the kernel stops part-way.
 
     ``BPF_NOEXIST`` / ``BPF_EXIST`` are refused by ``BPF_MAP_UPDATE_BATCH`` (EINVAL), so
     ``only=ABSENT`` / ``PRESENT`` are done one of two ways:
@@ -214,20 +214,36 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
             keep[i] = True
             present.add(key)
     chosen = int(keep.sum())
-    applied = _update(map, key_rows[keep], value_rows[keep], chosen, batch_size, elem_flags)
+    if not chosen:
+        return LoadResult(0, count)
+    applied = _update(map, key_rows[keep], value_rows[keep], chosen, batch_size, elem_flags,
+                      indices=np.flatnonzero(keep))
     return LoadResult(applied, count - chosen)
 
 
-def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int) -> int:
-    """Batch update that names the failing key when the kernel stops part-way."""
+class LoadError(PartialError):
+    """A load stopped part-way: ``applied`` records went in, then input record ``index``
+    (an index into the caller's records, whatever was filtered out) failed."""
+
+    def __init__(self, exc: PartialError, *, index: int, key: bytes, total: int):
+        super().__init__(exc.op, exc.errno, applied=exc.applied, obj=exc.obj,
+                         detail=f"{exc.applied} of {total} entries applied, then key "
+                                f"{key.hex()} failed: {errno_meaning(exc.errno)}")
+        self.index = index
+        self.key = key
+
+
+def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int,
+            indices: np.ndarray | None = None) -> int:
+    """Batch update; on a part-way failure raise :class:`LoadError` naming the failing key
+    and its index among the caller's records (``indices`` maps the written rows back)."""
     try:
         return cursor.update(map, keys, values, count, batch_size=batch_size,
                              elem_flags=elem_flags)
     except PartialError as exc:
         key = _rows(keys, map.info.key_size, count)[exc.applied].tobytes()
-        raise PartialError(exc.op, exc.errno, applied=exc.applied, obj=exc.obj,
-                           detail=f"{exc.applied} of {count} entries applied, then key "
-                                  f"{key.hex()} failed: {errno_meaning(exc.errno)}") from None
+        index = exc.applied if indices is None else int(indices[exc.applied])
+        raise LoadError(exc, index=index, key=key, total=count) from None
 
 
 def _load_per_key(map: Map, keys: np.ndarray, values: np.ndarray, only: Existing,
@@ -235,14 +251,13 @@ def _load_per_key(map: Map, keys: np.ndarray, values: np.ndarray, only: Existing
     flag = _abi.BPF_NOEXIST if only is Existing.ABSENT else _abi.BPF_EXIST
     skip_errno = E.EEXIST if only is Existing.ABSENT else E.ENOENT
     applied = skipped = 0
-    for key, value in zip(keys, values):
+    for index, (key, value) in enumerate(zip(keys, values)):
         try:
             map.update(key.tobytes(), value.tobytes(), flag | elem_flags)
         except KernelError as exc:
             if exc.errno != skip_errno:
-                raise PartialError("update", exc.errno, applied=applied, obj=map.info.label,
-                                   detail=f"{applied} entries applied, then key "
-                                          f"{key.tobytes().hex()} failed: {errno_meaning(exc.errno)}") from None
+                failed = PartialError("update", exc.errno, applied=applied, obj=map.info.label)
+                raise LoadError(failed, index=index, key=key.tobytes(), total=len(keys)) from None
             skipped += 1
             continue
         applied += 1
