@@ -1,0 +1,978 @@
+"""Codecs: a map's key and value bytes <-> Python values, numpy dtypes and JSON text, from BTF.
+
+A :class:`Codec` is compiled once per map from its BTF type into a small layout tree
+(:class:`Node` subclasses with absolute byte offsets). The tree serves four uses:
+
+* :meth:`Codec.decode` / :meth:`Codec.encode` — one record <-> Python values (ints, bools,
+  strings for printable char arrays, enum names, dicts for structs and unions, lists for
+  arrays). ``encode`` also accepts what the JSON output prints (``"0x.."`` strings for 128-bit
+  ints and bitfields), so a dump can be loaded back.
+* :attr:`Codec.dtype` — a numpy structured dtype when the layout is representable (no
+  bitfields), for zero-copy ``np.frombuffer`` views over a batch.
+* :meth:`Codec.template` — JSON text as bpftool's ``btf_dumper.c`` prints it, as a
+  ``%``-format template plus :class:`Leaf` columns read vectorised from a whole batch, so a
+  1M-record dump formats each record with one ``template % row`` instead of walking the type.
+
+bpftool's rules (``btf_dumper.c``), kept exactly in ``exact`` mode and where they are sane in
+the typed mode: integers of 8/16/32/64 bits in decimal; 128-bit integers, bitfields and
+integers of other widths as ``"0x.."`` hex strings of the raw bits; a char array is a string
+when a NUL comes before the end and every byte before it is printable ASCII, else an array;
+enums print the first matching name, else the number; pointers print as unsigned decimal;
+unions print every member; unknown kinds print bpftool's error text and stop the enclosing
+aggregates. bpftool reads a ``bool`` as a 4-byte int and prints ``float`` as an error; only
+``exact`` mode copies those two quirks.
+
+No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lists).
+Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
+``round_up(size, 8)`` bytes; a pure function of ``ncpus`` so it is testable anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+
+import numpy as np
+
+from .btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
+from .errors import BpfBatchError, InputError
+
+# -- JSON text pieces ---------------------------------------------------------------------
+
+# bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of
+# that json_writer.c, reproduced for byte-identical output).
+_JSONW_ESCAPES = {ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r", ord("\f"): "\\f",
+                  ord("\b"): "\\b", ord("\\"): "\\n", ord('"'): '\\"'}
+
+
+def json_string(text: str, exact: bool = False) -> bytes:
+    """A JSON string: standard (``exact=False``), or as bpftool v7.1 writes it."""
+    if exact:
+        return b'"' + text.translate(_JSONW_ESCAPES).encode() + b'"'
+    return json.dumps(text).encode()
+
+
+#: ``"0xNN",`` for every byte value: bpftool's raw byte lists, built by table lookup.
+_HEX_TABLE = np.array([list(b'"0x%02x",' % i) for i in range(256)], dtype=np.uint8)
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_BOOL_TEXT = (b"false", b"true")
+
+
+def _exact_char(byte: int) -> bytes:
+    # btf_dumper_int, BTF_INT_CHAR: "%c" when isprint (unescaped), else "\u00XX".
+    return b'"%c"' % byte if 0x20 <= byte < 0x7F else b'"\\u00%02x"' % byte
+
+
+_CHAR_TEXT = {True: [_exact_char(b) for b in range(256)],
+              False: [json.dumps(chr(b)).encode() for b in range(256)]}
+
+
+def _column(rows: np.ndarray, offset: int, dtype: str) -> np.ndarray:
+    """Zero-copy column of one little-endian scalar at ``offset`` of every row."""
+    size = np.dtype(dtype).itemsize
+    return rows[:, offset:offset + size].view(dtype)[:, 0]
+
+
+def _uint_column(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` (≤ 8) little-endian bytes at ``offset`` of every row as uint64."""
+    wide = np.zeros((rows.shape[0], 8), dtype=np.uint8)
+    wide[:, :nbytes] = rows[:, offset:offset + nbytes]
+    return wide.view("<u8")[:, 0]
+
+
+class Leaf:
+    """One ``%`` placeholder of a template; :meth:`column` reads it from every row of a batch
+    (``rows``: a ``count × row_size`` uint8 array) at once."""
+
+    placeholder = b"%s"
+
+    def __init__(self, offset: int):
+        self.offset = offset
+
+    def column(self, rows: np.ndarray) -> list:
+        raise NotImplementedError
+
+
+class IntLeaf(Leaf):
+    placeholder = b"%d"
+
+    def __init__(self, offset: int, dtype: str):
+        super().__init__(offset)
+        self.dtype = dtype
+
+    def column(self, rows):
+        return _column(rows, self.offset, self.dtype).tolist()
+
+
+class HexIntLeaf(Leaf):
+    """Raw bits as ``"0x.."`` (btf_int128_print): 128-bit ints, bitfields, odd widths."""
+
+    placeholder = b'"0x%x"'
+
+    def __init__(self, offset: int, shift: int, nbits: int):
+        super().__init__(offset)
+        self.shift = shift
+        self.nbits = nbits
+        self.nbytes = (shift + nbits + 7) // 8
+
+    def column(self, rows):
+        if self.nbytes <= 8:
+            bits = _uint_column(rows, self.offset, self.nbytes) >> np.uint64(self.shift)
+            if self.nbits < 64:
+                bits &= np.uint64((1 << self.nbits) - 1)
+            return bits.tolist()
+        mask = (1 << self.nbits) - 1
+        n = self.nbytes
+        data = np.ascontiguousarray(rows[:, self.offset:self.offset + n]).tobytes()
+        return [(int.from_bytes(data[i:i + n], "little") >> self.shift) & mask
+                for i in range(0, len(data), n)]
+
+
+class BoolLeaf(Leaf):
+    """``true``/``false`` from ``width`` bytes (bpftool reads 4: ``*(int *)data``)."""
+
+    def __init__(self, offset: int, width: int):
+        super().__init__(offset)
+        self.width = width
+
+    def column(self, rows):
+        width = max(0, min(self.width, rows.shape[1] - self.offset))
+        nonzero = rows[:, self.offset:self.offset + width].any(axis=1)
+        return [_BOOL_TEXT[v] for v in nonzero.tolist()]
+
+
+class CharLeaf(Leaf):
+    def __init__(self, offset: int, exact: bool):
+        super().__init__(offset)
+        self.table = _CHAR_TEXT[exact]
+
+    def column(self, rows):
+        table = self.table
+        return [table[b] for b in rows[:, self.offset].tolist()]
+
+
+class EnumLeaf(Leaf):
+    def __init__(self, offset: int, dtype: str, names: dict[int, bytes]):
+        super().__init__(offset)
+        self.dtype = dtype
+        self.names = names
+
+    def column(self, rows):
+        get = self.names.get
+        return [get(v) or b"%d" % v for v in _column(rows, self.offset, self.dtype).tolist()]
+
+
+class FloatLeaf(Leaf):
+    def __init__(self, offset: int, dtype: str):
+        super().__init__(offset)
+        self.dtype = dtype
+
+    def column(self, rows):
+        return [json.dumps(v).encode() for v in _column(rows, self.offset, self.dtype).tolist()]
+
+
+class StrLeaf(Leaf):
+    """A char array: a JSON string when a NUL ends printable ASCII, else ``fallback`` (the
+    array of its elements, rendered per row)."""
+
+    def __init__(self, offset: int, nelems: int, fallback: "Template", exact: bool):
+        super().__init__(offset)
+        self.nelems = nelems
+        self.fallback = fallback
+        self.backslash = b"\\n" if exact else b"\\\\"  # see _JSONW_ESCAPES
+
+    def column(self, rows):
+        n = self.nelems
+        chunk = np.ascontiguousarray(rows[:, self.offset:self.offset + n])
+        data = chunk.tobytes()
+        out = []
+        for i in range(0, len(data), n):
+            text, nul, _ = data[i:i + n].partition(b"\0")
+            if nul and not text.translate(None, _PRINTABLE):
+                out.append(b'"' + text.replace(b"\\", self.backslash).replace(b'"', b'\\"') + b'"')
+            else:
+                out.append(self.fallback.render([chunk[i // n:i // n + 1]])[0])
+        return out
+
+
+class HexBytesLeaf(Leaf):
+    """bpftool's raw byte list body: ``"0x01","0x00",...`` (vectorised table lookup)."""
+
+    def __init__(self, offset: int, size: int):
+        super().__init__(offset)
+        self.size = size
+
+    def column(self, rows):
+        count = rows.shape[0]
+        text = _HEX_TABLE[rows[:, self.offset:self.offset + self.size]]
+        text = np.ascontiguousarray(text.reshape(count, self.size * 7)[:, :-1])
+        return text.view(f"S{self.size * 7 - 1}")[:, 0].tolist()
+
+
+class Template:
+    """Text built from literals and leaves; each leaf reads from one of several sources
+    (e.g. 0 = key rows, 1 = value rows). :meth:`render` formats every row of a batch."""
+
+    def __init__(self):
+        self._parts: list[bytes] = []
+        self._leaves: list[tuple[int, Leaf]] = []
+        self._format: bytes | None = None
+        #: False when bpftool stops printing inside this text (an unsupported kind).
+        self.complete = True
+
+    def text(self, literal: bytes) -> "Template":
+        self._parts.append(literal.replace(b"%", b"%%"))
+        self._format = None
+        return self
+
+    def leaf(self, leaf: Leaf, source: int = 0) -> "Template":
+        self._parts.append(leaf.placeholder)
+        self._leaves.append((source, leaf))
+        self._format = None
+        return self
+
+    def extend(self, other: "Template", source: int = 0) -> "Template":
+        """Append ``other`` with all its leaves reading from ``source``."""
+        self._parts.extend(other._parts)
+        self._leaves.extend((source, leaf) for _, leaf in other._leaves)
+        self._format = None
+        return self
+
+    def render(self, sources: list[np.ndarray]) -> list[bytes]:
+        """One text per row; every source has the same number of rows."""
+        if self._format is None:
+            self._format = b"".join(self._parts)
+        fmt = self._format
+        count = sources[0].shape[0]
+        if not self._leaves:
+            return [fmt % ()] * count
+        columns = [leaf.column(sources[src]) for src, leaf in self._leaves]
+        return [fmt % row for row in zip(*columns)]
+
+
+# -- the layout tree ----------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Node:
+    """A piece of a type at an absolute byte ``offset`` of the record."""
+
+    offset: int
+
+    def decode(self, buf: bytes):
+        raise NotImplementedError
+
+    def encode(self, buf: bytearray, value, path: str) -> None:
+        raise NotImplementedError
+
+    def emit(self, out: Template, exact: bool) -> bool:
+        """Append this node's JSON text; ``False`` when bpftool would stop here (error)."""
+        raise NotImplementedError
+
+    def dtype(self):
+        """numpy dtype of this node, or ``None`` when not representable."""
+        return None
+
+
+def _emit_list(out: "Template", nodes: list[Node], exact: bool) -> bool:
+    """Comma-separated nodes; stops after the first one bpftool cannot print."""
+    for i, node in enumerate(nodes):
+        if i:
+            out.text(b",")
+        if not node.emit(out, exact):
+            return False
+    return True
+
+
+_INT_CODES = {(1, False): "B", (1, True): "b", (2, False): "H", (2, True): "h",
+              (4, False): "I", (4, True): "i", (8, False): "Q", (8, True): "q"}
+
+
+def _parse_int(value, path: str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            pass
+    raise InputError(f"expected an integer, got {value!r}", obj=path)
+
+
+def _check_range(value: int, nbits: int, signed: bool, path: str) -> int:
+    low = -(1 << (nbits - 1)) if signed else 0
+    high = (1 << (nbits - 1)) - 1 if signed else (1 << nbits) - 1
+    # Accept the other signedness' spelling of the same bits (e.g. 0xffffffff for an s32).
+    if not (low <= value <= high or -(1 << (nbits - 1)) <= value < (1 << nbits)):
+        raise InputError(f"{value} does not fit in {nbits} bits", obj=path)
+    return value & ((1 << nbits) - 1)
+
+
+@dataclasses.dataclass
+class Int(Node):
+    size: int
+    signed: bool
+
+    def __post_init__(self):
+        self.code = "<" + _INT_CODES[self.size, self.signed] if self.size <= 8 else None
+
+    def decode(self, buf):
+        if self.code:
+            return struct.unpack_from(self.code, buf, self.offset)[0]
+        return int.from_bytes(buf[self.offset:self.offset + self.size], "little",
+                              signed=self.signed)
+
+    def encode(self, buf, value, path):
+        bits = _check_range(_parse_int(value, path), self.size * 8, self.signed, path)
+        buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
+
+    def emit(self, out, exact):
+        if self.code:
+            out.leaf(IntLeaf(self.offset, _NP_INT[self.size, self.signed]))
+        else:
+            out.leaf(HexIntLeaf(self.offset, 0, self.size * 8))
+        return True
+
+    def dtype(self):
+        return np.dtype(_NP_INT[self.size, self.signed]) if self.size <= 8 else np.dtype("V16")
+
+
+_NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
+           for size in (1, 2, 4, 8) for signed in (False, True)}
+
+
+@dataclasses.dataclass
+class Bits(Node):
+    """``nbits`` bits starting ``shift`` bits into the byte at ``offset`` (bitfields, and
+    integers whose width is not 8/16/32/64/128)."""
+
+    shift: int
+    nbits: int
+    signed: bool
+
+    @property
+    def nbytes(self) -> int:
+        return (self.shift + self.nbits + 7) // 8
+
+    def decode(self, buf):
+        raw = int.from_bytes(buf[self.offset:self.offset + self.nbytes], "little")
+        value = (raw >> self.shift) & ((1 << self.nbits) - 1)
+        if self.signed and value >> (self.nbits - 1):
+            value -= 1 << self.nbits
+        return value
+
+    def encode(self, buf, value, path):
+        bits = _check_range(_parse_int(value, path), self.nbits, self.signed, path)
+        end = self.offset + self.nbytes
+        raw = int.from_bytes(buf[self.offset:end], "little")
+        mask = ((1 << self.nbits) - 1) << self.shift
+        raw = (raw & ~mask) | (bits << self.shift)
+        buf[self.offset:end] = raw.to_bytes(self.nbytes, "little")
+
+    def emit(self, out, exact):
+        out.leaf(HexIntLeaf(self.offset, self.shift, self.nbits))
+        return True
+
+
+@dataclasses.dataclass
+class Bool(Node):
+    size: int
+
+    def decode(self, buf):
+        return any(buf[self.offset:self.offset + self.size])
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str) and value in ("true", "false"):
+            value = value == "true"
+        if value not in (0, 1):  # True/False compare equal to 1/0
+            raise InputError(f"expected true or false, got {value!r}", obj=path)
+        buf[self.offset:self.offset + self.size] = int(value).to_bytes(self.size, "little")
+
+    def emit(self, out, exact):
+        out.leaf(BoolLeaf(self.offset, 4 if exact else self.size))
+        return True
+
+    def dtype(self):
+        return np.dtype("?") if self.size == 1 else np.dtype(_NP_INT[self.size, False])
+
+
+@dataclasses.dataclass
+class Char(Node):
+    """An int with BTF_INT_CHAR encoding: one character."""
+
+    def decode(self, buf):
+        return chr(buf[self.offset])
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str) and len(value) == 1 and ord(value) < 256:
+            value = ord(value)
+        buf[self.offset] = _check_range(_parse_int(value, path), 8, False, path)
+
+    def emit(self, out, exact):
+        out.leaf(CharLeaf(self.offset, exact))
+        return True
+
+    def dtype(self):
+        return np.dtype("S1")
+
+
+@dataclasses.dataclass
+class Float(Node):
+    size: int
+
+    def __post_init__(self):
+        self.code = {2: "<e", 4: "<f", 8: "<d"}.get(self.size)
+
+    def decode(self, buf):
+        if not self.code:
+            return bytes(buf[self.offset:self.offset + self.size])
+        return struct.unpack_from(self.code, buf, self.offset)[0]
+
+    def encode(self, buf, value, path):
+        if not self.code or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"expected a number for a {self.size}-byte float, got {value!r}",
+                             obj=path)
+        struct.pack_into(self.code, buf, self.offset, value)
+
+    def emit(self, out, exact):
+        if exact or not self.code:
+            out.text(b"(unsupported-kind")  # bpftool's btf_dumper has no FLOAT case
+            return False
+        out.leaf(FloatLeaf(self.offset, self.code))
+        return True
+
+    def dtype(self):
+        return np.dtype(self.code) if self.code else None
+
+
+@dataclasses.dataclass
+class Enum(Node):
+    size: int
+    values: tuple[tuple[str, int], ...]
+
+    def __post_init__(self):
+        self.code = "<" + _INT_CODES[self.size, True]
+        self.names: dict[int, str] = {}
+        for name, value in self.values:
+            self.names.setdefault(value, name)  # bpftool prints the first match
+        self.by_name = {name: value for name, value in self.values}
+
+    def decode(self, buf):
+        value = struct.unpack_from(self.code, buf, self.offset)[0]
+        return self.names.get(value, value)
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str):
+            if value in self.by_name:
+                value = self.by_name[value]
+            else:
+                try:
+                    value = int(value, 0)
+                except ValueError:
+                    raise InputError(f"no enumerator {value!r} (known: "
+                                     f"{', '.join(self.by_name)})", obj=path) from None
+        bits = _check_range(_parse_int(value, path), self.size * 8, True, path)
+        buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
+
+    def emit(self, out, exact):
+        names = {value: json_string(name, exact) for value, name in self.names.items()}
+        out.leaf(EnumLeaf(self.offset, _NP_INT[self.size, True], names))
+        return True
+
+    def dtype(self):
+        return np.dtype(_NP_INT[self.size, True])
+
+
+@dataclasses.dataclass
+class Array(Node):
+    elems: list[Node]
+
+    def decode(self, buf):
+        return [e.decode(buf) for e in self.elems]
+
+    def encode(self, buf, value, path):
+        if not isinstance(value, (list, tuple)) or len(value) != len(self.elems):
+            raise InputError(f"expected a list of {len(self.elems)} elements, got {value!r}",
+                             obj=path)
+        for i, (elem, item) in enumerate(zip(self.elems, value)):
+            elem.encode(buf, item, f"{path}[{i}]")
+
+    def emit(self, out, exact):
+        out.text(b"[")
+        ok = _emit_list(out, self.elems, exact)
+        out.text(b"]")
+        return ok
+
+    def dtype(self):
+        if not self.elems:
+            return np.dtype((np.uint8, (0,)))
+        base = self.elems[0].dtype()
+        return None if base is None else np.dtype((base, (len(self.elems),)))
+
+
+@dataclasses.dataclass
+class CharArray(Array):
+    """``char[N]``: a string when a NUL ends printable ASCII (bpftool's ``is_str_array``),
+    else the list of its elements."""
+
+    def _text(self, buf) -> bytes | None:
+        raw = bytes(buf[self.offset:self.offset + len(self.elems)])
+        text, nul, _ = raw.partition(b"\0")
+        if nul and not text.translate(None, _PRINTABLE):
+            return text
+        return None
+
+    def decode(self, buf):
+        text = self._text(buf)
+        return text.decode("ascii") if text is not None else super().decode(buf)
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str):
+            try:
+                raw = value.encode("ascii")
+            except UnicodeEncodeError:
+                raise InputError(f"not ASCII: {value!r}", obj=path) from None
+            if len(raw) > len(self.elems):
+                raise InputError(f"string longer than {len(self.elems)} bytes: {value!r}",
+                                 obj=path)
+            buf[self.offset:self.offset + len(self.elems)] = raw.ljust(len(self.elems), b"\0")
+            return
+        super().encode(buf, value, path)
+
+    def emit(self, out, exact):
+        fallback = Template()
+        shifted = CharArray(0, [dataclasses.replace(e, offset=e.offset - self.offset)
+                                for e in self.elems])
+        Array.emit(shifted, fallback, exact)
+        out.leaf(StrLeaf(self.offset, len(self.elems), fallback, exact))
+        return True
+
+    def dtype(self):
+        return np.dtype(f"S{len(self.elems)}")
+
+
+@dataclasses.dataclass
+class Struct(Node):
+    size: int
+    members: list[tuple[str, Node]]
+
+    def decode(self, buf):
+        return {name: node.decode(buf) for name, node in self.members}
+
+    def encode(self, buf, value, path):
+        if not isinstance(value, dict):
+            raise InputError(f"expected an object with fields "
+                             f"{', '.join(n for n, _ in self.members)}, got {value!r}", obj=path)
+        fields = dict(self.members)
+        for name, item in value.items():
+            if name not in fields:
+                raise InputError(f"no field {name!r} (fields: "
+                                 f"{', '.join(n for n, _ in self.members)})", obj=path)
+            fields[name].encode(buf, item, f"{path}.{name}" if name else path)
+
+    def emit(self, out, exact):
+        out.text(b"{")
+        ok = True
+        for i, (name, node) in enumerate(self.members):
+            out.text((b"," if i else b"") + json_string(name, exact) + b":")
+            if not node.emit(out, exact):
+                ok = False
+                break
+        out.text(b"}")
+        return ok
+
+    def dtype(self):
+        names, formats, offsets = [], [], []
+        for i, (name, node) in enumerate(self.members):
+            dt = node.dtype()
+            if dt is None:
+                return None
+            names.append(name or f"_anon{i}")
+            formats.append(dt)
+            offsets.append(node.offset - self.offset)
+        return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                         "itemsize": self.size})
+
+
+@dataclasses.dataclass
+class Var(Node):
+    """A BTF VAR (``.data``/``.bss`` maps): ``{"name": value}``."""
+
+    name: str
+    node: Node
+
+    def decode(self, buf):
+        return {self.name: self.node.decode(buf)}
+
+    def encode(self, buf, value, path):
+        if not isinstance(value, dict) or set(value) != {self.name}:
+            raise InputError(f"expected {{{self.name!r}: ...}}, got {value!r}", obj=path)
+        self.node.encode(buf, value[self.name], f"{path}.{self.name}")
+
+    def emit(self, out, exact):
+        out.text(b"{" + json_string(self.name, exact) + b":")
+        ok = self.node.emit(out, exact)
+        out.text(b"}")
+        return ok
+
+
+@dataclasses.dataclass
+class Datasec(Node):
+    """A BTF DATASEC: ``{"section": [var, ...]}``."""
+
+    name: str
+    vars: list[Node]
+
+    def decode(self, buf):
+        return {self.name: [v.decode(buf) for v in self.vars]}
+
+    def encode(self, buf, value, path):
+        items = value.get(self.name) if isinstance(value, dict) else None
+        if not isinstance(items, list) or len(items) != len(self.vars):
+            raise InputError(f"expected {{{self.name!r}: [{len(self.vars)} variables]}}",
+                             obj=path)
+        for var, item in zip(self.vars, items):
+            var.encode(buf, item, f"{path}.{self.name}")
+
+    def emit(self, out, exact):
+        out.text(b"{" + json_string(self.name, exact) + b":[")
+        ok = _emit_list(out, self.vars, exact)
+        out.text(b"]}")
+        return ok
+
+
+@dataclasses.dataclass
+class Unsupported(Node):
+    """A kind bpftool cannot print: its error text (``(unknown)`` is not an error)."""
+
+    text: bytes
+    fatal: bool = True
+
+    def decode(self, buf):
+        return None
+
+    def encode(self, buf, value, path):
+        if value is not None:
+            raise InputError(f"cannot encode {self.text.decode()}", obj=path)
+
+    def emit(self, out, exact):
+        out.text(self.text)
+        return not self.fatal
+
+
+def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
+    """The layout tree of ``type_id`` placed at ``offset`` (+ ``bit`` bits, 0–7), following
+    ``btf_dumper_do_type``."""
+    t = btf[type_id]
+    kind = t.kind
+    if kind == Kind.INT:
+        return _int_node(t, offset, bit)
+    if kind in (Kind.STRUCT, Kind.UNION):
+        members = []
+        for m in t.members:
+            at = offset + m.bit_offset // 8
+            if m.bitfield_size:
+                signed = _is_signed(btf, m.type)
+                node = Bits(at, m.bit_offset % 8, m.bitfield_size, signed)
+            else:
+                node = build_node(btf, m.type, at, m.bit_offset % 8)
+            members.append((m.name, node))
+        return Struct(offset, t.size, members)
+    if kind == Kind.ARRAY:
+        elem_size = btf.size_of(t.type) if t.nelems else 0
+        elems = [build_node(btf, t.type, offset + i * elem_size) for i in range(t.nelems)]
+        return (CharArray if _is_char_elem(btf, t) else Array)(offset, elems)
+    if kind in (Kind.ENUM, Kind.ENUM64):
+        if t.size not in (1, 2, 4, 8):
+            return Unsupported(offset, b"")
+        values = t.values
+        if kind == Kind.ENUM64:  # bpftool compares the raw 64 bits, prints them signed
+            values = tuple((n, v - (1 << 64) if v >> 63 else v) for n, v in values)
+        return Enum(offset, t.size, values)
+    if kind == Kind.PTR:
+        return Int(offset, 8, False)
+    if kind == Kind.UNKN:
+        return Unsupported(offset, b"(unknown)", fatal=False)
+    if kind == Kind.FWD:
+        return Unsupported(offset, b"(fwd-kind-invalid)")
+    if kind in (Kind.TYPEDEF, Kind.VOLATILE, Kind.CONST, Kind.RESTRICT):
+        return build_node(btf, btf.resolve(type_id), offset, bit)
+    if kind == Kind.VAR:
+        return Var(offset, t.name, build_node(btf, t.type, offset, bit))
+    if kind == Kind.DATASEC:
+        return Datasec(offset, t.name,
+                       [build_node(btf, vt, offset + voff) for vt, voff, _ in t.entries])
+    if kind == Kind.FLOAT:
+        return Float(offset, t.size)
+    return Unsupported(offset, b"(unsupported-kind")
+
+
+def _int_node(t, offset: int, bit: int) -> Node:
+    signed = bool(t.encoding & INT_SIGNED)
+    total = bit + t.int_offset
+    if total or t.bits % 8:
+        return Bits(offset + total // 8, total % 8, t.bits, signed)
+    if t.bits == 128:
+        return Int(offset, 16, signed)
+    if t.encoding in (0, INT_SIGNED):
+        if t.bits in (8, 16, 32, 64):
+            return Int(offset, t.bits // 8, signed)
+        return Bits(offset, 0, t.bits, signed)
+    if t.encoding == INT_CHAR:
+        return Char(offset)
+    if t.encoding == INT_BOOL:
+        return Bool(offset, t.size)
+    return Unsupported(offset, b"")  # bpftool: -EINVAL, prints nothing
+
+
+def _is_signed(btf: Btf, type_id: int) -> bool:
+    t = btf[btf.resolve(type_id)]
+    return t.kind == Kind.INT and bool(t.encoding & INT_SIGNED)
+
+
+def _is_char_elem(btf: Btf, array) -> bool:
+    """bpftool's ``is_str_array`` static part: modifiers (not typedefs) skipped, a 1-byte
+    int that is CHAR-encoded or named ``char``."""
+    if not array.nelems:
+        return False
+    elem = btf[array.type]
+    while elem.kind in MODIFIERS:
+        elem = btf[elem.type]
+    return elem.kind == Kind.INT and elem.size == 1 and (
+        elem.encoding == INT_CHAR or elem.name == "char")
+
+
+# -- codecs -------------------------------------------------------------------------------
+
+class Codec:
+    """Bytes <-> values for one key or value type."""
+
+    size: int
+
+    def decode(self, data) -> object:
+        raise NotImplementedError
+
+    def encode(self, value, path: str = "value") -> bytes:
+        raise NotImplementedError
+
+    def template(self, exact: bool = False) -> Template:
+        """JSON text of one record (bpftool rules; ``exact`` keeps bpftool's quirks)."""
+        raise NotImplementedError
+
+    @property
+    def dtype(self) -> np.dtype | None:
+        """numpy dtype of one record, ``None`` when the layout has bitfields."""
+        raise NotImplementedError
+
+    @property
+    def typed(self) -> bool:
+        """Whether values are typed from BTF (``False``: raw bytes)."""
+        return True
+
+    def decode_batch(self, data, count: int) -> list:
+        """Python values of ``count`` consecutive records in ``data``."""
+        size = self.size
+        view = memoryview(data).cast("B")
+        return [self.decode(view[i * size:(i + 1) * size]) for i in range(count)]
+
+    def render_batch(self, data, count: int, exact: bool = False) -> list[bytes]:
+        """JSON text of ``count`` consecutive records in ``data``."""
+        return self.template(exact).render([rows(data, count, self.size)])
+
+
+def rows(data, count: int, size: int) -> np.ndarray:
+    """``count × size`` uint8 view of a buffer holding ``count`` records (zero-copy)."""
+    return np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(count, size)
+
+
+class BtfCodec(Codec):
+    """A codec compiled from a BTF type."""
+
+    def __init__(self, btf: Btf, type_id: int, size: int | None = None):
+        self.type_id = type_id
+        self.type_name = btf.name_of(type_id)
+        self.size = btf.size_of(type_id) if size is None else size
+        self.node = build_node(btf, type_id)
+        self._templates: dict[bool, Template] = {}
+        self._dtype = self._make_dtype()
+
+    def decode(self, data):
+        return self.node.decode(bytes(data[:self.size]) if not isinstance(data, bytes) else data)
+
+    def encode(self, value, path="value"):
+        buf = bytearray(self.size)
+        self.node.encode(buf, value, path)
+        return bytes(buf)
+
+    def template(self, exact=False):
+        if exact not in self._templates:
+            out = Template()
+            out.complete = self.node.emit(out, exact)
+            self._templates[exact] = out
+        return self._templates[exact]
+
+    def _make_dtype(self):
+        dt = self.node.dtype()
+        if dt is None:
+            return None
+        if dt.itemsize != self.size:  # e.g. a scalar typedef: pad to the record size
+            dt = np.dtype({"names": ["value"], "formats": [dt], "offsets": [0],
+                           "itemsize": self.size})
+        return dt
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    def __repr__(self) -> str:
+        return f"<BtfCodec {self.type_name} size {self.size}>"
+
+
+class RawCodec(Codec):
+    """No BTF: values are ``bytes``; JSON is bpftool's ``["0x01",...]`` byte list."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._template = Template().text(b"[")
+        if size:
+            self._template.leaf(HexBytesLeaf(0, size))
+        self._template.text(b"]")
+
+    @property
+    def typed(self):
+        return False
+
+    def decode(self, data):
+        return bytes(data[:self.size])
+
+    def encode(self, value, path="value"):
+        if isinstance(value, str):
+            text = value[2:] if value[:2].lower() == "0x" else value
+            try:
+                raw = bytes.fromhex(text)
+            except ValueError:
+                raise InputError(f"not a hex string: {value!r}", obj=path) from None
+        elif isinstance(value, (bytes, bytearray, memoryview)):
+            raw = bytes(value)
+        elif isinstance(value, list):
+            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, False, f"{path}[{i}]")
+                        for i, v in enumerate(value))
+        else:
+            raise InputError(f"expected bytes, a hex string or a list of bytes, got {value!r}",
+                             obj=path)
+        if len(raw) != self.size:
+            raise InputError(f"expected {self.size} bytes, got {len(raw)}", obj=path)
+        return raw
+
+    def template(self, exact=False):
+        return self._template
+
+    @property
+    def dtype(self):
+        return np.dtype((np.uint8, (self.size,)))
+
+    def __repr__(self) -> str:
+        return f"<RawCodec size {self.size}>"
+
+
+class PerCpuCodec(Codec):
+    """A per-CPU value: ``ncpus`` slots of ``round_up(base.size, 8)`` bytes, one per possible
+    CPU (CPU ``c`` at ``c × stride``; the pad bytes carry no meaning)."""
+
+    def __init__(self, base: Codec, ncpus: int):
+        if ncpus < 1:
+            raise BpfBatchError(f"per-CPU codec needs at least one CPU, got {ncpus}")
+        self.base = base
+        self.ncpus = ncpus
+        self.stride = (base.size + 7) & ~7
+        self.size = self.stride * ncpus
+
+    @property
+    def typed(self):
+        return self.base.typed
+
+    def decode(self, data):
+        view = memoryview(data).cast("B")
+        return [self.base.decode(view[c * self.stride:c * self.stride + self.base.size])
+                for c in range(self.ncpus)]
+
+    def encode(self, value, path="value"):
+        """A list of one value per CPU, or one value copied to every CPU (like bpftool)."""
+        if isinstance(value, list) and len(value) == self.ncpus and (
+                self.base.typed or not all(isinstance(v, int) for v in value)):
+            values = value
+        else:
+            values = [value] * self.ncpus
+        pad = bytes(self.stride - self.base.size)
+        return b"".join(self.base.encode(v, f"{path}[cpu {c}]") + pad
+                        for c, v in enumerate(values))
+
+    def template(self, exact=False):
+        """``[{"cpu":0,"value":…},…]`` as in bpftool's ``formatted``."""
+        base = self.base.template(exact)
+        out = Template().text(b"[")
+        for c in range(self.ncpus):
+            out.text(b'%s{"cpu":%d,"value":' % (b"," if c else b"", c))
+            out.extend(_shifted(base, c * self.stride))
+            out.text(b"}")
+            if not base.complete:  # bpftool stops after the first CPU that failed
+                break
+        out.complete = base.complete
+        return out.text(b"]")
+
+    @property
+    def dtype(self):
+        base = self.base.dtype
+        if base is None:
+            return None
+        slot = np.dtype({"names": ["value"], "formats": [base], "offsets": [0],
+                         "itemsize": self.stride})
+        return np.dtype((slot, (self.ncpus,)))
+
+    def __repr__(self) -> str:
+        return f"<PerCpuCodec {self.base!r} × {self.ncpus}>"
+
+
+def _shifted(template: Template, delta: int) -> Template:
+    """A copy of ``template`` whose leaves read ``delta`` bytes further into the row."""
+    out = Template()
+    out._parts = list(template._parts)
+    for src, leaf in template._leaves:
+        moved = object.__new__(type(leaf))
+        moved.__dict__.update(leaf.__dict__)
+        moved.offset = leaf.offset + delta
+        out._leaves.append((src, moved))
+    return out
+
+
+def codec_for(btf: Btf | None, type_id: int, size: int) -> Codec:
+    """A typed codec for ``type_id`` of ``btf``, or raw bytes when there is no type."""
+    if btf is None or not type_id:
+        return RawCodec(size)
+    codec = BtfCodec(btf, type_id)
+    if codec.size != size:
+        raise BpfBatchError(f"BTF type {codec.type_name} is {codec.size} bytes, "
+                            f"the map says {size}", obj="BTF")
+    return codec
+
+
+def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None) -> tuple[Codec, Codec]:
+    """``(key codec, value codec)`` of a map (:class:`bpfbatch.maps.MapInfo`).
+
+    The BTF is loaded from the kernel when the map has one and ``btf`` is not given. Like
+    bpftool, types are used only when the map has a value type. Per-CPU maps get a
+    :class:`PerCpuCodec` for ``ncpus`` (default: the possible CPUs).
+    """
+    if btf is None and info.btf_id and info.btf_value_type_id:
+        btf = Btf.from_kernel(info.btf_id)
+    typed = btf is not None and info.btf_value_type_id
+    key = codec_for(btf if typed else None, info.btf_key_type_id, info.key_size)
+    value = codec_for(btf if typed else None, info.btf_value_type_id, info.value_size)
+    if info.percpu:
+        if ncpus is None:
+            from ._libbpf import num_possible_cpus
+            ncpus = num_possible_cpus()
+        value = PerCpuCodec(value, ncpus)
+    return key, value

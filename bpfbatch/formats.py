@@ -1,0 +1,237 @@
+"""Renderers: a map's elements to ``table``, ``json``, ``jsonl``, ``csv`` or ``bpftool-json``.
+
+A renderer is built for one map (its :class:`~bpfbatch.maps.MapInfo` and key/value
+:class:`~bpfbatch.codecs.Codec`) and a binary output stream, then fed one
+:class:`~bpfbatch.cursor.Batch` at a time: it formats the whole batch and writes it with one
+``write()``, so memory stays bounded by the batch size whatever the map size. :meth:`close`
+writes the trailer (``]`` for the JSON arrays) and flushes.
+
+``json``/``jsonl`` are typed from BTF: ``{"key":…,"value":…}``, per-CPU maps
+``{"key":…,"values":[{"cpu":0,"value":…},…]}``, with bpftool's value rules (see
+:mod:`bpfbatch.codecs`); a side without BTF prints bpftool's raw byte list. ``bpftool-json``
+is byte for byte what ``bpftool -j map dump`` prints, ``formatted`` member included when the
+map has BTF. ``csv`` and ``table`` flatten structs into ``key.field`` / ``value.field``
+columns, with one row per CPU for per-CPU maps.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import BinaryIO
+
+from tabulate import tabulate
+
+from .codecs import Codec, HexBytesLeaf, PerCpuCodec, Template, rows
+from .errors import InputError
+
+
+def _byte_list(offset: int, size: int) -> Template:
+    """bpftool's ``print_hex_data_json``: ``["0x01",…]``."""
+    out = Template().text(b"[")
+    if size:
+        out.leaf(HexBytesLeaf(offset, size))
+    return out.text(b"]")
+
+
+class Renderer:
+    """Base: splits a batch into key rows and value rows; subclasses format them."""
+
+    def __init__(self, info, key: Codec, value: Codec, out: BinaryIO):
+        self.info = info
+        self.key = key
+        self.value = value
+        self.out = out
+        self.count = 0
+
+    def write_batch(self, batch) -> None:
+        """Format and write ``batch`` (a :class:`~bpfbatch.cursor.Batch`) with one write."""
+        if batch.count:
+            self._write(batch.count, rows(batch.keys, batch.count, self.key.size),
+                        rows(batch.values, batch.count, self.value.size))
+            self.count += batch.count
+
+    def _write(self, count, keys, values) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.out.flush()
+
+
+class _JsonArray(Renderer):
+    """Entries from one template, written as a JSON array (``open``, ``sep``, ``close``)."""
+
+    open = b"["
+    sep = b","
+    end = b"]\n"
+    empty = b"[]\n"
+
+    def __init__(self, info, key, value, out):
+        super().__init__(info, key, value, out)
+        self.template = self._entry_template()
+
+    def _entry_template(self) -> Template:
+        raise NotImplementedError
+
+    def _write(self, count, keys, values):
+        text = self.sep.join(self.template.render([keys, values]))
+        self.out.write((self.sep if self.count else self.open) + text)
+
+    def close(self):
+        self.out.write(self.end if self.count else self.empty)
+        super().close()
+
+
+class BpftoolJson(_JsonArray):
+    """``bpftool -j map dump``, byte for byte (``print_entry_json`` + ``do_dump_btf``)."""
+
+    def _entry_template(self):
+        info, value = self.info, self.value
+        out = Template().text(b'{"key":').extend(_byte_list(0, info.key_size), 0)
+        if isinstance(value, PerCpuCodec):
+            out.text(b',"values":[')
+            for c in range(value.ncpus):
+                out.text(b'%s{"cpu":%d,"value":' % (b"," if c else b"", c))
+                out.extend(_byte_list(c * value.stride, info.value_size), 1).text(b"}")
+            out.text(b"]")
+        else:
+            out.text(b',"value":').extend(_byte_list(0, info.value_size), 1)
+        if value.typed:
+            out.text(b',"formatted":')
+            _typed_entry(out, self.key, value, exact=True)
+        return out.text(b"}")
+
+
+class TypedJson(_JsonArray):
+    """A JSON array of typed entries, one per line."""
+
+    open = b"[\n"
+    sep = b",\n"
+    end = b"\n]\n"
+
+    def _entry_template(self):
+        return _typed_entry(Template(), self.key, self.value, exact=False)
+
+
+class JsonLines(TypedJson):
+    """One typed entry per line, no enclosing array."""
+
+    def _write(self, count, keys, values):
+        self.out.write(b"\n".join(self.template.render([keys, values])) + b"\n")
+
+    def close(self):
+        Renderer.close(self)
+
+
+def _typed_entry(out: Template, key: Codec, value: Codec, *, exact: bool) -> Template:
+    """``{"key":K,"value":V}`` or ``{"key":K,"values":[…]}`` (bpftool's ``do_dump_btf``).
+
+    In ``exact`` mode a key without BTF is left out and a key bpftool cannot print ends the
+    entry, as bpftool does; the typed formats always print the key (raw bytes if untyped).
+    """
+    out.text(b"{")
+    if key.typed or not exact:
+        key_text = key.template(exact)
+        out.text(b'"key":').extend(key_text, 0)
+        if not key_text.complete:
+            return out.text(b"}")
+        out.text(b",")
+    out.text(b'"values":' if isinstance(value, PerCpuCodec) else b'"value":')
+    out.extend(value.template(exact), 1)
+    return out.text(b"}")
+
+
+# -- flat formats -------------------------------------------------------------------------
+
+def _flatten(prefix: str, value, into: dict) -> dict:
+    """Structs become ``prefix.field`` columns; everything else one cell."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _flatten(f"{prefix}.{name}" if name else prefix, item, into)
+    else:
+        into[prefix] = _cell(value)
+    return into
+
+
+def _cell(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, list):
+        return json.dumps(value, separators=(",", ":"), default=_cell)
+    return value
+
+
+class _Flat(Renderer):
+    """Rows of flattened columns; the header comes from the first entry."""
+
+    def __init__(self, info, key, value, out):
+        super().__init__(info, key, value, out)
+        self.header: list[str] | None = None
+
+    def _records(self, count, keys, values) -> list[dict]:
+        key_values = self.key.decode_batch(keys, count)
+        value_values = self.value.decode_batch(values, count)
+        records = []
+        percpu = isinstance(self.value, PerCpuCodec)
+        for k, v in zip(key_values, value_values):
+            base = _flatten("key", k, {})
+            if percpu:
+                for cpu, slot in enumerate(v):
+                    records.append(_flatten("value", slot, dict(base, cpu=cpu)))
+            else:
+                records.append(_flatten("value", v, base))
+        return records
+
+    def _write(self, count, keys, values):
+        records = self._records(count, keys, values)
+        first = self.header is None
+        if first:
+            self.header = list(records[0])
+        table = [[r.get(h, "") for h in self.header] for r in records]
+        self.out.write(self._format(table, first).encode())
+
+    def _format(self, table: list[list], first: bool) -> str:
+        raise NotImplementedError
+
+
+class Csv(_Flat):
+    def _format(self, table, first):
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        if first:
+            writer.writerow(self.header)
+        writer.writerows(table)
+        return buf.getvalue()
+
+
+class Table(_Flat):
+    """Aligned columns (tabulate). Widths are computed per batch; the header is printed
+    once, above the first batch."""
+
+    def _format(self, table, first):
+        if first:
+            return tabulate(table, headers=self.header, tablefmt="simple",
+                            disable_numparse=True) + "\n"
+        return tabulate(table, tablefmt="plain", disable_numparse=True) + "\n"
+
+
+FORMATS: dict[str, type[Renderer]] = {
+    "table": Table,
+    "json": TypedJson,
+    "jsonl": JsonLines,
+    "csv": Csv,
+    "bpftool-json": BpftoolJson,
+}
+
+
+def make_renderer(fmt: str, info, key: Codec, value: Codec, out: BinaryIO) -> Renderer:
+    """The renderer for output format ``fmt`` (one of :data:`FORMATS`)."""
+    try:
+        cls = FORMATS[fmt]
+    except KeyError:
+        raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})",
+                         obj="--output") from None
+    return cls(info, key, value, out)
