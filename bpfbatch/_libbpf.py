@@ -183,6 +183,11 @@ def _print(level: int, fmt: bytes, args: int) -> int:
     return 0
 
 
+def log_sink():
+    """The current sink, so a caller can tee libbpf's log for a while and restore it."""
+    return _log_sink
+
+
 def set_log_sink(sink) -> None:
     """Send libbpf's messages to ``sink(str)``, or drop them with ``None`` (the default)."""
     global _log_sink
