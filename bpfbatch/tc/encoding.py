@@ -28,21 +28,26 @@ class Attr(NamedTuple):
     """One netlink attribute: ``type`` and either raw ``payload`` bytes or child attributes."""
 
     type: int
-    payload: Union[bytes, tuple["Attr", ...]]
+    payload: Union[bytes, tuple[Union["Attr", bytes], ...]]
 
 
-def encode(attrs: tuple[Attr, ...] | list[Attr]) -> bytes:
-    """Serialize a sequence of attributes (recursively), each padded to 4 bytes."""
-    parts = []
+def encode(attrs: tuple[Attr | bytes, ...] | list[Attr | bytes]) -> bytes:
+    """Serialize a sequence of attributes (recursively), each padded to 4 bytes.
+
+    An item that is ``bytes`` is taken as already-encoded attributes (a constant such as an
+    action's KIND, encoded once at import), so hot paths skip rebuilding it.
+    """
+    out = b""
     for attr in attrs:
-        payload = attr.payload
-        if not isinstance(payload, bytes):
+        if attr.__class__ is bytes:
+            out += attr
+            continue
+        type_, payload = attr
+        if payload.__class__ is not bytes:
             payload = encode(payload)
         size = 4 + len(payload)
-        parts.append(_TLV.pack(size, attr.type))
-        parts.append(payload)
-        parts.append(_PAD[size & 3])
-    return b"".join(parts)
+        out += _TLV.pack(size, type_) + payload + _PAD[size & 3]
+    return out
 
 
 def u32(type_: int, value: int) -> Attr:

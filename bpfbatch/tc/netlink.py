@@ -91,7 +91,7 @@ class RtnlSocket:
     def send(self, data: bytes | bytearray | memoryview) -> None:
         """One sendmsg to the kernel; the kernel has processed every message when this returns."""
         try:
-            sent = self._sock.send(data)
+            sent = self._sock.sendmsg((data,))
         except OSError as exc:
             raise from_errno("send netlink batch", exc.errno) from None
         if sent != len(data):

@@ -32,7 +32,7 @@ filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [
   flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
 actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N
 ACTION := action (gact VERDICT | VERDICT) [index N] [no_percpu]
-        | action mirred egress|ingress redirect|mirror dev DEV [index N] [VERDICT] [no_percpu]
+        | action mirred egress|ingress redirect|mirror dev DEV [index N] [VERDICT (mirror only)] [no_percpu]
 VERDICT := drop|pass|ok|pipe|continue|reclassify"""
 
 
@@ -186,8 +186,12 @@ def _parse_mac(text: str) -> bytes | None:
 def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
     """One or more ``action KIND ...`` groups, the cursor on the first ``action``."""
     actions = []
-    while w.peek() in ("action", "actions"):
-        w.pos += 1
+    while True:
+        word = w.peek()
+        if word in ("action", "actions"):
+            w.pos += 1
+        elif not (actions and (word in S.GACT_VERDICTS or word in ("gact", "mirred"))):
+            break  # like tc, a verdict or kind right after an action starts the next one
         actions.append(_parse_action(w))
     if len(actions) > S.TCA_ACT_MAX_PRIO:
         raise _Bad(f"more than {S.TCA_ACT_MAX_PRIO} actions")
@@ -231,7 +235,7 @@ def _parse_mirred(w: _Words) -> R.Mirred:
         elif word == "index" and not index:
             w.pos += 1
             index = w.number("action index", 10)
-        elif word in S.GACT_VERDICTS and verdict is None and dev is not None:
+        elif word in S.GACT_VERDICTS and verdict is None and dev is not None and mode == "mirror":
             w.pos += 1
             verdict = word
         else:

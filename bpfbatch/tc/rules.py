@@ -37,7 +37,11 @@ def _action_flags(no_percpu: bool) -> tuple[Attr, ...]:
     return (Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(bits, bits)),)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+_GACT_KIND = encode((strz(S.ActAttr.KIND, "gact"),))
+_MIRRED_KIND = encode((strz(S.ActAttr.KIND, "mirred"),))
+
+
+@dataclasses.dataclass(slots=True)
 class Gact:
     """gact: a plain verdict (``drop``, ``pass``/``ok``, ``pipe``, ``continue``, ``reclassify``)."""
 
@@ -46,14 +50,14 @@ class Gact:
     no_percpu: bool = False
     kind = "gact"
 
-    def attrs(self, resolve: Resolver) -> tuple[Attr, ...]:
+    def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
         parms = S.TC_GACT.pack(self.index, 0, S.GACT_VERDICTS[self.verdict], 0, 0)
-        return (strz(S.ActAttr.KIND, "gact"),
+        return (_GACT_KIND,
                 nest(S.ActAttr.OPTIONS, Attr(S.TCA_GACT_PARMS, parms), flag=True),
                 *_action_flags(self.no_percpu))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Mirred:
     """mirred: ``direction`` egress|ingress, ``mode`` redirect|mirror, to ``dev``.
 
@@ -68,17 +72,17 @@ class Mirred:
     verdict: str | None = None
     kind = "mirred"
 
-    def attrs(self, resolve: Resolver) -> tuple[Attr, ...]:
+    def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
         eaction, control = S.MIRRED_MODES[self.direction, self.mode]
         if self.verdict is not None:
             control = S.GACT_VERDICTS[self.verdict]
         parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, resolve.ifindex(self.dev))
-        return (strz(S.ActAttr.KIND, "mirred"),
+        return (_MIRRED_KIND,
                 nest(S.ActAttr.OPTIONS, Attr(S.TCA_MIRRED_PARMS, parms), flag=True),
                 *_action_flags(self.no_percpu))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class ActionRef:
     """An existing action named by kind and index (what ``actions del`` sends)."""
 
@@ -98,7 +102,7 @@ def action_tab(type_: int, actions: tuple[Action, ...], resolve: Resolver) -> At
                          for order, action in enumerate(actions, 1)))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Actions:
     """``tc actions add|change|replace|del``: standalone actions, at most 32 per message."""
 
@@ -124,7 +128,7 @@ class Actions:
 # --- qdiscs ------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Htb:
     """htb qdisc options: ``default`` class minor id and ``r2q``."""
 
@@ -137,7 +141,7 @@ class Htb:
         return (nest(S.TCA.OPTIONS, Attr(S.TCA_HTB_INIT, glob)),)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Qdisc:
     """``tc qdisc add|del|replace``. ``kind`` is "ingress", "clsact", an :class:`Htb` or None
     (a ``del`` naming only the parent). ingress/clsact take their fixed parent and handle."""
@@ -157,13 +161,13 @@ class Qdisc:
             attrs += (strz(S.TCA.KIND, "htb"), *self.kind.options())
         body = S.TCMSG.pack(0, resolve.ifindex(self.dev), handle, parent, 0) + encode(attrs)
         msg_type = S.Msg.DELQDISC if self.verb == "del" else S.Msg.NEWQDISC
-        return msg_type, S.VERB_FLAGS[self.verb], body
+        return msg_type, S.QDISC_VERB_FLAGS[self.verb], body
 
 
 # --- classifiers -------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class U32Key:
     """One 32-bit selector word: ``(packet[off] & mask) == val``; mask/val in host order."""
 
@@ -207,7 +211,7 @@ def pack_keys(keys: list[U32Key]) -> list[U32Key]:
     return packed
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class U32:
     """u32 classifier: ``keys`` (already packed), hash table ``ht``, ``link``, ``divisor``,
     ``hashkey`` (mask, offset), ``classid`` and actions. Handles use tc's ``htid:hash:node``
@@ -266,7 +270,7 @@ def _classid_and_actions(numbers, classid: int | None, actions: tuple[Action, ..
     return attrs
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class BpfProg:
     """bpf classifier over a pinned program (``pinned``) or an open program ``fd`` with a
     ``name``; ``direct_action`` is tc's ``da``."""
@@ -293,7 +297,7 @@ class BpfProg:
         return resolve.program_fd(self.pinned), f"{os.path.basename(self.pinned)}:[*fsobj]"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Matchall:
     """matchall classifier: actions, ``classid``, skip_hw/skip_sw ``flags``."""
 
@@ -309,7 +313,7 @@ class Matchall:
         return tuple(attrs) or None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Flower:
     """flower, the subset ``tdc_batch.py`` writes: source/destination MAC, flags, actions."""
 
@@ -337,7 +341,7 @@ class Flower:
 Classifier = Union[U32, BpfProg, Matchall, Flower]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Filter:
     """``tc filter add|del|change|replace``. ``parent`` is a classid (``S.TC_H_ROOT``,
     ``INGRESS``, ``EGRESS``, ``tc_h_make(maj, min)``); ``protocol`` an ethertype or None for
@@ -353,7 +357,7 @@ class Filter:
     handle: int = 0
 
     def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
-        flags = S.VERB_FLAGS[self.verb]
+        flags = S.FILTER_VERB_FLAGS[self.verb]
         protocol = self.protocol
         if protocol is None:
             protocol = S.ETH_P_ALL if flags & S.NLM_F_CREATE else 0

@@ -30,15 +30,15 @@ NLMSG_ERROR = 2
 NLMSGERR_ATTR_MSG = 1
 NLMSGERR_ATTR_OFFS = 2
 
-#: Flags of each tc verb, as iproute2 sets them (``NLM_F_REQUEST | NLM_F_ACK`` added by the sender).
-VERB_FLAGS = {
-    "add": NLM_F_EXCL | NLM_F_CREATE,
-    "replace": NLM_F_CREATE | NLM_F_REPLACE,
-    "change": 0,
-    "del": 0,
-}
-#: ``tc actions change`` is a replace (m_action.c); only filters have a bare change.
-ACTION_VERB_FLAGS = {**VERB_FLAGS, "change": NLM_F_CREATE | NLM_F_REPLACE}
+#: Flags of each tc verb, as iproute2 6.x sets them (the sender adds REQUEST and ACK). They
+#: differ per object: ``filter replace`` is a bare CREATE (tc_filter.c), ``actions change`` is
+#: a replace (m_action.c).
+QDISC_VERB_FLAGS = {"add": NLM_F_EXCL | NLM_F_CREATE, "replace": NLM_F_CREATE | NLM_F_REPLACE,
+                    "del": 0}
+FILTER_VERB_FLAGS = {"add": NLM_F_EXCL | NLM_F_CREATE, "replace": NLM_F_CREATE, "change": 0,
+                     "del": 0}
+ACTION_VERB_FLAGS = {"add": NLM_F_EXCL | NLM_F_CREATE, "replace": NLM_F_CREATE | NLM_F_REPLACE,
+                     "change": NLM_F_CREATE | NLM_F_REPLACE, "del": 0}
 
 NLMSGHDR = struct.Struct("=IHHII")
 #: struct tcmsg: family, pad, pad, ifindex, handle, parent, info (prio << 16 | protocol).

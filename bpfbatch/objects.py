@@ -1,0 +1,283 @@
+"""The package's CO-RE objects (``bpfbatch/progs/<name>.bpf.o``): open, configure, load,
+attach, hand out maps, close.
+
+Life cycle, as libbpf's skeletons have it::
+
+    with BpfObject.package("tcptop") as obj:
+        obj.set_rodata(target_pid=1234)   # before load: the verifier sees the constants
+        obj.load()                          # picks tp_btf or raw_tp, then loads (CO-RE)
+        obj.attach()                        # one link per loaded program
+        flows = obj.map("flows_a")          # a Map over the object's fd (not owned)
+
+Objects hook each tracepoint twice, ``SEC("tp_btf/X")`` and ``SEC("raw_tp/X")``, with the same
+body; :meth:`BpfObject.load` keeps the variant the feature probes say this kernel loads *and
+attaches* (tp_btf first: typed arguments, no probe-read of the context) and raises one line
+naming both probes' reasons when neither works.
+
+Failures are one line (``tcptop.bpf.o: load object: ... (EACCES)``); libbpf's log, including
+the verifier's, goes wherever :func:`bpfbatch._libbpf.set_log_sink` sends it (the CLI's
+``-v``). Record and variable layouts are read from the object's BTF (:mod:`bpfbatch.btf`),
+never retyped in Python.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import errno
+import re
+from pathlib import Path
+
+from . import _libbpf, features
+from ._libbpf import check, check_ptr, lib
+from .btf import Btf, BtfType, Kind
+from .errors import (BpfBatchError, InputError, NotFoundError, NotSupportedError,
+                     errno_meaning, from_errno)
+from .maps import Map
+
+PROGS_DIR = Path(__file__).with_name("progs")
+
+#: Section prefixes of the two ways to hook a tracepoint, in order of preference.
+_TRACEPOINT_KINDS = ("tp_btf", "raw_tp")
+_PROBES = {"tp_btf": features.tp_btf, "raw_tp": features.raw_tp}
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A program of an opened object: its C function name and its ELF section."""
+
+    name: str
+    section: str
+    handle: int
+
+    @property
+    def tracepoint(self) -> tuple[str, str] | None:
+        """``("tp_btf", "sock_send_length")`` for a tracepoint section, else ``None``."""
+        kind, _, target = self.section.partition("/")
+        return (kind, target) if kind in _TRACEPOINT_KINDS and target else None
+
+
+class BpfObject:
+    """One opened CO-RE object file; owns the libbpf object, its programs, maps and links."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.label = self.path.name
+        if not self.path.exists():
+            raise NotFoundError("no such BPF object", obj=str(self.path))
+        self._obj = check_ptr(lib.bpf_object__open_file(str(self.path).encode(), None),
+                              "open BPF object", self.label)
+        self._links: list[int] = []
+        self._maps: dict[str, Map] = {}
+        self.loaded = False
+        #: ``tracepoint -> "tp_btf" | "raw_tp"``, decided by :meth:`load`.
+        self.hooks: dict[str, str] = {}
+        try:
+            self.btf = self._read_btf()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def package(cls, name: str) -> "BpfObject":
+        """``bpfbatch/progs/<name>.bpf.o``, built by ``make -C progs`` and shipped in the wheel."""
+        path = PROGS_DIR / f"{name}.bpf.o"
+        if not path.exists():
+            raise NotFoundError("BPF object not built: run `make -C progs` (needs clang and "
+                                "bpftool)", obj=f"{name}.bpf.o")
+        return cls(path)
+
+    def _read_btf(self) -> Btf:
+        handle = check_ptr(lib.bpf_object__btf(self._obj), "read object BTF", self.label)
+        size = ctypes.c_uint32()
+        raw = check_ptr(lib.btf__get_raw_data(handle, ctypes.byref(size)), "read object BTF",
+                        self.label)
+        return Btf.from_bytes(ctypes.string_at(raw, size.value))
+
+    # -- before load ---------------------------------------------------------------------
+
+    def programs(self) -> list[Program]:
+        out, prog = [], None
+        while prog := lib.bpf_object__next_program(self._obj, prog):
+            out.append(Program(lib.bpf_program__name(prog).decode(),
+                               lib.bpf_program__section_name(prog).decode(), prog))
+        return out
+
+    def set_rodata(self, **values: int) -> None:
+        """Set ``const volatile`` globals of ``.rodata`` by name, before :meth:`load`.
+
+        Integers only (what the tools configure: pids, families); the size and signedness come
+        from the variable's BTF, and a value that does not fit is refused.
+        """
+        if self.loaded:
+            raise BpfBatchError(".rodata is frozen once the object is loaded", obj=self.label)
+        section = self._section(".rodata")
+        size = ctypes.c_size_t()
+        base = check_ptr(lib.bpf_map__initial_value(self._map_handle(".rodata"),
+                                                    ctypes.byref(size)),
+                         "read .rodata", self.label)
+        for name, value in values.items():
+            offset, var_size, signed = self._variable(section, name)
+            try:
+                data = int(value).to_bytes(var_size, "little", signed=signed)
+            except OverflowError:
+                raise InputError(f"{value} does not fit the {var_size}-byte variable",
+                                 obj=f"{self.label}: {name}") from None
+            ctypes.memmove(base + offset, data, var_size)
+
+    # -- load and attach -----------------------------------------------------------------
+
+    def load(self, *, hook_kinds: tuple[str, ...] = _TRACEPOINT_KINDS) -> None:
+        """Choose each tracepoint's hook, then load every program and map into the kernel.
+
+        ``hook_kinds`` is the order of preference (``("raw_tp",)`` forces the fallback).
+        """
+        self._choose_hooks(hook_kinds)
+        log: list[str] = []
+        forward = _libbpf.log_sink()
+
+        def tee(line: str) -> None:  # keep the log for the error line, still honour -v
+            log.append(line)
+            if forward:
+                forward(line)
+
+        _libbpf.set_log_sink(tee)
+        try:
+            ret = lib.bpf_object__load(self._obj)
+        finally:
+            _libbpf.set_log_sink(forward)
+        if ret < 0:
+            rejected = _verifier_verdict("".join(log))
+            reason = (f"the verifier rejected program {rejected[0]}: {rejected[1]}" if rejected
+                      else errno_meaning(-ret))
+            raise from_errno("load object", -ret, obj=self.label,
+                             detail=f"{reason}; run with -v for libbpf's and the verifier's log")
+        self.loaded = True
+
+    def _choose_hooks(self, hook_kinds: tuple[str, ...]) -> None:
+        by_target: dict[str, dict[str, list[Program]]] = {}
+        for prog in self.programs():
+            if prog.tracepoint:
+                kind, target = prog.tracepoint
+                by_target.setdefault(target, {}).setdefault(kind, []).append(prog)
+        for target, variants in by_target.items():
+            reasons = []
+            for kind in hook_kinds:
+                if kind not in variants:
+                    continue
+                support = _PROBES[kind](target)
+                if support:
+                    self.hooks[target] = kind
+                    break
+                reasons.append(f"{kind}: {support.reason}")
+            else:
+                raise NotSupportedError(
+                    f"hook tracepoint {target}", errno.EOPNOTSUPP, obj=self.label,
+                    detail="no way to attach works here (" + "; ".join(reasons) + ")")
+            for kind, progs in variants.items():
+                for prog in progs:
+                    check(lib.bpf_program__set_autoload(prog.handle, kind == self.hooks[target]),
+                          "set autoload", f"{self.label}: {prog.name}")
+
+    def attach(self) -> None:
+        """Attach every loaded program (libbpf derives the attach point from its section)."""
+        self._require_loaded("attach")
+        for prog in self.programs():
+            if not lib.bpf_program__autoload(prog.handle):
+                continue
+            link = check_ptr(lib.bpf_program__attach(prog.handle), f"attach {prog.section}",
+                             f"{self.label}: {prog.name}")
+            self._links.append(link)
+
+    # -- after load ----------------------------------------------------------------------
+
+    def map(self, name: str) -> Map:
+        """The loaded map ``name`` (``.bss``/``.data``/``.rodata`` for the globals), as a
+        :class:`~bpfbatch.maps.Map` sharing the object's fd: valid until :meth:`close`."""
+        self._require_loaded(f"open map {name}")
+        if name not in self._maps:
+            fd = check(lib.bpf_map__fd(self._map_handle(name)), "map fd", f"{self.label}: {name}")
+            self._maps[name] = Map(fd, owned=False)
+        return self._maps[name]
+
+    def global_value(self, section: str, name: str) -> int:
+        """The current value of integer global ``name`` in ``section`` (e.g. ``.bss``)."""
+        offset, size, signed = self._variable(self._section(section), name)
+        blob = self.map(section).lookup(b"\0\0\0\0")
+        return int.from_bytes(blob[offset:offset + size], "little", signed=signed)
+
+    def struct(self, name: str) -> BtfType:
+        """The object's BTF ``struct name`` (a record layout from a ``progs/<name>.h``)."""
+        for t in self.btf.types:
+            if t.kind == Kind.STRUCT and t.name == name:
+                return t
+        raise NotFoundError("no such struct in the object's BTF", obj=f"{self.label}: {name}")
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Detach (links first), then free programs and maps. Safe to call twice."""
+        for link in reversed(self._links):
+            lib.bpf_link__destroy(link)
+        self._links.clear()
+        for m in self._maps.values():
+            m.close()
+        self._maps.clear()
+        if self._obj:
+            lib.bpf_object__close(self._obj)
+            self._obj = None
+
+    def __enter__(self) -> "BpfObject":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _require_loaded(self, what: str) -> None:
+        if not self.loaded:
+            raise BpfBatchError(f"{what}: the object is not loaded yet", obj=self.label)
+
+    def _map_handle(self, name: str) -> int:
+        handle = lib.bpf_object__find_map_by_name(self._obj, name.encode())
+        if not handle:
+            raise NotFoundError("no such map in the object", obj=f"{self.label}: {name}")
+        return handle
+
+    def _section(self, name: str) -> BtfType:
+        for t in self.btf.types:
+            if t.kind == Kind.DATASEC and t.name == name:
+                return t
+        raise NotFoundError("the object has no such data section", obj=f"{self.label}: {name}")
+
+    def _variable(self, section: BtfType, name: str) -> tuple[int, int, bool]:
+        """``(offset, size, signed)`` of integer variable ``name`` in a DATASEC."""
+        for var_id, offset, size in section.entries:
+            var = self.btf[var_id]
+            if var.name != name:
+                continue
+            target = self.btf[self.btf.resolve(var_id)]
+            if target.kind not in (Kind.INT, Kind.ENUM):
+                raise InputError(f"not an integer ({self.btf.name_of(var.type)})",
+                                 obj=f"{self.label}: {name}")
+            signed = target.kind == Kind.INT and bool(target.encoding & 1)
+            return offset, size, signed
+        known = ", ".join(self.btf[v].name for v, _, _ in section.entries)
+        raise InputError(f"no such variable in {section.name} (it has: {known})",
+                         obj=f"{self.label}: {name}")
+
+
+_LOAD_LOG = re.compile(r"prog '([^']+)': -- BEGIN PROG LOAD LOG --\n(.*?)-- END PROG LOAD LOG --",
+                       re.S)
+
+
+def _verifier_verdict(log: str) -> tuple[str, str] | None:
+    """``(program, last verifier line before its statistics)`` from libbpf's log, if any."""
+    found = _LOAD_LOG.search(log)
+    if not found:
+        return None
+    lines = [line for line in found.group(2).splitlines() if line.strip()]
+    while lines and lines[-1].startswith(("processed ", "verification time", "stack depth")):
+        lines.pop()
+    return (found.group(1), lines[-1]) if lines else None

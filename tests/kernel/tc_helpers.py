@@ -1,0 +1,153 @@
+"""Shared pieces of the tc kernel tests: throwaway network namespaces with a veth pair, the
+installed ``tc`` and ``bpfbatch tc`` run in them, their netlink messages captured with strace,
+and ``tc -j ... show`` state for comparison."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+
+
+def run(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+@contextlib.contextmanager
+def veth_netns() -> Iterator[str]:
+    """A fresh netns holding vethA (ifindex made first) <-> vethB, both up; deleted after."""
+    name = f"bpfb-tc-{uuid.uuid4().hex[:10]}"
+    run(["ip", "netns", "add", name])
+    try:
+        run(["ip", "-n", name, "link", "add", "vethA", "type", "veth", "peer", "name", "vethB"])
+        run(["ip", "-n", name, "link", "set", "vethA", "up"])
+        run(["ip", "-n", name, "link", "set", "vethB", "up"])
+        yield name
+    finally:
+        run(["ip", "netns", "del", name], check=False)
+
+
+def tc_batch(netns: str, path: Path, *extra: str) -> subprocess.CompletedProcess:
+    """The installed tc: ``tc [extra] -b path`` inside ``netns``."""
+    return run(["ip", "netns", "exec", netns, "tc", *extra, "-b", str(path)], check=False)
+
+
+def bpfbatch_tc(netns: str, path: Path | str, *extra: str, stdin: str | None = None
+                ) -> subprocess.CompletedProcess:
+    """``bpfbatch tc -b path --netns netns [extra]`` as a user runs it (the console entry point)."""
+    argv = [sys.executable, "-c", "from bpfbatch.cli import main; main()",
+            "tc", "-b", str(path), "--netns", netns, *extra]
+    return subprocess.run(argv, capture_output=True, text=True, input=stdin, check=False)
+
+
+# --- strace capture ------------------------------------------------------------------------------
+
+_BUFFER = re.compile(r"\* \d+ bytes in buffer")
+_HEXDUMP = re.compile(r"\| [0-9a-f]{5}  (.{49})")
+
+
+def captured_messages(argv: list[str]) -> list[bytes]:
+    """Every netlink message ``argv`` wrote with sendmsg, in order (strace ``-e write=all``)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        subprocess.run(["strace", "-f", "-qq", "-e", "trace=sendmsg", "-e", "write=all",
+                        "-o", out.name, *argv], capture_output=True, check=False)
+        buffers: list[bytearray] = []
+        for line in out:
+            if _BUFFER.search(line):
+                buffers.append(bytearray())
+            elif (dump := _HEXDUMP.search(line)) and buffers:
+                buffers[-1] += bytes.fromhex(dump.group(1))
+    messages = []
+    for buf in buffers:
+        offset = 0
+        while offset + 16 <= len(buf):
+            length = struct.unpack_from("=I", buf, offset)[0]
+            messages.append(bytes(buf[offset:offset + length]))
+            offset += (length + 3) & ~3
+    return messages
+
+
+NLM_F_ACK = 0x4
+
+
+def masked(message: bytes) -> bytes:
+    """Sequence number and port id zeroed, and NLM_F_ACK cleared: bpfbatch asks for an ACK
+    only on the last message of each sendmsg, tc on every one."""
+    flags = struct.unpack_from("=H", message, 6)[0] & ~NLM_F_ACK
+    return message[:6] + struct.pack("=H", flags) + b"\0" * 8 + message[16:]
+
+
+# --- state -------------------------------------------------------------------------------------
+
+_VOLATILE = {"stats", "tm", "ref", "bind", "installed", "last_used", "expires", "first_used",
+             "not_in_hw", "in_hw", "in_hw_count", "hw_stats", "used_hw_stats"}
+
+
+def _scrub(value):
+    if isinstance(value, dict):
+        return {k: _scrub(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def tc_state(netns: str, *queries: list[str]) -> dict:
+    """``tc -j <query> show`` for each query, counters and timestamps removed."""
+    state = {}
+    for query in queries:
+        out = run(["ip", "netns", "exec", netns, "tc", "-j", *query]).stdout.strip()
+        state[" ".join(query)] = _scrub(json.loads(out)) if out else []
+    return state
+
+
+def action_indexes(netns: str, kind: str = "mirred") -> list[int]:
+    out = run(["ip", "netns", "exec", netns, "tc", "actions", "list", "action", kind]).stdout
+    return sorted(int(m) for m in re.findall(r"\bindex (\d+) ref", out))
+
+
+# --- a pinned SCHED_CLS program ----------------------------------------------------------------
+
+_BPF_PROG_LOAD, _BPF_OBJ_PIN, _BPF_PROG_TYPE_SCHED_CLS, _SYS_BPF = 5, 6, 3, 321
+
+
+@contextlib.contextmanager
+def pinned_program() -> Iterator[str]:
+    """A trivial tc program (``return 0``) pinned on a private bpffs mount in a temp directory
+    (``ip netns exec`` remounts /sys, so /sys/fs/bpf would be invisible inside the netns)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def bpf(cmd: int, attr: bytes) -> int:
+        buf = ctypes.create_string_buffer(attr, 128)
+        ret = libc.syscall(_SYS_BPF, cmd, buf, 128)
+        if ret < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        return ret
+
+    with tempfile.TemporaryDirectory() as mountpoint:
+        run(["mount", "-t", "bpf", "bpf", mountpoint])
+        try:
+            insns = ctypes.create_string_buffer(bytes.fromhex("b700000000000000" "9500000000000000"))
+            license_ = ctypes.create_string_buffer(b"GPL")
+            fd = bpf(_BPF_PROG_LOAD, struct.pack("=IIQQ", _BPF_PROG_TYPE_SCHED_CLS, 2,
+                                                 ctypes.addressof(insns),
+                                                 ctypes.addressof(license_)))
+            path = os.path.join(mountpoint, "prog")
+            path_buf = ctypes.create_string_buffer(path.encode())
+            try:
+                bpf(_BPF_OBJ_PIN, struct.pack("=QI", ctypes.addressof(path_buf), fd))
+            finally:
+                os.close(fd)
+            yield path
+        finally:
+            run(["umount", mountpoint], check=False)
