@@ -1,0 +1,109 @@
+"""``bpfbatch top tcp`` and ``bpfbatch top slab``: bcc's tcptop and slabratetop, same flags
+and columns, read out loss-free every interval (see :mod:`bpfbatch.tools.intervals`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import InputError
+from ..tools import screen, slabratetop, tcptop
+from . import app
+
+top = typer.Typer(help="bcc-style top tools over batched, loss-free interval read-outs.",
+                  no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+app.add_typer(top, name="top")
+
+Interval = Annotated[float, typer.Argument(help="Output interval, in seconds.")]
+Count = Annotated[Optional[int], typer.Argument(help="Number of outputs (default: until Ctrl-C).")]
+NoClear = Annotated[bool, typer.Option("-C", "--noclear", help="Don't clear the screen.")]
+MaxRows = Annotated[int, typer.Option("-r", "--maxrows", help="Maximum rows per table.")]
+Pid = Annotated[Optional[int], typer.Option("-p", "--pid", help="Trace this PID only.")]
+
+
+def _check(interval: float, count: int | None, rows: int) -> None:
+    if interval <= 0:
+        raise InputError(f"must be positive, got {interval:g}", obj="interval")
+    if count is not None and count <= 0:
+        raise InputError(f"must be positive, got {count}", obj="count")
+    if rows <= 0:
+        raise InputError(f"must be positive, got {rows}", obj="-r/--maxrows")
+
+
+def _header(noclear: bool, summary: bool) -> None:
+    sys.stdout.write("\n" if noclear else screen.CLEAR)
+    if summary:
+        print(screen.loadavg_line())
+
+
+def _warn_dropped(tool: str, events: int, what: str) -> None:
+    if events:
+        print(f"{tool}: {events} events not counted so far: {what}", file=sys.stderr)
+
+
+@top.command("tcp")
+def tcp(
+    interval: Interval = 1.0,
+    count: Count = None,
+    noclear: NoClear = False,
+    nosummary: Annotated[bool, typer.Option("-S", "--nosummary",
+                                            help="Skip the system summary line.")] = False,
+    pid: Pid = None,
+    ipv4: Annotated[bool, typer.Option("-4", "--ipv4", help="Trace IPv4 only.")] = False,
+    ipv6: Annotated[bool, typer.Option("-6", "--ipv6", help="Trace IPv6 only.")] = False,
+    rows: MaxRows = 20,
+    sort: Annotated[str, typer.Option("-s", "--sort", help="Sort by all, sent or received.")] = "all",
+) -> None:
+    """Summarize TCP send/recv throughput by process and flow (bcc's tcptop)."""
+    _check(interval, count, rows)
+    if ipv4 and ipv6:
+        raise InputError("-4 and -6 are mutually exclusive", obj="-4/-6")
+    screen.check_choice(sort, tcptop.SORT_KEYS, "-s/--sort")
+    family = 4 if ipv4 else 6 if ipv6 else None
+    with tcptop.TcpTop(pid=pid, family=family) as tool:
+        print(f"Tracing... Output every {interval:g} secs. Hit Ctrl-C to end", flush=True)
+        for _ in screen.ticks(interval, count):
+            sample = tool.sample()
+            _header(noclear, not nosummary)
+            for line in tcptop.report(sample, sort=sort, rows=rows):
+                print(line)
+            sys.stdout.flush()
+            _warn_dropped("tcptop", sample.dropped_events,
+                          f"flow map full ({sample.dropped_bytes} bytes)")
+
+
+@top.command("slab")
+def slab(
+    interval: Interval = 1.0,
+    count: Count = None,
+    noclear: NoClear = False,
+    pid: Pid = None,
+    rows: MaxRows = 20,
+    sort: Annotated[str, typer.Option("-s", "--sort", help="Sort by name, count or size.")] = "size",
+) -> None:
+    """Kernel slab allocation rate by cache (bcc's slabratetop)."""
+    _check(interval, count, rows)
+    screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
+    with slabratetop.SlabRateTop(pid=pid) as tool:
+        print(f"Tracing... Output every {interval:g} secs. Hit Ctrl-C to end", flush=True)
+        for _ in screen.ticks(interval, count):
+            sample = tool.sample()
+            _header(noclear, True)
+            for line in slabratetop.table(sample.caches, sort=sort, rows=rows):
+                print(line)
+            sys.stdout.flush()
+            _warn_dropped("slabratetop", sample.dropped_events, "cache map full")
+
+
+def run_as_tool(command: str) -> None:
+    """Entry point of the bcc-named executables in ``tools/``: ``tcptop.py [-v] ARGS`` runs
+    ``bpfbatch [-v] top tcp ARGS``."""
+    from . import main
+
+    args = sys.argv[1:]
+    verbose = [arg for arg in args if arg in ("-v", "--verbose")]
+    rest = [arg for arg in args if arg not in ("-v", "--verbose")]
+    sys.argv = [sys.argv[0], *verbose, "top", command, *rest]
+    main()

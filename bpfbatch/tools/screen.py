@@ -1,0 +1,42 @@
+"""What bcc's top-like tools share: the interval loop, the screen clear and the loadavg line."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import InputError
+
+#: What ``clear`` writes on an ANSI terminal: home the cursor, erase the screen.
+CLEAR = "\033[H\033[2J"
+
+
+def loadavg_line() -> str:
+    """bcc's summary line, ``HH:MM:SS loadavg: <contents of /proc/loadavg>`` (its newline
+    included, so a blank line follows, as in bcc)."""
+    return "%-8s loadavg: %s" % (time.strftime("%H:%M:%S"), Path("/proc/loadavg").read_text())
+
+
+def ticks(interval: float, count: int | None) -> Iterator[bool]:
+    """Sleep ``interval`` seconds, then yield; ``count`` times, or forever with ``None``.
+
+    Ctrl-C during a sleep ends the loop after one last yield, so the partial interval is still
+    reported (bcc does the same). Yields ``True`` for the last interval.
+    """
+    done = 0
+    while count is None or done < count:
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            yield True
+            return
+        done += 1
+        yield count is not None and done >= count
+
+
+def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:
+    """``value`` if it is one of ``choices``, else one line naming the option."""
+    if value not in choices:
+        raise InputError(f"one of {', '.join(choices)}, not {value!r}", obj=option)
+    return value
