@@ -56,6 +56,9 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "btf__add_ptr": (c_int, [c_void_p, c_int]),
     "btf__add_const": (c_int, [c_void_p, c_int]),
     "btf__add_volatile": (c_int, [c_void_p, c_int]),
+    "btf__add_float": (c_int, [c_void_p, c_char_p, c_size_t]),
+    "btf__add_enum64": (c_int, [c_void_p, c_char_p, c_uint32, ctypes.c_bool]),
+    "btf__add_enum64_value": (c_int, [c_void_p, c_char_p, ctypes.c_uint64]),
     "btf__load_into_kernel": (c_int, [c_void_p]),
     "btf__fd": (c_int, [c_void_p]),
     # --- CO-RE objects (objects.py) and program feature probes (features.py) ---

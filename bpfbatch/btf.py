@@ -337,13 +337,25 @@ class BtfBuilder:
         return self._added(lib.btf__add_int(self._btf, name.encode(), size, encoding),
                            f"int {name}", size, min(size, 16))
 
-    def enum(self, name: str, values: dict[str, int], size: int = 4) -> int:
-        type_id = self._added(lib.btf__add_enum(self._btf, name.encode(), size), f"enum {name}",
-                              size, size)
+    def enum(self, name: str, values: dict[str, int], size: int = 4, *,
+             signed: bool = False) -> int:
+        """An enum; ``size`` 8 makes an ENUM64 (``signed`` sets its kind flag)."""
+        if size == 8:
+            type_id = self._added(lib.btf__add_enum64(self._btf, name.encode(), size, signed),
+                                  f"enum {name}", size, size)
+            add_value = lib.btf__add_enum64_value
+        else:
+            type_id = self._added(lib.btf__add_enum(self._btf, name.encode(), size),
+                                  f"enum {name}", size, size)
+            add_value = lib.btf__add_enum_value
         for value_name, value in values.items():
-            check(lib.btf__add_enum_value(self._btf, value_name.encode(), value),
+            check(add_value(self._btf, value_name.encode(), value),
                   f"add BTF enum value {value_name}")
         return type_id
+
+    def float(self, name: str, size: int) -> int:
+        return self._added(lib.btf__add_float(self._btf, name.encode(), size), f"float {name}",
+                           size, size)
 
     def ptr(self, target: int) -> int:
         return self._added(lib.btf__add_ptr(self._btf, target), "pointer", 8, 8)

@@ -1,0 +1,163 @@
+"""Renderers fed with batches built from bytes: framing, streaming, shapes."""
+
+import csv
+import io
+import json
+import struct
+
+import pytest
+
+from bpfbatch._abi import MapType
+from bpfbatch.btf import Btf, BtfBuilder
+from bpfbatch.codecs import PerCpuCodec, RawCodec, map_codecs
+from bpfbatch.cursor import Batch
+from bpfbatch.errors import InputError
+from bpfbatch.formats import FORMATS, make_renderer
+from bpfbatch.maps import MapInfo
+
+
+def _types():
+    with BtfBuilder() as b:
+        u32 = b.integer("unsigned int", 4)
+        value = b.struct("val", [("a", b.integer("long long unsigned int", 8)),
+                                 ("name", b.array(b.integer("char", 1, signed=True), 8))])
+        return Btf.from_bytes(b.raw()), u32, value
+
+
+BTF, U32, VAL = _types()
+
+
+def info(map_type=MapType.HASH, typed=True, value_size=16):
+    return MapInfo(id=1, type=map_type, name="t", key_size=4, value_size=value_size,
+                   max_entries=64, flags=0, btf_id=1 if typed else 0,
+                   btf_key_type_id=U32 if typed else 0, btf_value_type_id=VAL if typed else 0)
+
+
+def batch(keys, values):
+    return Batch(len(keys), memoryview(b"".join(keys)), memoryview(b"".join(values)))
+
+
+def render(fmt, map_info, batches, ncpus=2):
+    key, value = map_codecs(map_info, BTF if map_info.btf_id else None, ncpus=ncpus)
+    out = WriteCounter()
+    r = make_renderer(fmt, map_info, key, value, out)
+    for b in batches:
+        r.write_batch(b)
+    r.close()
+    return out
+
+
+class WriteCounter(io.BytesIO):
+    def __init__(self):
+        super().__init__()
+        self.writes = 0
+
+    def write(self, data):
+        self.writes += 1
+        return super().write(data)
+
+
+def entries(n, start=0):
+    keys = [struct.pack("<I", i) for i in range(start, start + n)]
+    values = [struct.pack("<Q8s", i * 10, b"n%d" % i) for i in range(start, start + n)]
+    return keys, values
+
+
+@pytest.mark.parametrize("fmt", ["json", "bpftool-json"])
+def test_empty_map_is_an_empty_array(fmt):
+    assert render(fmt, info(), []).getvalue() == b"[]\n"
+
+
+def test_jsonl_and_csv_of_an_empty_map_are_empty():
+    assert render("jsonl", info(), []).getvalue() == b""
+    assert render("csv", info(), []).getvalue() == b""
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_batches_stream_one_write_each_and_concatenate(fmt):
+    first, second = batch(*entries(3)), batch(*entries(2, start=3))
+    whole = batch(*entries(5))
+    streamed = render(fmt, info(), [first, Batch(0, memoryview(b""), memoryview(b"")), second])
+    trailer = fmt in ("json", "bpftool-json")  # the closing bracket
+    assert streamed.writes == 2 + trailer  # one per non-empty batch
+    if fmt != "table":  # table widths are per batch
+        assert streamed.getvalue() == render(fmt, info(), [whole]).getvalue()
+
+
+def test_typed_json():
+    out = render("json", info(), [batch(*entries(2))]).getvalue()
+    assert out == (b'[\n{"key":0,"value":{"a":0,"name":"n0"}},\n'
+                   b'{"key":1,"value":{"a":10,"name":"n1"}}\n]\n')
+    assert json.loads(out)[1] == {"key": 1, "value": {"a": 10, "name": "n1"}}
+
+
+def test_jsonl_lines_parse():
+    lines = render("jsonl", info(), [batch(*entries(3))]).getvalue().splitlines()
+    assert [json.loads(line)["value"]["a"] for line in lines] == [0, 10, 20]
+
+
+def test_untyped_json_prints_raw_bytes():
+    out = json.loads(render("json", info(typed=False), [batch(*entries(1))]).getvalue())
+    assert out == [{"key": ["0x00"] * 4, "value": ["0x00"] * 8 + ["0x6e", "0x30"] + ["0x00"] * 6}]
+
+
+def test_bpftool_json_shapes():
+    out = render("bpftool-json", info(), [batch(*entries(1, start=1))]).getvalue()
+    assert out == (b'[{"key":["0x01","0x00","0x00","0x00"],"value":["0x0a",' + b'"0x00",' * 7
+                   + b'"0x6e","0x31",' + b",".join([b'"0x00"'] * 6)
+                   + b'],"formatted":{"key":1,"value":{"a":10,"name":"n1"}}}]\n')
+    raw = render("bpftool-json", info(typed=False), [batch(*entries(1))]).getvalue()
+    assert b"formatted" not in raw and raw.startswith(b'[{"key":["0x00",')
+
+
+def test_per_cpu_shapes_with_two_cpus():
+    # value_size 12 -> stride 16: CPU 1 starts at byte 16, the pad bytes are not printed.
+    keys = [struct.pack("<I", 7)]
+    values = [bytes(range(12)) + b"\xee" * 4 + bytes(range(100, 112)) + b"\xee" * 4]
+    map_info = info(MapType.PERCPU_HASH, typed=False, value_size=12)
+    doc = json.loads(render("bpftool-json", map_info, [batch(keys, values)]).getvalue())
+    assert [v["cpu"] for v in doc[0]["values"]] == [0, 1]
+    assert doc[0]["values"][1]["value"] == ["0x%02x" % b for b in range(100, 112)]
+    typed = json.loads(render("json", map_info, [batch(keys, values)]).getvalue())
+    assert typed[0]["values"][0] == {"cpu": 0, "value": ["0x%02x" % b for b in range(12)]}
+
+
+def test_per_cpu_typed_formatted():
+    keys = [struct.pack("<I", 3)]
+    values = [struct.pack("<Q8s", 1, b"a") + struct.pack("<Q8s", 2, b"b")]
+    out = render("bpftool-json", info(MapType.PERCPU_ARRAY), [batch(keys, values)])
+    doc = json.loads(out.getvalue())
+    assert doc[0]["formatted"] == {"key": 3, "values": [
+        {"cpu": 0, "value": {"a": 1, "name": "a"}}, {"cpu": 1, "value": {"a": 2, "name": "b"}}]}
+
+
+def test_csv_flattens_fields_and_cpus():
+    text = render("csv", info(), [batch(*entries(2))]).getvalue().decode()
+    assert list(csv.reader(io.StringIO(text))) == [
+        ["key", "value.a", "value.name"], ["0", "0", "n0"], ["1", "10", "n1"]]
+    keys = [struct.pack("<I", 3)]
+    values = [struct.pack("<Q8s", 1, b"a") + struct.pack("<Q8s", 2, b"b")]
+    text = render("csv", info(MapType.PERCPU_HASH), [batch(keys, values)]).getvalue().decode()
+    assert list(csv.reader(io.StringIO(text))) == [
+        ["key", "cpu", "value.a", "value.name"], ["3", "0", "1", "a"], ["3", "1", "2", "b"]]
+    raw = render("csv", info(typed=False), [batch(*entries(1))]).getvalue().decode()
+    assert raw.splitlines() == ["key,value", "00000000," + "00" * 8 + "6e30" + "00" * 6]
+
+
+def test_table_has_one_header():
+    text = render("table", info(), [batch(*entries(2)), batch(*entries(2, start=2))])
+    lines = text.getvalue().decode().splitlines()
+    assert lines[0].split() == ["key", "value.a", "value.name"]
+    assert [line.split() for line in lines[2:]] == [
+        ["0", "0", "n0"], ["1", "10", "n1"], ["2", "20", "n2"], ["3", "30", "n3"]]
+
+
+def test_unknown_format_names_the_option():
+    key, value = RawCodec(4), RawCodec(16)
+    with pytest.raises(InputError, match="--output: unknown format 'yaml'"):
+        make_renderer("yaml", info(), key, value, io.BytesIO())
+
+
+def test_per_cpu_codec_comes_from_the_map_type():
+    _, value = map_codecs(info(MapType.LRU_PERCPU_HASH), BTF, ncpus=3)
+    assert isinstance(value, PerCpuCodec) and value.size == 3 * 16
