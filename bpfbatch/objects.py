@@ -28,9 +28,12 @@ import errno
 import re
 from pathlib import Path
 
+import numpy as np
+
 from . import _libbpf, features
 from ._libbpf import check, check_ptr, lib
 from .btf import Btf, BtfType, Kind
+from .codecs import codec_for
 from .errors import (BpfBatchError, InputError, NotFoundError, NotSupportedError,
                      errno_meaning, from_errno)
 from .maps import Map
@@ -205,6 +208,11 @@ class BpfObject:
         offset, size, signed = self._variable(self._section(section), name)
         blob = self.map(section).lookup(b"\0\0\0\0")
         return int.from_bytes(blob[offset:offset + size], "little", signed=signed)
+
+    def dtype(self, struct: str) -> np.dtype:
+        """numpy dtype of ``struct <struct>`` (offsets and types from the object's BTF)."""
+        t = self.struct(struct)
+        return codec_for(self.btf, t.id, t.size).dtype
 
     def struct(self, name: str) -> BtfType:
         """The object's BTF ``struct name`` (a record layout from a ``progs/<name>.h``)."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codecs import codec_for
 from ..cursor import read_all
 from ..maps import Map
 from ..objects import BpfObject
@@ -73,11 +72,6 @@ class IntervalTool:
         except BaseException:
             self.obj.close()
             raise
-
-    def dtype(self, struct: str) -> np.dtype:
-        """numpy dtype of a record layout, from the object's BTF."""
-        t = self.obj.struct(struct)
-        return codec_for(self.obj.btf, t.id, t.size).dtype
 
     def close(self) -> None:
         self.obj.close()

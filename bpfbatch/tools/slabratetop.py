@@ -39,7 +39,7 @@ class SlabRateTop(IntervalTool):
             raise InputError(f"PID must be positive, got {pid}", obj="-p")
         super().__init__("slabratetop", ("slabs_a", "slabs_b"), {"target_pid": pid or 0},
                          hook_kinds)
-        self._value_dtype = self.dtype("slab_value")
+        self._value_dtype = self.obj.dtype("slab_value")
 
     def sample(self) -> Sample:
         _, values = self.maps.drain()

@@ -50,14 +50,15 @@ class TcpTop(IntervalTool):
         super().__init__("tcptop", ("flows_a", "flows_b"),
                          {"target_pid": pid or 0,
                           "target_family": FAMILIES[family] if family else 0}, hook_kinds)
-        self._key_dtype = self.dtype("tcptop_key")
-        self._value_dtype = self.dtype("tcptop_value")
+        self._key_dtype = self.obj.dtype("tcptop_key")
+        self._value_dtype = self.obj.dtype("tcptop_value")
+        self.flow_dtype = flow_dtype(self._key_dtype, self._value_dtype)
 
     def sample(self) -> Sample:
         keys, values = self.maps.drain()
         k = keys.view(self._key_dtype)[:, 0]
         v = values.view(self._value_dtype)[:, 0]
-        flows = np.empty(len(k), dtype=_merged(self._key_dtype, self._value_dtype))
+        flows = np.empty(len(k), dtype=self.flow_dtype)
         for name in self._key_dtype.names:
             flows[name] = k[name]
         for name in self._value_dtype.names:
@@ -66,7 +67,8 @@ class TcpTop(IntervalTool):
                       self.obj.global_value(".bss", "dropped_bytes"))
 
 
-def _merged(key: np.dtype, value: np.dtype) -> np.dtype:
+def flow_dtype(key: np.dtype, value: np.dtype) -> np.dtype:
+    """One row of :attr:`Sample.flows`: the key's fields, then the value's."""
     return np.dtype([(n, key.fields[n][0]) for n in key.names]
                     + [(n, value.fields[n][0]) for n in value.names])
 
