@@ -90,7 +90,7 @@ def masked(message: bytes) -> bytes:
 # --- state -------------------------------------------------------------------------------------
 
 _VOLATILE = {"stats", "tm", "ref", "bind", "installed", "last_used", "expires", "first_used",
-             "not_in_hw", "in_hw", "in_hw_count", "hw_stats", "used_hw_stats"}
+             "not_in_hw", "in_hw", "in_hw_count", "hw_stats", "used_hw_stats", "direct_packets_stat"}
 
 
 def _scrub(value):
