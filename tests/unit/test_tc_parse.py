@@ -1,0 +1,152 @@
+"""The tc batch parser: reading like iproute2's getcmdline()/makeargs(), the grammar, and
+errors that name FILE:LINE and the token."""
+
+from __future__ import annotations
+
+import io
+import tracemalloc
+
+import pytest
+
+from bpfbatch.errors import InputError
+from bpfbatch.tc import specs as S
+from bpfbatch.tc.parse import (parse_batch, parse_classid, parse_command, parse_u32_handle,
+                               read_commands, split_words)
+from bpfbatch.tc.rules import (EGRESS, INGRESS, ActionRef, Actions, Filter, Gact, Htb, Mirred,
+                               Qdisc, U32, U32Key, ip_match)
+
+
+def test_comments_continuations_and_line_numbers_like_tc():
+    text = ("# header\n"
+            "qdisc add dev a ingress\n"
+            "\n"
+            "actions add action mirred egress \\\n"
+            "   redirect dev b index 1   # trailing comment\n"
+            "actions add action drop # no continuation here \\\n"
+            "actions add action pass\n"
+            "   \t  \n")
+    assert list(read_commands(io.StringIO(text))) == [
+        (2, "qdisc add dev a ingress\n"),
+        # a continued command carries the number of its last physical line, as in tc's report
+        (5, "actions add action mirred egress    redirect dev b index 1   "),
+        (6, "actions add action drop "),
+        (7, "actions add action pass\n"),
+    ]
+
+
+def test_continuation_joins_without_a_space():
+    assert list(read_commands(["actions add act\\\n", "ion pass\n"])) == [(2, "actions add action pass\n")]
+
+
+def test_missing_continuation_line():
+    with pytest.raises(InputError, match="missing continuation line"):
+        list(read_commands(["actions add \\\n"]))
+
+
+def test_quoted_words():
+    assert split_words("a 'b c' \"d\"  e") == ["a", "b c", "d", "e"]
+
+
+def test_handles_and_classids():
+    assert parse_u32_handle("800::") == 0x80000000
+    assert parse_u32_handle("1:ff:fff") == 0x001FFFFF
+    assert parse_u32_handle("0x10") == 0x10
+    assert parse_u32_handle("1:2:1000") is None  # node id > 0xfff: tc's "Illegal filter ID"
+    assert parse_u32_handle("10") is None
+    assert parse_classid("1:10") == 0x10010
+    assert parse_classid("ffff:") == 0xFFFF0000
+    assert parse_classid("root") == S.TC_H_ROOT
+    assert parse_classid("1:x") is None
+
+
+def test_qdiscs():
+    assert parse_command("qdisc add dev a ingress") == Qdisc("add", "a", "ingress")
+    assert parse_command("q replace dev a clsact") == Qdisc("replace", "a", "clsact")
+    assert parse_command("qdisc delete dev a root handle 1: htb") == Qdisc("del", "a", Htb(), S.TC_H_ROOT, 0x10000)
+    assert parse_command("qdisc add dev a parent 1:1 handle 10: htb default 20 r2q 4") == \
+        Qdisc("add", "a", Htb(default=0x20, r2q=4), 0x10001, 0x100000)
+
+
+def test_u32_filter_with_hash_layout_and_actions():
+    rule = parse_command("filter add dev a ingress protocol ip pref 1 handle 1:cc:2 u32 ht 1:cc: "
+                         "match ip dst 10.0.0.204/32 action mirred egress redirect dev b index 3 "
+                         "no_percpu action drop")
+    assert rule == Filter("add", "a", INGRESS, U32(
+        keys=(U32Key(0x0A0000CC, 0xFFFFFFFF, 16),), ht=0x001CC000,
+        actions=(Mirred("egress", "redirect", "b", 3, no_percpu=True), Gact("drop"))),
+        prio=1, protocol=S.ETH_P_IP, handle=0x001CC002)
+
+
+def test_u32_keys_on_one_word_merge_like_tc():
+    rule = parse_command("f add dev a egress u32 match ip sport 80 0xffff match ip dport 443 0xffff "
+                         "match ip protocol 6 0xff match ip tos 0x10 0xff")
+    assert rule.parent == EGRESS
+    assert rule.classifier.keys == (U32Key(0x005001BB, 0xFFFFFFFF, 20), U32Key(0x00060000, 0x00FF0000, 8),
+                                    U32Key(0x00100000, 0x00FF0000, 0))
+    assert ip_match("src", "10.1.2.3/8") == U32Key(0x0A000000, 0xFF000000, 12)
+
+
+def test_actions_commands():
+    assert parse_command("actions del action mirred index 9 action gact index 2") == \
+        Actions("del", (ActionRef("mirred", 9), ActionRef("gact", 2)))
+    assert parse_command("action change action mirred ingress mirror dev b index 4 pipe") == \
+        Actions("change", (Mirred("ingress", "mirror", "b", 4, verdict="pipe"),))
+    # as in tc, a verdict right after a redirect starts a new (gact) action
+    assert parse_command("actions add action mirred egress redirect dev b pass").actions == \
+        (Mirred("egress", "redirect", "b"), Gact("pass"))
+
+
+def test_tdc_batch_lines():
+    rule = parse_command("filter add dev v prio 1 protocol ip ingress handle 1  flower skip_hw "
+                         "src_mac e4:11:00:00:01:02 dst_mac e4:12:00:00:01:02 action drop index 1")
+    assert rule.handle == 1 and rule.classifier.flags == 1
+    assert rule.classifier.src_mac == bytes.fromhex("e41100000102")
+    assert rule.classifier.actions == (Gact("drop", 1),)
+
+
+@pytest.mark.parametrize("line,message", [
+    ("chain add dev a", "unsupported command 'chain'"),
+    ("filter get dev a ingress u32", "unsupported command 'get'"),
+    ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", "unsupported u32 option 'police'"),
+    ("filter add dev a ingress u32 match ip6 dst ::1", "unsupported match 'ip6'"),
+    ("filter add dev a ingress fw", "unsupported filter option or classifier 'fw'"),
+    ("filter add dev a ingress matchall action skbedit mark 1", "unsupported action 'skbedit'"),
+    ("filter add dev a ingress bpf obj prog.o", "unsupported bpf option 'obj'"),
+    ("filter add dev a ingress bpf da", "bpf needs 'pinned PATH'"),
+    ("filter add dev a ingress prio x u32", "bad prio 'x'"),
+    ("filter add dev a ingress u32 divisor 3", "bad divisor '3'"),
+    ("filter add dev a ingress handle 1:2:1000 u32", "bad filter handle '1:2:1000'"),
+    ("filter add dev a ingress u32 match ip sport 80", "missing sport mask"),
+    ("filter add dev a ingress u32 match ip dst 1.2.3.4/33", "bad ip dst"),
+    ("filter add dev a ingress flower src_mac e4:11", "bad MAC address 'e4:11'"),
+    ("actions add action mirred sideways redirect dev b", "bad mirred direction 'sideways'"),
+    ("actions add action mirred egress redirect index 3", "mirred needs 'dev DEV'"),
+    ("actions add action gact frobnicate", "bad gact verdict 'frobnicate'"),
+    ("actions del action mirred 9", "expected 'index', got '9'"),
+    ("qdisc add dev a root handle 1: htb default 10 direct_qlen 5", "unsupported htb option 'direct_qlen'"),
+    ("qdisc add ingress", "missing 'dev DEV'"),
+    ("qdisc add dev a root sfq", "unsupported qdisc option or kind 'sfq'"),
+    ("actions add 'unterminated", "unterminated quoted string"),
+])
+def test_errors_name_file_line_and_token(line, message):
+    results = list(parse_batch(io.StringIO(f"# first\n\n{line}\n"), "rules.tc"))
+    assert len(results) == 1
+    number, error = results[0]
+    assert number == 3
+    assert isinstance(error, InputError)
+    assert str(error).startswith(f"rules.tc:3: {message}")
+
+
+def test_streaming_keeps_memory_bounded():
+    """50k commands parsed from a generator: memory does not grow with the input."""
+    lines = (f"actions add action mirred egress redirect dev b index {i}\n" for i in range(50_000))
+    tracemalloc.start()
+    try:
+        count = 0
+        for _, rule in parse_batch(lines, "big.tc"):
+            count += 1
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 50_000
+    assert peak < 1 << 20
