@@ -1,7 +1,7 @@
 """TCP receive zero-copy on loopback: N parallel flows, plain recv() vs mmap, 4 KiB vs huge-page
 alignment of each receiver's mapping.
 
-``python -m tools.bench tcp_mmap [--flows 1,2,4,8] [--size 256M] [--rounds 3] [--out DIR]``
+``python -m tools.bench tcp_mmap [--flows 1,2,4,8] [--size 256M] [--rounds 5] [--out DIR]``
 
 One run = one :class:`~bpfbatch.tcp_mmap.Server` in this process (one receiving thread per
 flow, all in one address space, which is what the alignment is about) and one sender process
@@ -16,8 +16,8 @@ A fourth case, ``recv, 64K MSS``, is loopback at its best for plain copies (defa
 send()), to show what the one-page MSS costs. Cases and flow counts are interleaved round by
 round; the table shows medians over rounds of: the aggregate rate (all bytes over the span from
 the first flow's start to the last flow's end), the share of bytes mapped, the receivers' CPU
-per MB (all receiving threads' user + sys over all MB; the selftest's "usec per MB"), its ratio
-to ``recv`` at the same N, and receiver context switches per MB.
+per MB (all receiving threads' user + sys over all MB; the selftest's "usec per MB") with its
+spread over rounds, its ratio to ``recv`` at the same N, and receiver context switches per MB.
 """
 
 from __future__ import annotations
@@ -103,24 +103,44 @@ class Run:
         self.rounds.append((results, span))
 
 
-def _row(case: str, run: Run, baseline: Run) -> list:
-    def per_round(metric):
-        return statistics.median(metric(reports, span) for reports, span in run.rounds)
+def _gbit_per_s(reports: list[Report], span: float) -> float:
+    return sum(r.received for r in reports) * 8 / span / 1e9
 
-    def cpu_per_mb(reports, _span):
-        return sum(r.user + r.sys for r in reports) * 1e6 / sum(r.megabytes for r in reports)
 
-    cpu = per_round(cpu_per_mb)
-    base = statistics.median(cpu_per_mb(r, s) for r, s in baseline.rounds)
-    return [
-        run.flows, case,
-        per_round(lambda reports, span: sum(r.received for r in reports) * 8 / span / 1e9),
-        per_round(lambda reports, _: 100 * sum(r.mapped for r in reports)
-                  / sum(r.received for r in reports)),
-        cpu, cpu / base,
-        per_round(lambda reports, _: sum(r.voluntary_switches for r in reports)
-                  / sum(r.megabytes for r in reports)),
-    ]
+def _mapped_percent(reports: list[Report], _span: float) -> float:
+    return 100 * sum(r.mapped for r in reports) / sum(r.received for r in reports)
+
+
+def _cpu_per_mb(reports: list[Report], _span: float) -> float:
+    return sum(r.user + r.sys for r in reports) * 1e6 / sum(r.megabytes for r in reports)
+
+
+def _switches_per_mb(reports: list[Report], _span: float) -> float:
+    return sum(r.voluntary_switches for r in reports) / sum(r.megabytes for r in reports)
+
+
+def _row(case: str, run: Run, baseline: Run) -> dict:
+    """The medians over rounds of one case at one flow count (machine keys, for the JSON)."""
+    def median(metric) -> float:
+        return statistics.median(metric(*one) for one in run.rounds)
+
+    cpu = [_cpu_per_mb(*one) for one in run.rounds]
+    return {"flows": run.flows, "receiver": case, "gbit_per_s": median(_gbit_per_s),
+            "mapped_percent": median(_mapped_percent), "cpu_us_per_mb": statistics.median(cpu),
+            "cpu_us_per_mb_rounds": cpu,
+            "ratio": statistics.median(cpu) / statistics.median(
+                _cpu_per_mb(*one) for one in baseline.rounds),
+            "switches_per_mb": median(_switches_per_mb)}
+
+
+def _table(rows: list[dict]) -> str:
+    return tabulate(
+        [[r["flows"], r["receiver"], r["gbit_per_s"], r["mapped_percent"], r["cpu_us_per_mb"],
+          f"{min(r['cpu_us_per_mb_rounds']):.0f}–{max(r['cpu_us_per_mb_rounds']):.0f}",
+          f"{r['ratio']:.2f}×", r["switches_per_mb"]] for r in rows],
+        headers=["flows", "receiver", "Gbit/s", "% mmap'ed", "µs CPU per MB", "min–max",
+                 f"÷ {BASELINE}", "c-switches per MB"],
+        tablefmt="github", floatfmt=".3g")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--flows", default="1,2,4,8", help="flow counts, comma-separated")
     parser.add_argument("--size", default="256M", help="bytes per flow (K/M/G suffixes)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("bench-results"),
                         help="directory for the JSON record")
@@ -150,22 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs.values():
         del run.rounds[:args.warmup]
 
-    headers = ["flows", "receiver", "Gbit/s", "% mmap'ed", "µs CPU per MB",
-               f"÷ {BASELINE}", "c-switches per MB"]
     rows = [_row(case, runs[n, case], runs[n, BASELINE]) for n, case in runs]
     title = "tcp_mmap: receive zero-copy on loopback, parallel flows"
-    table = tabulate(rows, headers=headers, tablefmt="github", floatfmt=".3g")
     print(f"## {title}\n\nsender: MSG_ZEROCOPY, MSS {LOOPBACK_MSS} (last case: plain send, "
           f"default MSS); {args.size} per flow; median of {args.rounds} interleaved rounds; "
-          f"{multiprocessing.cpu_count()} CPUs\n\n{table}\n", flush=True)
-    _save(args.out, title, headers, rows, dict(flows=flow_counts, size=size, rounds=args.rounds,
-                                                huge_page=huge, mss=LOOPBACK_MSS))
+          f"{multiprocessing.cpu_count()} CPUs\n\n{_table(rows)}\n", flush=True)
+    _save(args.out, title, rows, dict(flows=flow_counts, size=size, rounds=args.rounds,
+                                      huge_page=huge, mss=LOOPBACK_MSS))
     return 0
 
 
-def _save(out_dir: Path, title: str, headers: list[str], rows: list[list], params: dict) -> None:
+def _save(out_dir: Path, title: str, rows: list[dict], params: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     record = {"title": title, "baseline": BASELINE, "params": params,
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "kernel": os.uname().release, "rows": [dict(zip(headers, row)) for row in rows]}
+              "kernel": os.uname().release, "rows": rows}
     (out_dir / "tcp-mmap.json").write_text(json.dumps(record, indent=2) + "\n")
