@@ -1,0 +1,137 @@
+"""Write commands: ``load``, ``delete``, ``clear``, ``drain``.
+
+Thin: open the map, read the input (all of it, before the first syscall), call
+:mod:`bpfbatch.bulk`, report. Data goes to stdout; the one-line summaries go to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from .. import bulk, cursor, formats, inputs
+from ..bulk import DrainError, Existing, LoadError
+from ..codecs import map_codecs
+from ..errors import BpfBatchError, InputError
+from . import app
+from .maps import BatchSize, MapId, Name, Pinned, check_batch_size, open_map
+
+InputFile = Annotated[str, typer.Argument(help="Input file; '-' reads stdin.")]
+InputFormat = Annotated[Optional[str], typer.Option(
+    "--format", help="jsonl, json, csv or bpftool-json (default: from the file name, else jsonl).")]
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+@app.command("load")
+def load(
+    file: InputFile,
+    map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+    fmt: InputFormat = None,
+    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+    if_absent: Annotated[bool, typer.Option(
+        "--if-absent", help="Only keys not in the map (BPF_NOEXIST semantics).")] = False,
+    if_present: Annotated[bool, typer.Option(
+        "--if-present", help="Only keys already in the map (BPF_EXIST semantics).")] = False,
+    per_key: Annotated[bool, typer.Option(
+        "--per-key", help="With --if-absent/--if-present: one exact syscall per record "
+                          "instead of a racy key snapshot plus batches.")] = False,
+) -> None:
+    """Write records from FILE into the map in batches.
+
+    The whole input is parsed and encoded first: bad input names file:line and changes
+    nothing. The kernel's batch update has no BPF_NOEXIST/BPF_EXIST, so --if-absent and
+    --if-present snapshot the map's keys with one pass and batch-write the records that pass
+    the test; a key another writer creates or deletes in between is overwritten (re-created).
+    --per-key closes that race at one syscall per record.
+    """
+    check_batch_size(batch_size)
+    if if_absent and if_present:
+        raise InputError("choose one of --if-absent and --if-present", obj="--if-absent")
+    if per_key and not (if_absent or if_present):
+        raise InputError("only applies with --if-absent or --if-present", obj="--per-key")
+    only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
+    with open_map(map_id, pinned, name, read_only=False) as m:
+        records = inputs.read(file, m.info, fmt=fmt)
+        try:
+            result = bulk.load(m, records.keys, records.values, records.count, only=only,
+                               per_key=per_key, batch_size=batch_size)
+        except LoadError as exc:
+            exc.message += f" (record at {records.where(exc.index)})"
+            raise
+    skipped = f", {result.skipped} skipped" if only is not Existing.ANY else ""
+    _say(f"{m.info.label}: {result.applied} entries loaded{skipped}")
+
+
+@app.command("delete")
+def delete(
+    file: InputFile,
+    map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+    fmt: InputFormat = None,
+    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+) -> None:
+    """Delete the keys of FILE's records (values, if present, are ignored: a dump works).
+    Keys not in the map are skipped and counted."""
+    check_batch_size(batch_size)
+    with open_map(map_id, pinned, name, read_only=False) as m:
+        records = inputs.read(file, m.info, fmt=fmt, with_values=False)
+        result = cursor.delete(m, records.keys, records.count, batch_size=batch_size)
+    _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
+
+
+@app.command("clear")
+def clear(
+    map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+) -> None:
+    """Remove every element (arrays: set every element to zero)."""
+    check_batch_size(batch_size)
+    with open_map(map_id, pinned, name, read_only=False) as m:
+        removed = bulk.clear(m, batch_size=batch_size)
+    verb = "zeroed" if m.info.type in bulk.ZEROED_ON_CLEAR else "removed"
+    _say(f"{m.info.label}: {removed} entries {verb}")
+
+
+@app.command("drain")
+def drain(
+    map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+    output: Annotated[str, typer.Option("-o", "--output", help=", ".join(formats.FORMATS))] = "jsonl",
+    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+) -> None:
+    """Print and delete every element (LOOKUP_AND_DELETE). Each batch is written and flushed
+    before the next is taken; if the output fails (closed pipe, full disk) the batch in hand
+    is put back into the map and the command fails saying so."""
+    check_batch_size(batch_size)
+    out = sys.stdout.buffer
+    with open_map(map_id, pinned, name, read_only=False) as m:
+        key_codec, value_codec = map_codecs(m.info)
+        renderer = formats.make_renderer(output, m.info, key_codec, value_codec, out)
+
+        def sink(batch: cursor.Batch) -> None:
+            renderer.write_batch(batch)
+            out.flush()
+
+        try:
+            result = bulk.drain(m, sink, batch_size=batch_size)
+            renderer.close()
+        except DrainError:
+            _abandon_stdout()
+            raise
+        except OSError as exc:  # the trailer (closing ']') could not be written
+            _abandon_stdout()
+            raise BpfBatchError(f"output failed after every entry was delivered: {exc.strerror}",
+                                obj=m.info.label, errno=exc.errno) from None
+    _say(f"{m.info.label}: {result.delivered} entries drained")
+
+
+def _abandon_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of what is left in its
+    buffer cannot fail again (and print a second error) after ours."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

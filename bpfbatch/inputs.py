@@ -1,0 +1,273 @@
+"""Reading map records from files: JSONL, JSON, CSV and bpftool JSON in, packed key and value
+buffers out, ready for one batch write.
+
+The whole input is parsed and encoded before anything touches the map, so bad input changes
+nothing; every error names ``file:line`` (and the field, from the codec). The accepted shapes
+are what :mod:`bpfbatch.formats` prints, so a dump loads back unchanged:
+
+- ``jsonl``: one ``{"key": K, "value": V}`` per line (per-CPU maps: ``"values": [{"cpu": 0,
+  "value": V}, …]``, or one ``"value"`` for every CPU); ``K``/``V`` typed from the map's BTF,
+  raw bytes (``["0x01", …]`` or a hex string) when it has none.
+- ``json``: a JSON array of the same objects.
+- ``csv``: a header of ``key``/``key.field`` … ``value``/``value.field`` columns (``cpu`` and
+  one row per CPU for per-CPU maps); cells are numbers, ``true``/``false``, JSON arrays, or
+  text; raw sides are hex strings.
+- ``bpftool-json``: what ``bpftool -j map dump`` prints; its raw ``key``/``value`` byte lists
+  are used (``formatted`` is ignored), so it loads into any map of the same sizes.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import sys
+from collections.abc import Callable, Iterator
+
+from .codecs import Codec, PerCpuCodec, RawCodec, map_codecs
+from .errors import InputError
+
+FORMATS = ("jsonl", "json", "csv", "bpftool-json")
+_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Records:
+    """``count`` records packed for the kernel, and where each came from."""
+
+    source: str
+    count: int
+    keys: bytes
+    values: bytes | None  # None when only keys were asked for
+    line_of: Callable[[int], int]  # record index -> line in the source
+
+    def where(self, index: int) -> str:
+        return f"{self.source}:{self.line_of(index)}"
+
+
+def guess_format(path: str) -> str:
+    """The format a file name suggests (``jsonl`` for stdin and unknown suffixes)."""
+    for suffix, fmt in _BY_SUFFIX.items():
+        if path.endswith(suffix):
+            return fmt
+    return "jsonl"
+
+
+def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
+         codecs: tuple[Codec, Codec] | None = None) -> Records:
+    """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
+    ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record."""
+    fmt = fmt or guess_format(path)
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})", obj="--format")
+    source = "<stdin>" if path == "-" else path
+    text = _read_text(path, source)
+    if fmt == "bpftool-json":
+        key_codec, value_codec = _raw_codecs(info)
+    else:
+        key_codec, value_codec = codecs or map_codecs(info)
+    lines: list[int] = []
+    if fmt in ("json", "bpftool-json"):
+        array = _JsonArray(text, source)
+        entries, line_of = iter(array), array.line_of
+    else:
+        entries = (_csv_entries(text, source, key_codec, value_codec) if fmt == "csv"
+                   else _jsonl_entries(text, source))
+        line_of = lines.__getitem__
+    allowed = {"key", "value", "values"} | ({"formatted"} if fmt == "bpftool-json" else set())
+    percpu = isinstance(value_codec, PerCpuCodec)
+
+    def encode(entry, where: str) -> tuple[bytes, bytes | None]:
+        if not isinstance(entry, dict) or "key" not in entry:
+            raise InputError('expected an object with a "key" member', obj=where)
+        unknown = entry.keys() - allowed
+        if unknown:
+            raise InputError(f"unknown member {sorted(unknown)[0]!r} (expected key, value"
+                             f"{', values' if percpu else ''})", obj=where)
+        key = key_codec.encode(entry["key"], f"{where}: key")
+        return key, _encode_value(entry, value_codec, where) if with_values else None
+
+    keys, values = [], []
+    for index, (line, entry) in enumerate(entries):
+        try:
+            key, value = encode(entry, f"{source}:{line}")
+        except InputError:
+            if line:
+                raise
+            encode(entry, f"{source}:{line_of(index)}")  # raises again, naming the line
+            raise
+        keys.append(key)
+        values.append(value)
+        if line:
+            lines.append(line)
+    return Records(source, len(keys), b"".join(keys), b"".join(values) if with_values else None,
+                   line_of)
+
+
+def _read_text(path: str, source: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", obj=source) from None
+
+
+def _raw_codecs(info) -> tuple[Codec, Codec]:
+    value: Codec = RawCodec(info.value_size)
+    if info.percpu:
+        from ._libbpf import num_possible_cpus
+        value = PerCpuCodec(value, num_possible_cpus())
+    return RawCodec(info.key_size), value
+
+
+def _encode_value(entry: dict, codec: Codec, where: str) -> bytes:
+    if "values" in entry:
+        if not isinstance(codec, PerCpuCodec):
+            raise InputError('"values" (per CPU) given for a map that is not per-CPU', obj=where)
+        slots = entry["values"]
+        if not isinstance(slots, list) or len(slots) != codec.ncpus or not all(
+                isinstance(s, dict) and s.get("cpu") == c and "value" in s
+                for c, s in enumerate(slots)):
+            raise InputError(f'"values" must list {{"cpu": N, "value": …}} for CPUs 0 to '
+                             f"{codec.ncpus - 1} in order", obj=where)
+        return codec.encode([s["value"] for s in slots], f"{where}: values")
+    if "value" not in entry:
+        raise InputError('missing "value"', obj=where)
+    return codec.encode(entry["value"], f"{where}: value")
+
+
+# -- JSON ----------------------------------------------------------------------------------
+# (orjson would parse faster but turns integers beyond 64 bits into floats.)
+
+
+def _jsonl_entries(text: str, source: str) -> Iterator[tuple[int, object]]:
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+                             obj=f"{source}:{number}") from None
+
+
+class _JsonArray:
+    """Elements of a top-level JSON array, each with the line it starts on; the line numbers
+    are computed only when asked for (an error), by re-reading the text."""
+
+    def __init__(self, text: str, source: str):
+        self.text, self.source = text, source
+        try:
+            self.entries = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+                             obj=f"{source}:{exc.lineno}") from None
+        if not isinstance(self.entries, list):
+            raise InputError("expected a JSON array of entries", obj=f"{source}:1")
+
+    def __iter__(self) -> Iterator[tuple[int, object]]:
+        """``(0, element)``: line 0 stands for "ask :meth:`line_of` if it matters"."""
+        return ((0, entry) for entry in self.entries)
+
+    def line_of(self, index: int) -> int:
+        """The line element ``index`` starts on (the text is known to be valid JSON)."""
+        decoder = json.JSONDecoder()
+        pos, line = _skip_space(self.text, self.text.index("[") + 1, 1)
+        for _ in range(index):
+            _, end = decoder.raw_decode(self.text, pos)
+            line += self.text.count("\n", pos, end)
+            pos, line = _skip_space(self.text, end, line)
+            pos, line = _skip_space(self.text, pos + 1, line)  # the comma
+        return line
+
+
+def _skip_space(text: str, pos: int, line: int) -> tuple[int, int]:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        line += text[pos] == "\n"
+        pos += 1
+    return pos, line
+
+
+# -- CSV -----------------------------------------------------------------------------------
+
+
+def _csv_entries(text: str, source: str, key_codec: Codec,
+                 value_codec: Codec) -> Iterator[tuple[int, dict]]:
+    """Rows → ``{"key": …, "value": …}``; per-CPU rows of one key (``cpu`` 0, 1, …) are
+    gathered into ``"values"``."""
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None:
+        return
+    for column in header:
+        if column != "cpu" and column.split(".")[0] not in ("key", "value"):
+            raise InputError(f"unknown column {column!r} (expected key…, value…, cpu)",
+                             obj=f"{source}:1")
+    percpu = isinstance(value_codec, PerCpuCodec)
+    if percpu != ("cpu" in header):
+        raise InputError("a per-CPU map needs a 'cpu' column" if percpu else
+                         "'cpu' column given for a map that is not per-CPU", obj=f"{source}:1")
+    typed = {"key": key_codec.typed, "value": value_codec.typed}
+    pending: tuple[int, object, list] | None = None  # per-CPU: (line, key, values so far)
+    for row in reader:
+        line = reader.line_num
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise InputError(f"{len(row)} cells for {len(header)} columns", obj=f"{source}:{line}")
+        record: dict = {}
+        cpu = None
+        for column, cell in zip(header, row):
+            if column == "cpu":
+                cpu = _cpu_cell(cell, f"{source}:{line}")
+                continue
+            side, *path = column.split(".")
+            _assign(record, [side, *path], _cell(cell) if typed[side] else cell)
+        if not percpu:
+            yield line, record
+            continue
+        if cpu == 0:
+            if pending is not None:
+                yield pending[0], {"key": pending[1], "values": pending[2]}
+            pending = (line, record["key"], [])
+        elif pending is None or cpu != len(pending[2]) or record["key"] != pending[1]:
+            raise InputError(f"cpu {cpu} row does not follow cpu {cpu - 1} of the same key",
+                             obj=f"{source}:{line}")
+        pending[2].append({"cpu": cpu, "value": record["value"]})
+    if pending is not None:
+        yield pending[0], {"key": pending[1], "values": pending[2]}
+
+
+def _cpu_cell(cell: str, where: str) -> int:
+    try:
+        return int(cell)
+    except ValueError:
+        raise InputError(f"cpu must be a number, got {cell!r}", obj=where) from None
+
+
+def _assign(record: dict, path: list[str], value) -> None:
+    for name in path[:-1]:
+        record = record.setdefault(name, {})
+    record[path[-1]] = value
+
+
+def _cell(text: str):
+    """A typed cell as the CSV renderer wrote it: number, bool, JSON array, else text."""
+    if text in ("true", "false"):
+        return text == "true"
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    return text
