@@ -96,16 +96,17 @@ class _Words:
     __slots__ = ("words", "pos")
 
     def __init__(self, words: list[str]) -> None:
+        words.append(None)  # end sentinel: peek and take need no length check
         self.words = words
         self.pos = 0
 
     def peek(self) -> str | None:
-        return self.words[self.pos] if self.pos < len(self.words) else None
+        return self.words[self.pos]
 
     def take(self, what: str) -> str:
-        if self.pos >= len(self.words):
-            raise _Bad(f"missing {what}")
         word = self.words[self.pos]
+        if word is None:
+            raise _Bad(f"missing {what}")
         self.pos += 1
         return word
 
@@ -245,7 +246,8 @@ def _parse_mirred(w: _Words) -> R.Mirred:
     return R.Mirred(direction, mode, dev, index, verdict=verdict)
 
 
-def _parse_actions_command(verb: str, w: _Words) -> R.Actions:
+def _parse_actions_command(w: _Words) -> R.Actions:
+    verb = _verb(w.take("command"), ("add", "change", "replace", "del"))
     if verb == "del":
         refs = []
         while w.peek() in ("action", "actions"):
@@ -393,6 +395,8 @@ _CLASSIFIERS = {"u32": _parse_u32, "bpf": _parse_bpf, "matchall": _parse_matchal
 
 
 def _verb(word: str | None, allowed: tuple[str, ...]) -> str:
+    if word in allowed:
+        return word
     for verb in allowed:
         if word and (_matches(word, verb) or (verb == "del" and _matches(word, "delete"))):
             return verb
@@ -502,18 +506,20 @@ def _filter_handle(text: str | None, classifier) -> int:
     return value
 
 
+#: Command groups in tc's order of precedence for abbreviations ("a" is actions).
+_GROUPS = {"qdisc": _parse_qdisc, "filter": _parse_filter, "actions": _parse_actions_command}
+
+
 def parse_command(text: str) -> R.Rule:
     """One command line (without a leading ``tc``) → a rule; ``_Bad`` on anything unsupported."""
     w = _Words(split_words(text))
     group = w.take("command")
-    if _matches(group, "qdisc"):
-        return _parse_qdisc(w)
-    if _matches(group, "filter"):
-        return _parse_filter(w)
-    if _matches(group, "actions"):
-        verb = _verb(w.take("command"), ("add", "change", "replace", "del"))
-        return _parse_actions_command(verb, w)
-    raise _Bad(f"unsupported command '{group}'")
+    parse = _GROUPS.get(group)
+    if parse is None:
+        parse = next((p for word, p in _GROUPS.items() if _matches(group, word)), None)
+        if parse is None:
+            raise _Bad(f"unsupported command '{group}'")
+    return parse(w)
 
 
 def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | InputError]]:

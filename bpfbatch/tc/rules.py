@@ -98,8 +98,8 @@ Action = Union[Gact, Mirred, ActionRef]
 
 def action_tab(type_: int, actions: tuple[Action, ...], resolve: Resolver) -> Attr:
     """Actions nested by order (1, 2, ...) under ``type_`` (TCA_ACT_TAB or a classifier's ACT)."""
-    return nest(type_, *(nest(order, *action.attrs(resolve))
-                         for order, action in enumerate(actions, 1)))
+    return Attr(type_, tuple([Attr(order, action.attrs(resolve))
+                              for order, action in enumerate(actions, 1)]))
 
 
 @dataclasses.dataclass(slots=True)
