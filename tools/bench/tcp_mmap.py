@@ -89,10 +89,12 @@ class Run:
                 process.join(300)
             finally:
                 if process.is_alive():
-                    server.stop()
                     process.kill()
                     process.join()
-                serving.join(60)
+                serving.join(30)  # the receivers end at their senders' FIN
+                if serving.is_alive():  # a sender never connected
+                    server.stop()
+                    serving.join()
         errors = [str(r) for r in results if not isinstance(r, Report)]
         while not failures.empty():
             errors.append(failures.get())
@@ -143,17 +145,25 @@ def _table(rows: list[dict]) -> str:
         tablefmt="github", floatfmt=".3g")
 
 
+def _flow_counts(text: str) -> list[int]:
+    counts = [int(n) for n in text.split(",")]  # ValueError: argparse names the option
+    if min(counts) < 1:
+        raise ValueError(text)
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench tcp_mmap",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--flows", default="1,2,4,8", help="flow counts, comma-separated")
+    parser.add_argument("--flows", default="1,2,4,8", type=_flow_counts,
+                        help="flow counts, comma-separated")
     parser.add_argument("--size", default="256M", help="bytes per flow (K/M/G suffixes)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("bench-results"),
                         help="directory for the JSON record")
     args = parser.parse_args(argv)
-    flow_counts = [int(n) for n in args.flows.split(",")]
+    flow_counts = args.flows
     size = parse_size(args.size, "--size")
     huge = default_alignment()
     recipe = dict(zerocopy=True, mss=LOOPBACK_MSS)
