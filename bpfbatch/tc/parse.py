@@ -14,7 +14,6 @@ offending token — never a guess.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
@@ -216,7 +215,7 @@ def _parse_action(w: _Words) -> R.Action:
         raise _Bad(f"unsupported action '{kind}'")
     if w.peek() == "no_percpu":
         w.pos += 1
-        action = dataclasses.replace(action, no_percpu=True)
+        action.no_percpu = True
     return action
 
 
