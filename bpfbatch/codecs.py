@@ -197,58 +197,147 @@ class StrLeaf(Leaf):
 
 
 class HexBytesLeaf(Leaf):
-    """bpftool's raw byte list body: ``"0x01","0x00",...`` (vectorised table lookup)."""
+    """bpftool's raw byte list body, ``"0x01","0x00",...``: fixed width, so the template
+    builds it for a whole batch in a numpy block (see :func:`_fixed_column`)."""
 
     def __init__(self, offset: int, size: int):
         super().__init__(offset)
         self.size = size
 
-    def column(self, rows):
-        count = rows.shape[0]
-        text = _HEX_TABLE[rows[:, self.offset:self.offset + self.size]]
-        text = np.ascontiguousarray(text.reshape(count, self.size * 7)[:, :-1])
-        return text.view(f"S{self.size * 7 - 1}")[:, 0].tolist()
+    def pattern(self) -> bytes:
+        return b",".join([b'"0x00"'] * self.size)
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_HEX_HIGH = _HEX_DIGITS[np.arange(256) >> 4]
+_HEX_LOW = _HEX_DIGITS[np.arange(256) & 15]
+
+
+def _fixed_column(items: list):
+    """A run of literals and raw byte lists rendered as one ``%s`` column: a uint8 block
+    pre-filled with the run's text, whose hex digits are overwritten per batch."""
+    pattern = b"".join(item if isinstance(item, bytes) else item[1].pattern() for item in items)
+    digits = []  # (column of the first high digit, source, leaf)
+    pos = 0
+    for item in items:
+        if isinstance(item, bytes):
+            pos += len(item)
+        else:
+            digits.append((pos + 3, item[0], item[1]))
+            pos += len(item[1].pattern())
+    row = np.frombuffer(pattern, dtype=np.uint8)
+    cache: dict[int, np.ndarray] = {}
+
+    def column(sources, count):
+        block = cache.get(count)
+        if block is None:
+            cache.clear()
+            block = cache[count] = np.tile(row, (count, 1))
+        for first, source, leaf in digits:
+            data = sources[source][:, leaf.offset:leaf.offset + leaf.size]
+            end = first + 7 * leaf.size
+            block[:, first:end:7] = _HEX_HIGH[data]
+            block[:, first + 1:end:7] = _HEX_LOW[data]
+        # The template's bytes never contain NUL, which numpy's S dtype would strip.
+        return block.view(f"S{len(pattern)}")[:, 0].tolist() if len(pattern) else \
+            [b""] * count
+    return column
 
 
 class Template:
     """Text built from literals and leaves; each leaf reads from one of several sources
-    (e.g. 0 = key rows, 1 = value rows). :meth:`render` formats every row of a batch."""
+    (e.g. 0 = key rows, 1 = value rows).
+
+    Compiled on first use into one ``%``-format per row and a list of columns: each value
+    leaf is a column read vectorised from the batch; each run of literals and raw byte lists
+    (fixed width) is one ``%s`` column built as a numpy block. :meth:`render_joined` formats
+    a whole batch with a single ``%`` over the interleaved columns.
+    """
 
     def __init__(self):
-        self._parts: list[bytes] = []
-        self._leaves: list[tuple[int, Leaf]] = []
-        self._format: bytes | None = None
+        self._items: list = []  # bytes literals and (source, leaf) pairs, in order
+        self._compiled: tuple | None = None
+        self._joined: tuple[int, bytes, bytes] | None = None  # (count, sep, batch format)
         #: False when bpftool stops printing inside this text (an unsupported kind).
         self.complete = True
 
     def text(self, literal: bytes) -> "Template":
-        self._parts.append(literal.replace(b"%", b"%%"))
-        self._format = None
-        return self
+        return self._add(literal)
 
     def leaf(self, leaf: Leaf, source: int = 0) -> "Template":
-        self._parts.append(leaf.placeholder)
-        self._leaves.append((source, leaf))
-        self._format = None
-        return self
+        return self._add((source, leaf))
 
     def extend(self, other: "Template", source: int = 0) -> "Template":
         """Append ``other`` with all its leaves reading from ``source``."""
-        self._parts.extend(other._parts)
-        self._leaves.extend((source, leaf) for _, leaf in other._leaves)
-        self._format = None
+        for item in other._items:
+            self._add(item if isinstance(item, bytes) else (source, item[1]))
         return self
+
+    def _add(self, item) -> "Template":
+        self._items.append(item)
+        self._compiled = self._joined = None
+        return self
+
+    def shifted(self, delta: int) -> "Template":
+        """A copy whose leaves read ``delta`` bytes further into each row."""
+        out = Template()
+        for item in self._items:
+            if not isinstance(item, bytes):
+                source, leaf = item
+                moved = object.__new__(type(leaf))
+                moved.__dict__.update(leaf.__dict__, offset=leaf.offset + delta)
+                item = (source, moved)
+            out._items.append(item)
+        out.complete = self.complete
+        return out
+
+    def _compile(self) -> tuple[bytes, list]:
+        if self._compiled is None:
+            fmt, columns, run = [], [], []
+
+            def close_run():
+                if any(not isinstance(item, bytes) for item in run):
+                    fmt.append(b"%s")
+                    columns.append(_fixed_column(list(run)))
+                else:
+                    fmt.extend(item.replace(b"%", b"%%") for item in run)
+                run.clear()
+
+            for item in self._items:
+                if isinstance(item, bytes) or isinstance(item[1], HexBytesLeaf):
+                    run.append(item)
+                    continue
+                close_run()
+                source, leaf = item
+                fmt.append(leaf.placeholder)
+                columns.append(lambda sources, count, s=source, f=leaf.column: f(sources[s]))
+            close_run()
+            self._compiled = (b"".join(fmt), columns)
+        return self._compiled
+
+    def _columns(self, sources) -> list[list]:
+        count = sources[0].shape[0]
+        return [column(sources, count) for column in self._compile()[1]]
 
     def render(self, sources: list[np.ndarray]) -> list[bytes]:
         """One text per row; every source has the same number of rows."""
-        if self._format is None:
-            self._format = b"".join(self._parts)
-        fmt = self._format
-        count = sources[0].shape[0]
-        if not self._leaves:
-            return [fmt % ()] * count
-        columns = [leaf.column(sources[src]) for src, leaf in self._leaves]
+        fmt = self._compile()[0]
+        columns = self._columns(sources)
+        if not columns:
+            return [fmt % ()] * sources[0].shape[0]
         return [fmt % row for row in zip(*columns)]
+
+    def render_joined(self, sources: list[np.ndarray], sep: bytes) -> bytes:
+        """All rows' texts joined by ``sep``: one ``%`` for the whole batch."""
+        count = sources[0].shape[0]
+        fmt = self._compile()[0]
+        if self._joined is None or self._joined[:2] != (count, sep):
+            self._joined = (count, sep, sep.replace(b"%", b"%%").join([fmt] * count))
+        columns = self._columns(sources)
+        args: list = [None] * (count * len(columns))
+        for i, column in enumerate(columns):
+            args[i::len(columns)] = column
+        return self._joined[2] % tuple(args)
 
 
 # -- the layout tree ----------------------------------------------------------------------
@@ -915,7 +1004,7 @@ class PerCpuCodec(Codec):
         out = Template().text(b"[")
         for c in range(self.ncpus):
             out.text(b'%s{"cpu":%d,"value":' % (b"," if c else b"", c))
-            out.extend(_shifted(base, c * self.stride))
+            out.extend(base.shifted(c * self.stride))
             out.text(b"}")
             if not base.complete:  # bpftool stops after the first CPU that failed
                 break
@@ -933,18 +1022,6 @@ class PerCpuCodec(Codec):
 
     def __repr__(self) -> str:
         return f"<PerCpuCodec {self.base!r} × {self.ncpus}>"
-
-
-def _shifted(template: Template, delta: int) -> Template:
-    """A copy of ``template`` whose leaves read ``delta`` bytes further into the row."""
-    out = Template()
-    out._parts = list(template._parts)
-    for src, leaf in template._leaves:
-        moved = object.__new__(type(leaf))
-        moved.__dict__.update(leaf.__dict__)
-        moved.offset = leaf.offset + delta
-        out._leaves.append((src, moved))
-    return out
 
 
 def codec_for(btf: Btf | None, type_id: int, size: int) -> Codec:

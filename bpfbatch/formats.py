@@ -75,7 +75,7 @@ class _JsonArray(Renderer):
         raise NotImplementedError
 
     def _write(self, count, keys, values):
-        text = self.sep.join(self.template.render([keys, values]))
+        text = self.template.render_joined([keys, values], self.sep)
         self.out.write((self.sep if self.count else self.open) + text)
 
     def close(self):
@@ -118,7 +118,7 @@ class JsonLines(TypedJson):
     """One typed entry per line, no enclosing array."""
 
     def _write(self, count, keys, values):
-        self.out.write(b"\n".join(self.template.render([keys, values])) + b"\n")
+        self.out.write(self.template.render_joined([keys, values], b"\n") + b"\n")
 
     def close(self):
         Renderer.close(self)

@@ -338,3 +338,17 @@ def test_round_trip_bytes_of_a_padding_free_struct(data):
         ("e", b.integer("unsigned int", 4, ))]))
     assert codec.encode(codec.decode(data)) == data
     assert codec.encode(json.loads(text(codec, data))) == data
+
+
+def test_whole_batch_rendering_equals_row_by_row(rich):
+    """render_joined (one % per batch, raw byte lists as numpy blocks) == joined rows."""
+    from bpfbatch.codecs import Template
+    data = b"".join(rich.encode(dict(RICH_VALUE, id=i, name="n%d%%" % i)) for i in range(5))
+    keys = rows(bytes(range(20)), 5, 4)
+    values = rows(data, 5, rich.size)
+    entry = (Template().text(b'{"k%":[').extend(RawCodec(4).template(), 0)
+             .text(b'],"v":').extend(rich.template(exact=True), 1).text(b"}"))
+    per_row = entry.render([keys, values])
+    assert entry.render_joined([keys, values], b",%\n") == b",%\n".join(per_row)
+    assert per_row[1].startswith(b'{"k%":[["0x04","0x05","0x06","0x07"]],"v":{"id":1,')
+    assert json.loads(per_row[2].decode())["v"]["name"] == "n2%"
