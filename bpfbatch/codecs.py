@@ -10,8 +10,8 @@ A :class:`Codec` is compiled once per map from its BTF type into a small layout 
 * :attr:`Codec.dtype` — a numpy structured dtype when the layout is representable (no
   bitfields), for zero-copy ``np.frombuffer`` views over a batch.
 * :meth:`Codec.template` — JSON text as bpftool's ``btf_dumper.c`` prints it, as a
-  ``%``-format template plus :class:`Leaf` columns read vectorised from a whole batch, so a
-  1M-record dump formats each record with one ``template % row`` instead of walking the type.
+  :class:`Template`: a ``%``-format plus :class:`Leaf` columns read vectorised from a whole
+  batch, so a 1M-record dump never walks the type per record (one ``%`` per batch).
 
 bpftool's rules (``btf_dumper.c``), kept exactly in ``exact`` mode and where they are sane in
 the typed mode: integers of 8/16/32/64 bits in decimal; 128-bit integers, bitfields and
@@ -53,8 +53,6 @@ def json_string(text: str, exact: bool = False) -> bytes:
     return json.dumps(text).encode()
 
 
-#: ``"0xNN",`` for every byte value: bpftool's raw byte lists, built by table lookup.
-_HEX_TABLE = np.array([list(b'"0x%02x",' % i) for i in range(256)], dtype=np.uint8)
 _PRINTABLE = bytes(range(0x20, 0x7F))
 _BOOL_TEXT = (b"false", b"true")
 
@@ -373,8 +371,11 @@ def _emit_list(out: "Template", nodes: list[Node], exact: bool) -> bool:
     return True
 
 
-_INT_CODES = {(1, False): "B", (1, True): "b", (2, False): "H", (2, True): "h",
-              (4, False): "I", (4, True): "i", (8, False): "Q", (8, True): "q"}
+# (size, signed) -> struct code / numpy dtype of the plain integers.
+_INT_CODES = {(1, False): "<B", (1, True): "<b", (2, False): "<H", (2, True): "<h",
+              (4, False): "<I", (4, True): "<i", (8, False): "<Q", (8, True): "<q"}
+_NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
+           for size in (1, 2, 4, 8) for signed in (False, True)}
 
 
 def _parse_int(value, path: str) -> int:
@@ -390,11 +391,10 @@ def _parse_int(value, path: str) -> int:
     raise InputError(f"expected an integer, got {value!r}", obj=path)
 
 
-def _check_range(value: int, nbits: int, signed: bool, path: str) -> int:
-    low = -(1 << (nbits - 1)) if signed else 0
-    high = (1 << (nbits - 1)) - 1 if signed else (1 << nbits) - 1
-    # Accept the other signedness' spelling of the same bits (e.g. 0xffffffff for an s32).
-    if not (low <= value <= high or -(1 << (nbits - 1)) <= value < (1 << nbits)):
+def _check_range(value: int, nbits: int, path: str) -> int:
+    """The ``nbits`` two's-complement bits of ``value``. Signed and unsigned spellings of
+    the same bits are both accepted (-1 and 0xff for any 8-bit field), as in C."""
+    if not -(1 << (nbits - 1)) <= value < (1 << nbits):
         raise InputError(f"{value} does not fit in {nbits} bits", obj=path)
     return value & ((1 << nbits) - 1)
 
@@ -405,7 +405,7 @@ class Int(Node):
     signed: bool
 
     def __post_init__(self):
-        self.code = "<" + _INT_CODES[self.size, self.signed] if self.size <= 8 else None
+        self.code = _INT_CODES.get((self.size, self.signed))
 
     def decode(self, buf):
         if self.code:
@@ -414,7 +414,7 @@ class Int(Node):
                               signed=self.signed)
 
     def encode(self, buf, value, path):
-        bits = _check_range(_parse_int(value, path), self.size * 8, self.signed, path)
+        bits = _check_range(_parse_int(value, path), self.size * 8, path)
         buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
 
     def emit(self, out, exact):
@@ -426,10 +426,6 @@ class Int(Node):
 
     def dtype(self):
         return np.dtype(_NP_INT[self.size, self.signed]) if self.size <= 8 else np.dtype("V16")
-
-
-_NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
-           for size in (1, 2, 4, 8) for signed in (False, True)}
 
 
 @dataclasses.dataclass
@@ -453,7 +449,7 @@ class Bits(Node):
         return value
 
     def encode(self, buf, value, path):
-        bits = _check_range(_parse_int(value, path), self.nbits, self.signed, path)
+        bits = _check_range(_parse_int(value, path), self.nbits, path)
         end = self.offset + self.nbytes
         raw = int.from_bytes(buf[self.offset:end], "little")
         mask = ((1 << self.nbits) - 1) << self.shift
@@ -497,7 +493,7 @@ class Char(Node):
     def encode(self, buf, value, path):
         if isinstance(value, str) and len(value) == 1 and ord(value) < 256:
             value = ord(value)
-        buf[self.offset] = _check_range(_parse_int(value, path), 8, False, path)
+        buf[self.offset] = _check_range(_parse_int(value, path), 8, path)
 
     def emit(self, out, exact):
         out.leaf(CharLeaf(self.offset, exact))
@@ -542,7 +538,7 @@ class Enum(Node):
     values: tuple[tuple[str, int], ...]
 
     def __post_init__(self):
-        self.code = "<" + _INT_CODES[self.size, True]
+        self.code = _INT_CODES[self.size, True]
         self.names: dict[int, str] = {}
         for name, value in self.values:
             self.names.setdefault(value, name)  # bpftool prints the first match
@@ -562,7 +558,7 @@ class Enum(Node):
                 except ValueError:
                     raise InputError(f"no enumerator {value!r} (known: "
                                      f"{', '.join(self.by_name)})", obj=path) from None
-        bits = _check_range(_parse_int(value, path), self.size * 8, True, path)
+        bits = _check_range(_parse_int(value, path), self.size * 8, path)
         buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
 
     def emit(self, out, exact):
@@ -946,7 +942,7 @@ class RawCodec(Codec):
         elif isinstance(value, (bytes, bytearray, memoryview)):
             raw = bytes(value)
         elif isinstance(value, list):
-            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, False, f"{path}[{i}]")
+            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]")
                         for i, v in enumerate(value))
         else:
             raise InputError(f"expected bytes, a hex string or a list of bytes, got {value!r}",

@@ -208,14 +208,23 @@ class Csv(_Flat):
 
 
 class Table(_Flat):
-    """Aligned columns (tabulate). Widths are computed per batch; the header is printed
-    once, above the first batch."""
+    """Aligned columns: tabulate lays out the first batch under the header; later batches
+    keep its column widths (a longer cell widens only its own row), so the table reads as
+    one while memory stays per batch."""
+
+    def __init__(self, info, key, value, out):
+        super().__init__(info, key, value, out)
+        self.widths: list[int] = []
 
     def _format(self, table, first):
         if first:
-            return tabulate(table, headers=self.header, tablefmt="simple",
-                            disable_numparse=True) + "\n"
-        return tabulate(table, tablefmt="plain", disable_numparse=True) + "\n"
+            text = tabulate(table, headers=self.header, tablefmt="simple",
+                            disable_numparse=True)
+            self.widths = [len(dashes) for dashes in text.splitlines()[1].split("  ")]
+            return text + "\n"
+        return "".join("  ".join(str(cell).ljust(width)
+                                 for cell, width in zip(row, self.widths)).rstrip() + "\n"
+                       for row in table)
 
 
 FORMATS: dict[str, type[Renderer]] = {

@@ -80,8 +80,7 @@ def test_batches_stream_one_write_each_and_concatenate(fmt):
     streamed = render(fmt, info(), [first, Batch(0, memoryview(b""), memoryview(b"")), second])
     trailer = fmt in ("json", "bpftool-json")  # the closing bracket
     assert streamed.writes == 2 + trailer  # one per non-empty batch
-    if fmt != "table":  # table widths are per batch
-        assert streamed.getvalue() == render(fmt, info(), [whole]).getvalue()
+    assert streamed.getvalue() == render(fmt, info(), [whole]).getvalue()
 
 
 def test_typed_json():
@@ -144,12 +143,13 @@ def test_csv_flattens_fields_and_cpus():
     assert raw.splitlines() == ["key,value", "00000000," + "00" * 8 + "6e30" + "00" * 6]
 
 
-def test_table_has_one_header():
-    text = render("table", info(), [batch(*entries(2)), batch(*entries(2, start=2))])
+def test_table_has_one_header_and_keeps_its_widths():
+    text = render("table", info(), [batch(*entries(2)), batch(*entries(12, start=2))])
     lines = text.getvalue().decode().splitlines()
-    assert lines[0].split() == ["key", "value.a", "value.name"]
-    assert [line.split() for line in lines[2:]] == [
-        ["0", "0", "n0"], ["1", "10", "n1"], ["2", "20", "n2"], ["3", "30", "n3"]]
+    assert lines[:3] == ["key    value.a    value.name", "-----  ---------  ------------",
+                         "0      0          n0"]
+    assert lines[4] == "2      20         n2"
+    assert lines[-1] == "13     130        n13"
 
 
 def test_unknown_format_names_the_option():
