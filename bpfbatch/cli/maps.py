@@ -6,6 +6,7 @@ name is an exact match and must be unambiguous).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Annotated, Optional
@@ -13,7 +14,8 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from .. import cursor
+from .. import cursor, formats
+from ..codecs import map_codecs
 from ..errors import InputError
 from ..maps import Map, MapInfo, iter_infos
 from . import app
@@ -79,3 +81,57 @@ def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     with open_map(map_id, pinned, name, read_only=True) as m:
         total = sum(batch.count for batch in cursor.BatchCursor(m, batch_size=batch_size))
     print(total)
+
+
+@app.command("dump")
+def dump(
+    map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+    output: Annotated[str, typer.Option("-o", "--output", help=", ".join(formats.FORMATS))] = "json",
+    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N elements.")] = None,
+) -> None:
+    """Print a map's elements, typed from its BTF, read with batched lookups.
+
+    Not an atomic snapshot: each hash bucket is read atomically, the map as a whole is not.
+    """
+    check_batch_size(batch_size)
+    if limit is not None and limit < 0:
+        raise InputError(f"must not be negative, got {limit}", obj="--limit")
+    if output not in formats.FORMATS:
+        raise InputError(f"unknown format '{output}' (use {', '.join(formats.FORMATS)})",
+                         obj="--output")
+    with open_map(map_id, pinned, name, read_only=True) as m:
+        key_codec, value_codec = map_codecs(m.info)
+        renderer = formats.make_renderer(output, m.info, key_codec, value_codec, sys.stdout.buffer)
+        left = limit
+        with _progress(m.info.label) as advance:
+            for batch in cursor.BatchCursor(m, batch_size=batch_size):
+                if left is not None:
+                    batch = _truncated(batch, left, m.info.key_size, m.info.value_stride)
+                    left -= batch.count
+                renderer.write_batch(batch)
+                advance(batch.count)
+                if left == 0:
+                    break
+        renderer.close()
+
+
+def _truncated(batch: cursor.Batch, limit: int, key_size: int, stride: int) -> cursor.Batch:
+    if batch.count <= limit:
+        return batch
+    return cursor.Batch(limit, batch.keys[:limit * key_size], batch.values[:limit * stride])
+
+
+@contextlib.contextmanager
+def _progress(label: str):
+    """A live element counter on stderr when stderr is a terminal; otherwise nothing."""
+    if not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}: {task.completed} elements"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda n: bar.advance(task, n)
