@@ -17,9 +17,13 @@ owns two identical inner maps:
 2. drain A with one ``LOOKUP_AND_DELETE_BATCH`` pass. Nobody writes A any more, so the pass
    sees every element with its final value, and leaves A empty for its next turn.
 
-Each event is therefore counted in exactly one interval: the one whose swap came after it.
-What the programs could not count at all (the active map was full) they count in a global,
-which the tools report instead of hiding.
+Each event is therefore counted in exactly one interval: the first whose swap came after the
+program fetched the slot. What the programs could not count at all (the active map was full)
+they count in a global, which the tools report instead of hiding.
+
+Limits: the wait covers non-sleepable programs only (the kernel does not wait for sleepable
+ones; the tools have none), and it costs one RCU grace period per interval (about 10 ms here;
+``tools/bench/tools_readout.py`` measures it, and shows what a drain without the swap loses).
 """
 
 from __future__ import annotations
