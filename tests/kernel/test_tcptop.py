@@ -5,6 +5,7 @@ The traffic runs in a child process (this file run as a script) over IPv4 and IP
 connections, in both directions, with odd chunk sizes and ``MSG_PEEK`` reads mixed in; the
 child adds up what ``send()``/``recv()`` returned (the application's own view, independent of
 BPF) and prints it when done. The tool, filtered on the child's pid, must report exactly that.
+``tools/bench/tools_readout.py`` runs the same child to measure what other read-out styles lose.
 """
 
 from __future__ import annotations
