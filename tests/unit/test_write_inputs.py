@@ -1,0 +1,190 @@
+"""Reading load/delete input without a kernel: every format, the shapes the renderers print,
+and errors that name file:line (and the field)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from types import SimpleNamespace
+
+import pytest
+from typer.testing import CliRunner
+
+from bpfbatch import inputs
+from bpfbatch.btf import Btf, BtfBuilder
+from bpfbatch.cli import app
+from bpfbatch.cli.bench import render
+from bpfbatch.codecs import BtfCodec, PerCpuCodec, RawCodec
+from bpfbatch.errors import InputError
+
+RAW = SimpleNamespace(key_size=4, value_size=8, percpu=False, btf_id=0, btf_key_type_id=0,
+                      btf_value_type_id=0)
+
+
+@pytest.fixture(scope="module")
+def typed():
+    """(key codec, value codec) for struct flow {u32 addr; u16 port;} / struct stats {u64
+    packets; char comm[8];}, built without a kernel."""
+    with BtfBuilder() as b:
+        u16, u32, u64 = b.integer("__u16", 2), b.integer("__u32", 4), b.integer("__u64", 8)
+        char = b.integer("char", 1, signed=True)
+        key = b.struct("flow", [("addr", u32), ("port", u16)])
+        value = b.struct("stats", [("packets", u64), ("comm", b.array(char, 8))])
+        btf = Btf.from_bytes(b.raw())
+    return BtfCodec(btf, key), BtfCodec(btf, value)
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def flow(addr, port):
+    return struct.pack("<IHxx", addr, port)
+
+
+def stats(packets, comm):
+    return struct.pack("<Q8s", packets, comm)
+
+
+def test_typed_jsonl_packs_records_and_remembers_lines(tmp_path, typed):
+    path = write(tmp_path, "in.jsonl", '{"key":{"addr":1,"port":80},"value":{"packets":5,"comm":"sh"}}\n'
+                 "\n"
+                 '{"key":{"addr":2,"port":443},"value":{"packets":6}}\n')
+    records = inputs.read(path, RAW, codecs=typed)
+    assert records.count == 2
+    assert records.keys == flow(1, 80) + flow(2, 443)
+    assert records.values == stats(5, b"sh") + stats(6, b"")
+    assert records.where(1) == f"{path}:3"
+
+
+def test_json_array_names_the_line_of_the_bad_element(tmp_path, typed):
+    entries = [{"key": {"addr": i, "port": 1}, "value": {"packets": 1}} for i in range(3)]
+    entries[2]["value"]["comm"] = "far too long a name"
+    path = write(tmp_path, "in.json", json.dumps(entries, indent=1))
+    with pytest.raises(InputError) as exc:
+        inputs.read(path, RAW, codecs=typed)
+    starts = [n for n, line in enumerate(json.dumps(entries, indent=1).splitlines(), 1)
+              if line == " {"]
+    third = starts[2]
+    assert str(exc.value).startswith(f"{path}:{third}: value.comm")
+    ok = write(tmp_path, "ok.json", json.dumps(entries[:2], indent=1))
+    records = inputs.read(ok, RAW, codecs=typed)
+    assert records.count == 2 and records.where(1) == f"{ok}:{starts[1]}"
+
+
+def test_csv_typed_round_trip_shape(tmp_path, typed):
+    path = write(tmp_path, "in.csv", "key.addr,key.port,value.packets,value.comm\n"
+                 "1,80,5,sh\n2,443,6,\"bash\"\n")
+    records = inputs.read(path, RAW, codecs=typed)
+    assert records.keys == flow(1, 80) + flow(2, 443)
+    assert records.values == stats(5, b"sh") + stats(6, b"bash")
+    assert records.where(1) == f"{path}:3"
+
+
+def test_csv_per_cpu_rows_are_gathered_per_key(tmp_path):
+    codecs = (RawCodec(4), PerCpuCodec(RawCodec(4), 2))
+    path = write(tmp_path, "in.csv", "key,cpu,value\n01000000,0,0a000000\n01000000,1,0b000000\n"
+                 "02000000,0,0c000000\n02000000,1,0d000000\n")
+    records = inputs.read(path, RAW, codecs=codecs)
+    assert records.count == 2 and records.where(1) == f"{path}:4"
+    assert records.values == bytes.fromhex("0a00000000000000" "0b00000000000000"
+                                           "0c00000000000000" "0d00000000000000")
+    bad = write(tmp_path, "bad.csv", "key,cpu,value\n01000000,0,0a000000\n02000000,1,0b000000\n")
+    with pytest.raises(InputError, match=r"bad.csv:3: cpu 1 row does not follow cpu 0"):
+        inputs.read(bad, RAW, codecs=codecs)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("key,value,extra\n", "in.csv:1: unknown column 'extra'"),
+    ("key,cpu,value\n", "in.csv:1: 'cpu' column given for a map that is not per-CPU"),
+    ("key,value\n01000000\n", "in.csv:2: 1 cells for 2 columns"),
+    ("key,value\n01000000,00\n", "in.csv:2: value: expected 8 bytes, got 1"),
+])
+def test_csv_errors_name_the_line(tmp_path, text, message):
+    path = write(tmp_path, "in.csv", text)
+    with pytest.raises(InputError) as exc:
+        inputs.read(path, RAW, codecs=(RawCodec(4), RawCodec(8)))
+    assert str(exc.value).startswith(f"{tmp_path}/{message}")
+
+
+def test_raw_values_as_hex_string_or_bytes_list(tmp_path):
+    path = write(tmp_path, "in.jsonl", '{"key":"0x01000000","value":["0x02",3,0,0,0,0,0,0]}\n')
+    records = inputs.read(path, RAW)
+    assert records.keys == b"\x01\0\0\0" and records.values == b"\x02\x03" + bytes(6)
+
+
+def test_bpftool_json_uses_raw_bytes_and_ignores_formatted(tmp_path):
+    entry = {"key": ["0x07", "0x00", "0x00", "0x00"], "value": ["0x01"] + ["0x00"] * 7,
+             "formatted": {"key": 7, "value": 1}}
+    path = write(tmp_path, "dump.json", json.dumps([entry, entry]))
+    records = inputs.read(path, RAW, fmt="bpftool-json")
+    assert records.count == 2 and records.keys == b"\x07\0\0\0" * 2
+
+
+@pytest.mark.parametrize("line,message", [
+    ("1, 2", "invalid JSON: Extra data"),
+    ('{"key": "01000000", "value": "0000000000000000"', "invalid JSON"),
+    ('["01000000"]', 'expected an object with a "key" member'),
+    ('{"key": "01000000", "valu": "00"}', "unknown member 'valu'"),
+    ('{"key": "01000000"}', 'missing "value"'),
+    ('{"key": "01000000", "values": []}', '"values" (per CPU) given for a map that is not per-CPU'),
+    ('{"key": "010000", "value": "0000000000000000"}', "key: expected 4 bytes, got 3"),
+])
+def test_jsonl_errors_name_file_and_line(tmp_path, line, message):
+    good = '{"key": "01000000", "value": "0000000000000000"}'
+    path = write(tmp_path, "in.jsonl", f"{good}\n\n{line}\n{good}\n")
+    with pytest.raises(InputError) as exc:
+        inputs.read(path, RAW)
+    assert str(exc.value).startswith(f"{path}:3") and message in str(exc.value)
+
+
+def test_per_cpu_values_must_list_every_cpu_in_order(tmp_path):
+    codecs = (RawCodec(4), PerCpuCodec(RawCodec(4), 2))
+    one_cpu = '{"key":"01000000","values":[{"cpu":0,"value":"01000000"}]}\n'
+    with pytest.raises(InputError, match="CPUs 0 to 1 in order"):
+        inputs.read(write(tmp_path, "a.jsonl", one_cpu), RAW, codecs=codecs)
+    same_for_all = '{"key":"01000000","value":"05000000"}\n'
+    records = inputs.read(write(tmp_path, "b.jsonl", same_for_all), RAW, codecs=codecs)
+    assert records.values == bytes.fromhex("0500000000000000" * 2)
+
+
+def test_keys_only_ignores_values(tmp_path):
+    path = write(tmp_path, "keys.jsonl", '{"key":"01000000"}\n{"key":"02000000","value":"zz"}\n')
+    records = inputs.read(path, RAW, with_values=False)
+    assert records.count == 2 and records.values is None
+
+
+def test_unreadable_input_and_unknown_format(tmp_path):
+    with pytest.raises(InputError, match="cannot read"):
+        inputs.read(str(tmp_path / "missing.jsonl"), RAW)
+    with pytest.raises(InputError, match="unknown format 'yaml'"):
+        inputs.read(write(tmp_path, "x", ""), RAW, fmt="yaml")
+
+
+@pytest.mark.parametrize("name,fmt", [("a.jsonl", "jsonl"), ("a.json", "json"),
+                                      ("a.csv", "csv"), ("-", "jsonl"), ("a.txt", "jsonl")])
+def test_format_from_file_name(name, fmt):
+    assert inputs.guess_format(name) == fmt
+
+
+@pytest.mark.parametrize("args,option", [
+    (["load", "f", "--if-absent", "--if-present"], "--if-absent"),
+    (["load", "f", "--per-key"], "--per-key"),
+    (["load", "f", "--batch-size", "0"], "--batch-size"),
+    (["clear", "--batch-size", "-1"], "--batch-size"),
+    (["bench", "--entries", "0"], "--entries"),
+])
+def test_cli_option_errors_name_the_option(args, option):
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, InputError) and result.exception.obj == option
+
+
+def test_bench_table_shows_speedup_over_per_key():
+    results = {(op, label): seconds for op in ("lookup", "lookup_and_delete", "delete")
+               for label, seconds in (("no batching", 2.0), ("batch 10", 0.5),
+                                      ("batch 1000", 0.1), ("batch all", 0.08))}
+    text = render(results, 1000)
+    assert "| lookup            | 2.000 s       | 0.500 s (4×)" in text
+    assert text.count("(25×)") == 3
