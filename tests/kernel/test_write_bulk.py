@@ -15,7 +15,8 @@ import pytest
 
 from bpfbatch import _abi, _libbpf, bulk, cursor
 from bpfbatch._abi import MapType
-from bpfbatch.bulk import DrainError, Existing
+from bpfbatch.btf import BtfBuilder
+from bpfbatch.bulk import DrainError, Existing, LoadError
 from bpfbatch.errors import InputError, NotSupportedError, PartialError
 from bpfbatch.maps import Map
 
@@ -150,39 +151,24 @@ def test_clear_other_types_walks_next_key_before_delete(maps):
 # -- BPF_F_LOCK ----------------------------------------------------------------------------
 
 
-def _spin_lock_btf():
-    """BTF for ``struct val { struct bpf_spin_lock lock; __u32 data; }`` built with libbpf."""
-    lib = _libbpf.lib
-    btf = _libbpf.check_ptr(lib.btf__new_empty(), "btf__new_empty")
-    u32_id = lib.btf__add_int(btf, b"unsigned int", 4, 0)
-    lock_id = lib.btf__add_struct(btf, b"bpf_spin_lock", 4)
-    lib.btf__add_field(btf, b"val", u32_id, 0, 0)
-    val_id = lib.btf__add_struct(btf, b"val", 8)
-    lib.btf__add_field(btf, b"lock", lock_id, 0, 0)
-    lib.btf__add_field(btf, b"data", u32_id, 32, 0)
-    _libbpf.check(lib.btf__load_into_kernel(btf), "load BTF")
-    return btf, u32_id, val_id
-
-
 def test_f_lock_update_and_lookup_on_a_spin_lock_map(maps):
-    btf, key_id, val_id = _spin_lock_btf()
-    try:
-        m = maps(MapType.HASH, value_size=8, max_entries=64, btf_fd=_libbpf.lib.btf__fd(btf),
-                 btf_key_type_id=key_id, btf_value_type_id=val_id)
-        values = np.zeros((10, 2), np.uint32)
-        values[:, 1] = np.arange(10) * 7
-        result = bulk.load(m, np.arange(10, dtype=np.uint32), values, 10,
-                           elem_flags=_abi.BPF_F_LOCK)
-        assert result.applied == 10
-        keys, got = cursor.read_all(m, elem_flags=_abi.BPF_F_LOCK)
-        data = {int(k.view(np.uint32)[0]): int(v.view(np.uint32)[1]) for k, v in zip(keys, got)}
-        assert data == {i: i * 7 for i in range(10)}
-        plain = maps()
-        with pytest.raises(PartialError) as exc:
-            load_u64(plain, [1], elem_flags=_abi.BPF_F_LOCK)
-        assert exc.value.errno == errno.EINVAL and exc.value.applied == 0
-    finally:
-        _libbpf.lib.btf__free(btf)
+    with BtfBuilder() as b:
+        u32 = b.integer("__u32", 4)
+        lock = b.struct("bpf_spin_lock", [("val", u32)])
+        value = b.struct("val", [("lock", lock), ("data", u32)])
+        m = maps(MapType.HASH, value_size=8, max_entries=64, btf_fd=b.load(),
+                 btf_key_type_id=u32, btf_value_type_id=value)
+    values = np.zeros((10, 2), np.uint32)
+    values[:, 1] = np.arange(10) * 7
+    result = bulk.load(m, np.arange(10, dtype=np.uint32), values, 10, elem_flags=_abi.BPF_F_LOCK)
+    assert result.applied == 10
+    keys, got = cursor.read_all(m, elem_flags=_abi.BPF_F_LOCK)
+    data = {int(k.view(np.uint32)[0]): int(v.view(np.uint32)[1]) for k, v in zip(keys, got)}
+    assert data == {i: i * 7 for i in range(10)}
+    plain = maps()
+    with pytest.raises(PartialError) as exc:
+        load_u64(plain, [1], elem_flags=_abi.BPF_F_LOCK)
+    assert exc.value.errno == errno.EINVAL and exc.value.applied == 0
 
 
 # -- load --if-absent / --if-present -------------------------------------------------------
@@ -209,9 +195,10 @@ def test_if_present_only_overwrites_existing_keys(maps, per_key):
 def test_if_absent_partial_failure_names_key(maps):
     m = maps(max_entries=4)
     load_u64(m, [1, 2])
-    with pytest.raises(PartialError) as exc:
+    with pytest.raises(LoadError) as exc:
         load_u64(m, [1, 3, 4, 5, 6], only=Existing.ABSENT)
-    assert exc.value.applied == 2 and (5).to_bytes(4, "little").hex() in str(exc.value)
+    assert exc.value.applied == 2 and exc.value.key == (5).to_bytes(4, "little")
+    assert exc.value.index == 3  # among the caller's records, not the filtered ones
 
 
 # -- drain ---------------------------------------------------------------------------------
