@@ -279,7 +279,9 @@ def read_all(map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
 
 
 def _as_bytes(data, size: int, count: int, what: str, map: Map) -> memoryview:
-    view = memoryview(data).cast("B")
+    view = memoryview(data)
+    # memoryview refuses to cast an empty multi-dimensional view (e.g. a (0, k) array).
+    view = view.cast("B") if view.nbytes else memoryview(b"")
     if len(view) != size * count:
         raise InputError(f"{what} buffer holds {len(view)} bytes, expected {count} × {size}",
                          obj=map.info.label)

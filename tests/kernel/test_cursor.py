@@ -321,3 +321,10 @@ def test_sparse_huge_map_one_pass(maps):
     m = maps(MapType.HASH, max_entries=1 << 22)
     fill(m, np.arange(0, 10_000_000, 1_000_000))
     assert sorted(keys_of(m)) == list(range(0, 10_000_000, 1_000_000))
+
+
+def test_empty_writes_are_no_ops(maps):
+    m = maps()
+    none = np.zeros((0, 4), np.uint8)
+    assert cursor.update(m, none, none, 0) == 0
+    assert cursor.delete(m, none, 0) == cursor.DeleteResult(0, 0)
