@@ -984,12 +984,26 @@ class PerCpuCodec(Codec):
                 for c in range(self.ncpus)]
 
     def encode(self, value, path="value"):
-        """A list of one value per CPU, or one value copied to every CPU (like bpftool)."""
-        if isinstance(value, list) and len(value) == self.ncpus and (
-                self.base.typed or not all(isinstance(v, int) for v in value)):
-            values = value
-        else:
-            values = [value] * self.ncpus
+        """A list of one value per CPU, or one value copied to every CPU (like bpftool).
+
+        A list of ``ncpus`` items is read per CPU when each item encodes as a value; else
+        (e.g. an array type whose length happens to be ``ncpus``) as one value.
+        """
+        if isinstance(value, list) and len(value) == self.ncpus:
+            try:
+                return self.encode_cpus(value, path)
+            except InputError as per_cpu:
+                try:
+                    return self.encode_cpus([value] * self.ncpus, path)
+                except InputError:
+                    raise per_cpu from None
+        return self.encode_cpus([value] * self.ncpus, path)
+
+    def encode_cpus(self, values: list, path: str = "value") -> bytes:
+        """Exactly one value per CPU."""
+        if len(values) != self.ncpus:
+            raise InputError(f"expected {self.ncpus} per-CPU values, got {len(values)}",
+                             obj=path)
         pad = bytes(self.stride - self.base.size)
         return b"".join(self.base.encode(v, f"{path}[cpu {c}]") + pad
                         for c, v in enumerate(values))

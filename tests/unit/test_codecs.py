@@ -243,6 +243,17 @@ def test_per_cpu_layout_with_two_cpus():
     assert arr["value"]["a"].tolist() == [[1, 3]]
 
 
+def test_per_cpu_list_or_one_value_for_every_cpu():
+    pair = PerCpuCodec(compile_types(lambda b: b.array(b.integer("unsigned int", 4), 2)), 2)
+    # [1, 2] is one u32[2] value (its items are not u32[2] values): copied to both CPUs.
+    assert pair.encode([1, 2]) == struct.pack("<II", 1, 2) * 2
+    assert pair.encode([[1, 2], [3, 4]]) == struct.pack("<IIII", 1, 2, 3, 4)
+    with pytest.raises(InputError, match="expected 2 per-CPU values, got 3"):
+        pair.encode_cpus([[1, 2]] * 3)
+    with pytest.raises(InputError, match=r"value\[cpu 1\]"):
+        pair.encode([[1, 2], [3]])
+
+
 def test_per_cpu_stride_rounds_odd_sizes_up_to_8():
     base = compile_types(lambda b: b.array(b.integer("unsigned char", 1), 12))
     codec = PerCpuCodec(base, 2)
