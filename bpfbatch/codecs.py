@@ -856,6 +856,12 @@ class Codec:
         """Whether values are typed from BTF (``False``: raw bytes)."""
         return True
 
+    def array(self, data, count: int) -> np.ndarray:
+        """``count`` records of ``data`` as a zero-copy numpy array of :attr:`dtype` (raw
+        bytes, ``uint8 × size``, when the layout has no dtype)."""
+        dtype = self.dtype if self.dtype is not None else np.dtype((np.uint8, (self.size,)))
+        return np.frombuffer(data, dtype=dtype, count=count)
+
     def decode_batch(self, data, count: int) -> list:
         """Python values of ``count`` consecutive records in ``data``."""
         size = self.size

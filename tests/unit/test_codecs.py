@@ -108,6 +108,12 @@ def test_rich_struct_layout_matches_c(rich):
     assert rich.decode(data) == RICH_VALUE
 
 
+def test_layouts_without_a_dtype_view_raw_bytes(rich):
+    data = rich.encode(RICH_VALUE) * 2
+    arr = rich.array(data, 2)
+    assert arr.shape == (2, rich.size) and bytes(arr[1]) == rich.encode(RICH_VALUE)
+
+
 def test_rich_struct_json_follows_bpftool(rich):
     data = rich.encode(RICH_VALUE)
     expected = ('{"id":7,"name":"flow-1","color":"MINUS","at":{"x":-3,"y":4},'
@@ -132,7 +138,8 @@ def test_dtype_gives_zero_copy_views_except_with_bitfields(rich):
         ("e", b.enum("e", {"A": 1})), ("f", b.integer("_Bool", 1, boolean=True))]))
     data = b"".join(codec.encode({"a": i, "n": "ab", "e": "A", "f": bool(i % 2)})
                     for i in range(5))
-    arr = np.frombuffer(data, codec.dtype)
+    arr = codec.array(memoryview(data), 5)
+    assert not arr.flags.owndata  # a view of the batch buffer
     assert arr["a"].tolist() == list(range(5)) and arr.dtype.itemsize == codec.size
     assert arr["n"][0] == b"ab" and arr["e"][3] == 1 and arr["f"].tolist() == [
         False, True, False, True, False]
@@ -266,6 +273,7 @@ def test_per_cpu_stride_rounds_odd_sizes_up_to_8():
 
 def test_raw_codec():
     raw = RawCodec(3)
+    assert raw.array(b"\x01\x02\x03" * 2, 2).tolist() == [[1, 2, 3], [1, 2, 3]]
     assert raw.decode(b"\x01\x02\x03") == b"\x01\x02\x03"
     assert text(raw, b"\x01\xab\x00") == '["0x01","0xab","0x00"]'
     assert raw.encode("0x0102ff") == raw.encode(["0x01", 2, 255]) == b"\x01\x02\xff"

@@ -109,6 +109,17 @@ def test_bpftool_json_shapes():
     assert b"formatted" not in raw and raw.startswith(b'[{"key":["0x00",')
 
 
+def test_formatted_has_no_key_without_a_key_type():
+    # bpftool prints the key in "formatted" only when the map has a BTF key type.
+    map_info = MapInfo(id=1, type=MapType.HASH, name="t", key_size=4, value_size=16,
+                       max_entries=4, flags=0, btf_id=1, btf_key_type_id=0,
+                       btf_value_type_id=VAL)
+    doc = json.loads(render("bpftool-json", map_info, [batch(*entries(1))]).getvalue())
+    assert doc[0]["formatted"] == {"value": {"a": 0, "name": "n0"}}
+    typed = json.loads(render("json", map_info, [batch(*entries(1))]).getvalue())
+    assert typed[0]["key"] == ["0x00"] * 4
+
+
 def test_per_cpu_shapes_with_two_cpus():
     # value_size 12 -> stride 16: CPU 1 starts at byte 16, the pad bytes are not printed.
     keys = [struct.pack("<I", 7)]
