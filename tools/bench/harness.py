@@ -15,6 +15,7 @@ import os
 import resource
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,6 +31,25 @@ class Sample:
     max_rss_mb: float | None = None
 
 
+# Runs in a small fresh interpreter: forks the command, waits for it, reports its resources.
+# The detour is what makes peak RSS right: a child spawned straight from this (large) process
+# inherits its high-water mark, so ru_maxrss would never be below the benchmark's own size.
+_REPORTER = """
+import os, sys, time
+fd, argv = int(sys.argv[1]), sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, ru = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+os.write(fd, f"{os.waitstatus_to_exitcode(status)} {wall} {ru.ru_utime} {ru.ru_stime} {ru.ru_maxrss}".encode())
+"""
+
+
 @dataclasses.dataclass
 class Command:
     """An external program. ``setup`` runs untimed before every round (e.g. refill a map)."""
@@ -41,22 +61,27 @@ class Command:
     def run(self) -> Sample:
         if self.setup:
             self.setup()
-        stdin = open(self.stdin, "rb") if self.stdin else subprocess.DEVNULL
+        read_fd, write_fd = os.pipe()
         try:
-            start = time.perf_counter()
-            proc = subprocess.Popen(self.argv, stdin=stdin, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
-            _, status, usage = os.wait4(proc.pid, 0)
-            wall = time.perf_counter() - start
+            with open(self.stdin, "rb") if self.stdin else open(os.devnull, "rb") as stdin:
+                proc = subprocess.run(
+                    [sys.executable, "-S", "-c", _REPORTER, str(write_fd), *self.argv],
+                    stdin=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    pass_fds=(write_fd,))
+            os.close(write_fd)
+            write_fd = -1
+            with os.fdopen(read_fd, "rb") as report:
+                read_fd = -1
+                fields = report.read().split()
         finally:
-            if self.stdin:
-                stdin.close()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(self.argv)} exited {proc.returncode}: "
-                               f"{proc.stderr.read().decode(errors='replace').strip()[:300]}")
-        proc.stderr.close()
-        return Sample(wall, usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024)
+            for fd in (read_fd, write_fd):
+                if fd >= 0:
+                    os.close(fd)
+        if proc.returncode or not fields or int(fields[0]):
+            raise RuntimeError(f"{' '.join(self.argv)} failed: "
+                               f"{proc.stderr.decode(errors='replace').strip()[:300]}")
+        _, wall, user, sys_, rss_kb = (float(f) for f in fields)
+        return Sample(wall, user, sys_, rss_kb / 1024)
 
 
 @dataclasses.dataclass
