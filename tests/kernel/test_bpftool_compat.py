@@ -9,6 +9,7 @@ bpftool's ``formatted`` member. Batches are built from per-key lookups in get_ne
 
 import io
 import json
+import random
 import shutil
 import subprocess
 
@@ -19,8 +20,10 @@ from bpfbatch._abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.codecs import map_codecs
 from bpfbatch.cursor import Batch, BatchCursor
+from bpfbatch.errors import NotFoundError
 from bpfbatch.formats import make_renderer
 from bpfbatch.maps import Map
+from bpfbatch.objects import BpfObject
 
 pytestmark = pytest.mark.skipif(not shutil.which("bpftool"), reason="needs bpftool")
 
@@ -218,3 +221,39 @@ def test_fed_by_the_batch_cursor(types):
         lines = render("jsonl", m, BatchCursor(m, batch_size=64)).splitlines()
     assert [json.loads(line) for line in lines] == [e["formatted"]
                                                     for e in json.loads(reference)]
+
+
+@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.PERCPU_HASH])
+def test_random_bytes(types, map_type):
+    """Arbitrary bytes (non-string char arrays, unnamed enum values, pad bytes, bool pad):
+    still byte for byte what bpftool prints."""
+    rng = random.Random(20261130)
+    with typed_map(types, map_type, "flow", "rich", max_entries=64) as m:
+        for _ in range(40):
+            m.update(rng.randbytes(m.info.key_size), rng.randbytes(m.info.value_stride))
+        assert render("bpftool-json", m, per_key_batches(m, 7)) == bpftool_dump(m)
+
+
+@pytest.fixture
+def tcptop():
+    try:
+        obj = BpfObject.package("tcptop")
+    except NotFoundError as exc:
+        pytest.skip(str(exc))
+    with obj:
+        obj.load()
+        yield obj
+
+
+def test_clang_compiled_object(tcptop):
+    """BTF from clang: a struct key map filled with random bytes, and the .bss/.rodata
+    global-data maps (DATASEC values, no key type)."""
+    rng = random.Random(7)
+    flows = tcptop.map("flows_a")
+    for _ in range(20):
+        flows.update(rng.randbytes(flows.info.key_size), rng.randbytes(flows.info.value_size))
+    for name in ("flows_a", ".bss", ".rodata"):
+        m = tcptop.map(name)
+        assert render("bpftool-json", m, per_key_batches(m)) == bpftool_dump(m), name
+    bss = json.loads(render("json", tcptop.map(".bss"), per_key_batches(tcptop.map(".bss"))))
+    assert bss[0]["value"] == {".bss": [{"dropped_events": 0}, {"dropped_bytes": 0}]}
