@@ -23,16 +23,13 @@ from typing import BinaryIO
 
 from tabulate import tabulate
 
-from .codecs import Codec, HexBytesLeaf, PerCpuCodec, Template, rows
+from .codecs import Codec, PerCpuCodec, RawCodec, Template, rows
 from .errors import InputError
 
 
 def _byte_list(offset: int, size: int) -> Template:
-    """bpftool's ``print_hex_data_json``: ``["0x01",…]``."""
-    out = Template().text(b"[")
-    if size:
-        out.leaf(HexBytesLeaf(offset, size))
-    return out.text(b"]")
+    """bpftool's ``print_hex_data_json``, ``["0x01",…]``, of ``size`` bytes at ``offset``."""
+    return RawCodec(size).template().shifted(offset)
 
 
 class Renderer:
