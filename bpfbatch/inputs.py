@@ -88,7 +88,8 @@ def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
         key = key_codec.encode(entry["key"], f"{where}: key")
         return key, _encode_value(entry, value_codec, where) if with_values else None
 
-    keys, values = [], []
+    keys, values = bytearray(), bytearray()
+    count = 0
     for index, (line, entry) in enumerate(entries):
         try:
             key, value = encode(entry, f"{source}:{line}")
@@ -97,12 +98,13 @@ def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
                 raise
             encode(entry, f"{source}:{line_of(index)}")  # raises again, naming the line
             raise
-        keys.append(key)
-        values.append(value)
+        keys += key
+        if with_values:
+            values += value
+        count += 1
         if line:
             lines.append(line)
-    return Records(source, len(keys), b"".join(keys), b"".join(values) if with_values else None,
-                   line_of)
+    return Records(source, count, bytes(keys), bytes(values) if with_values else None, line_of)
 
 
 def _read_text(path: str, source: str) -> str:
@@ -145,23 +147,30 @@ def _encode_value(entry: dict, codec: Codec, where: str) -> bytes:
 # (orjson would parse faster but turns integers beyond 64 bits into floats.)
 
 
+#: Lines parsed together as one JSON array: about 40% faster than a parse per line, with
+#: memory bounded by the chunk rather than the file.
+_JSONL_CHUNK = 4096
+
+
 def _jsonl_entries(text: str, source: str) -> Iterator[tuple[int, object]]:
     numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    # One parse of all lines as an array is ~40% faster than a parse per line; if it fails,
-    # or a line held several values, the per-line parse finds the line to blame.
-    try:
-        parsed = json.loads("[" + ",".join(line for _, line in numbered) + "]")
-    except json.JSONDecodeError:
-        parsed = None
-    if parsed is not None and len(parsed) == len(numbered):
-        yield from zip((n for n, _ in numbered), parsed)
-        return
-    for number, line in numbered:
+    for start in range(0, len(numbered), _JSONL_CHUNK):
+        chunk = numbered[start:start + _JSONL_CHUNK]
         try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
-                             obj=f"{source}:{number}") from None
+            parsed = json.loads("[" + ",".join(line for _, line in chunk) + "]")
+        except json.JSONDecodeError:
+            parsed = None
+        if parsed is None or len(parsed) != len(chunk):
+            # A syntax error, or a line holding several values: the per-line parse names it.
+            parsed = [_parse_line(line, f"{source}:{n}") for n, line in chunk]
+        yield from zip((n for n, _ in chunk), parsed)
+
+
+def _parse_line(line: str, where: str):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", obj=where) from None
 
 
 class _JsonArray:
