@@ -263,16 +263,25 @@ class BatchCursor:
 def read_all(map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
              **options) -> tuple[np.ndarray, np.ndarray]:
     """Every element as two ``uint8`` arrays of shape ``(n, key_size)`` and
-    ``(n, value_stride)`` — one copy per batch, no Python object per element."""
-    keys, values = [], []
-    for batch in BatchCursor(map, delete=delete, batch_size=batch_size, **options):
-        keys.append(np.frombuffer(batch.keys, np.uint8).copy())
-        values.append(np.frombuffer(batch.values, np.uint8).copy())
+    ``(n, value_stride)`` — one copy per batch, no Python object per element.
+
+    The result arrays are reserved for ``max_entries`` elements up front; pages never written
+    (a sparse map) are never committed, so this costs what the map holds, not its capacity.
+    """
     info = map.info
-    if not keys:
-        return np.empty((0, info.key_size), np.uint8), np.empty((0, info.value_stride), np.uint8)
-    return (np.concatenate(keys).reshape(-1, info.key_size),
-            np.concatenate(values).reshape(-1, info.value_stride))
+    capacity = max(info.max_entries, 1)
+    keys = np.empty((capacity, info.key_size), np.uint8)
+    values = np.empty((capacity, info.value_stride), np.uint8)
+    n = 0
+    for batch in BatchCursor(map, delete=delete, batch_size=batch_size, **options):
+        if n + batch.count > len(keys):  # more than max_entries: the map changed under us
+            keys = np.concatenate([keys, np.empty_like(keys)])
+            values = np.concatenate([values, np.empty_like(values)])
+        keys[n:n + batch.count] = np.frombuffer(batch.keys, np.uint8).reshape(-1, info.key_size)
+        values[n:n + batch.count] = np.frombuffer(batch.values, np.uint8).reshape(
+            -1, info.value_stride)
+        n += batch.count
+    return keys[:n], values[:n]
 
 
 # -- writing -------------------------------------------------------------------------------
