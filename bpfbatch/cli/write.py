@@ -100,7 +100,7 @@ def clear(
 @app.command("drain")
 def drain(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-    output: Annotated[str, typer.Option("-o", "--output", help=", ".join(formats.FORMATS))] = "jsonl",
+    output: Annotated[str, typer.Option("-o", "--output", help=", ".join(formats.FORMATS))] = "json",
     batch_size: BatchSize = cursor.DEFAULT_BATCH,
 ) -> None:
     """Print and delete every element (LOOKUP_AND_DELETE). Each batch is written and flushed
