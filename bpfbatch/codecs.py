@@ -13,14 +13,19 @@ A :class:`Codec` is compiled once per map from its BTF type into a small layout 
   :class:`Template`: a ``%``-format plus :class:`Leaf` columns read vectorised from a whole
   batch, so a 1M-record dump never walks the type per record (one ``%`` per batch).
 
-bpftool's rules (``btf_dumper.c``), kept exactly in ``exact`` mode and where they are sane in
-the typed mode: integers of 8/16/32/64 bits in decimal; 128-bit integers, bitfields and
-integers of other widths as ``"0x.."`` hex strings of the raw bits; a char array is a string
-when a NUL comes before the end and every byte before it is printable ASCII, else an array;
-enums print the first matching name, else the number; pointers print as unsigned decimal;
-unions print every member; unknown kinds print bpftool's error text and stop the enclosing
-aggregates. bpftool reads a ``bool`` as a 4-byte int and prints ``float`` as an error; only
-``exact`` mode copies those two quirks.
+bpftool's rules (``btf_dumper.c``): integers of 8/16/32/64 bits in decimal; 128-bit
+integers, bitfields and integers of other widths as ``"0x.."`` hex strings of the raw bits; a
+char array is a string when a NUL comes before the end and every byte before it is printable
+ASCII, else an array; enums print the first matching name, else the number (signed);
+pointers print as unsigned decimal; unions print every member.
+
+``exact`` mode (the ``bpftool-json`` output) also copies bpftool 7.1's quirks, byte for byte:
+a ``bool`` is read as a 4-byte int (the bytes after it leak in; past the end of the record
+they are taken as zero, where bpftool reads whatever its buffer holds); a backslash in a
+string is written ``\n``; a ``BTF_INT_CHAR`` char is not escaped; ``float`` and other kinds
+it cannot print give its error text and end the enclosing aggregates. The typed mode (the
+``json`` outputs) keeps valid JSON instead: one-byte bools, standard escapes, floats as
+numbers (non-finite ones as ``"NaN"``/``"Infinity"`` strings) and ``null`` for the rest.
 
 No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lists).
 Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import struct
 
 import numpy as np
@@ -167,7 +173,9 @@ class FloatLeaf(Leaf):
         self.dtype = dtype
 
     def column(self, rows):
-        return [json.dumps(v).encode() for v in _column(rows, self.offset, self.dtype).tolist()]
+        # Non-finite values as strings ("NaN", "Infinity"): strict JSON has no literal.
+        return [json.dumps(v if math.isfinite(v) else json.dumps(v)).encode()
+                for v in _column(rows, self.offset, self.dtype).tolist()]
 
 
 class StrLeaf(Leaf):
@@ -516,16 +524,21 @@ class Float(Node):
         return struct.unpack_from(self.code, buf, self.offset)[0]
 
     def encode(self, buf, value, path):
+        if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+            value = float(value)
         if not self.code or isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"expected a number for a {self.size}-byte float, got {value!r}",
                              obj=path)
         struct.pack_into(self.code, buf, self.offset, value)
 
     def emit(self, out, exact):
-        if exact or not self.code:
+        if exact:
             out.text(b"(unsupported-kind")  # bpftool's btf_dumper has no FLOAT case
             return False
-        out.leaf(FloatLeaf(self.offset, self.code))
+        if self.code:
+            out.leaf(FloatLeaf(self.offset, self.code))
+        else:
+            out.text(b"null")  # e.g. a 16-byte long double
         return True
 
     def dtype(self):
@@ -730,7 +743,8 @@ class Datasec(Node):
 
 @dataclasses.dataclass
 class Unsupported(Node):
-    """A kind bpftool cannot print: its error text (``(unknown)`` is not an error)."""
+    """A kind bpftool cannot print: its error text in ``exact`` mode (``(unknown)`` is not
+    an error), ``null`` in the typed JSON."""
 
     text: bytes
     fatal: bool = True
@@ -743,6 +757,9 @@ class Unsupported(Node):
             raise InputError(f"cannot encode {self.text.decode()}", obj=path)
 
     def emit(self, out, exact):
+        if not exact:  # the typed JSON stays valid JSON
+            out.text(b"null")
+            return True
         out.text(self.text)
         return not self.fatal
 

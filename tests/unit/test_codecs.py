@@ -226,6 +226,32 @@ def test_floats_stop_bpftool_and_print_in_typed_json():
     assert codec.encode({"a": 1, "f": 1.5, "b": 2}) == data
 
 
+def test_non_finite_floats_are_strings_and_load_back():
+    codec = compile_types(lambda b: b.float("double", 8))
+    for value, shown in ((float("nan"), "NaN"), (float("inf"), "Infinity"),
+                         (float("-inf"), "-Infinity"), (0.25, 0.25)):
+        data = struct.pack("<d", value)
+        assert json.loads(text(codec, data)) == shown
+        assert codec.encode(shown) == data
+
+
+def test_typed_json_prints_null_where_bpftool_prints_an_error():
+    with BtfBuilder() as b:
+        u32 = b.integer("unsigned int", 4)
+        sid = b.struct("s", [("a", u32), ("b", u32)])
+        raw = bytearray(b.raw())
+    # Make member b's type a FWD (kind 7): "(fwd-kind-invalid)" for bpftool.
+    btf = Btf.from_bytes(bytes(raw))
+    struct.pack_into("<I", raw, 24 + 4, 7 << 24)  # type 1's info word: FWD, no INT data
+    del raw[24 + 12:24 + 16]
+    for off in (12, 16):  # type_len, str_off
+        struct.pack_into("<I", raw, off, struct.unpack_from("<I", raw, off)[0] - 4)
+    codec = BtfCodec(Btf.from_bytes(bytes(raw)), sid)
+    assert btf[sid].members[0].type == 1
+    assert text(codec, bytes(8), exact=True) == '{"a":(fwd-kind-invalid)}'
+    assert json.loads(text(codec, bytes(8))) == {"a": None, "b": None}
+
+
 def test_enum64_compares_all_64_bits_and_prints_signed():
     codec = compile_types(lambda b: b.enum("e", {"A": 1, "HUGE": 2**63 + 5}, size=8))
     assert text(codec, struct.pack("<Q", 2**63 + 5)) == '"HUGE"'
