@@ -106,6 +106,9 @@ class BatchCursor:
                  force_fallback: bool = False):
         if batch_size <= 0:
             raise InputError(f"batch size must be positive, got {batch_size}", obj="--batch-size")
+        if map.info.key_size == 0:  # queue, stack, bloom filter, ring buffers
+            raise NotSupportedError("walk map", ENOTSUPP, obj=map.info.label,
+                                    detail=f"{map.info.type_name} maps have no keys to walk")
         self.map = map
         self.info = map.info
         self.delete = delete

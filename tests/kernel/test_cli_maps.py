@@ -103,3 +103,34 @@ def test_error_without_privileges(filled):
                            str(filled.info.id)], capture_output=True, text=True)
     assert_one_line_error(proc, f"map id {filled.info.id}")
     assert "(EPERM)" in proc.stderr or "(EACCES)" in proc.stderr
+
+
+def test_dump_bpftool_json_is_byte_identical_to_bpftool_end_to_end(filled):
+    ours = bpfbatch("dump", "--map-id", str(filled.info.id), "-o", "bpftool-json",
+                    "--batch-size", "100", check=True).stdout
+    theirs = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(filled.info.id)],
+                            capture_output=True, text=True, check=True).stdout
+    assert ours == theirs
+
+
+def test_dump_limit_and_typed_json(filled):
+    records = json.loads(bpfbatch("dump", "--map-id", str(filled.info.id), "-o", "json",
+                                  "--limit", "10", "--batch-size", "3", check=True).stdout)
+    assert len(records) == 10
+    keys = [bytes(int(b, 16) for b in r["key"]) for r in records]  # no BTF: raw bytes
+    assert len(set(keys)) == 10
+    lines = bpfbatch("dump", "--map-id", str(filled.info.id), "-o", "jsonl", check=True).stdout
+    assert len(lines.splitlines()) == 1234
+
+
+def test_dump_errors_name_the_option_or_the_map(filled):
+    mid = str(filled.info.id)
+    assert_one_line_error(bpfbatch("dump", "--map-id", mid, "-o", "yaml"), "--output", "yaml")
+    assert_one_line_error(bpfbatch("dump", "--map-id", mid, "--limit", "-1"), "--limit")
+    assert_one_line_error(bpfbatch("dump", "--map-id", mid, "--batch-size", "-5"), "--batch-size")
+    queue = Map.create(MapType.QUEUE, 0, 4, 4, name="bb_cli_queue")
+    try:
+        assert_one_line_error(bpfbatch("dump", "--map-id", str(queue.info.id)),
+                              f"map {queue.info.id}", "no keys to walk", "(ENOTSUPP)")
+    finally:
+        queue.close()

@@ -328,3 +328,12 @@ def test_empty_writes_are_no_ops(maps):
     none = np.zeros((0, 4), np.uint8)
     assert cursor.update(m, none, none, 0) == 0
     assert cursor.delete(m, none, 0) == cursor.DeleteResult(0, 0)
+
+
+@pytest.mark.parametrize("map_type,value_size,max_entries",
+                         [(MapType.QUEUE, 4, 16), (MapType.RINGBUF, 0, 4096)])
+def test_keyless_maps_are_refused_with_a_reason(maps, map_type, value_size, max_entries):
+    m = maps(map_type, key_size=0, value_size=value_size, max_entries=max_entries)
+    with pytest.raises(NotSupportedError) as exc:
+        BatchCursor(m)
+    assert "no keys to walk" in str(exc.value) and f"map {m.info.id}" in str(exc.value)
