@@ -85,6 +85,12 @@ def _uint_column(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
     return wide.view("<u8")[:, 0]
 
 
+def _chunks(rows: np.ndarray, offset: int, size: int) -> list[bytes]:
+    """The ``size`` bytes at ``offset`` of every row, as bytes objects."""
+    data = np.ascontiguousarray(rows[:, offset:offset + size]).tobytes()
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
 class Leaf:
     """One ``%`` placeholder of a template; :meth:`column` reads it from every row of a batch
     (``rows``: a ``count × row_size`` uint8 array) at once."""
@@ -354,7 +360,8 @@ class Node:
 
     offset: int
 
-    def decode(self, buf: bytes):
+    def values(self, rows: np.ndarray) -> list:
+        """Python values of this node in every row of a batch (``count × size`` uint8)."""
         raise NotImplementedError
 
     def encode(self, buf: bytearray, value, path: str) -> None:
@@ -379,9 +386,7 @@ def _emit_list(out: "Template", nodes: list[Node], exact: bool) -> bool:
     return True
 
 
-# (size, signed) -> struct code / numpy dtype of the plain integers.
-_INT_CODES = {(1, False): "<B", (1, True): "<b", (2, False): "<H", (2, True): "<h",
-              (4, False): "<I", (4, True): "<i", (8, False): "<Q", (8, True): "<q"}
+# (size, signed) -> numpy dtype of the plain integers.
 _NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
            for size in (1, 2, 4, 8) for signed in (False, True)}
 
@@ -409,31 +414,33 @@ def _check_range(value: int, nbits: int, path: str) -> int:
 
 @dataclasses.dataclass
 class Int(Node):
+    """An integer of 1, 2, 4, 8 or 16 bytes (a 16-byte one is raw ``V16`` in the dtype)."""
+
     size: int
     signed: bool
 
     def __post_init__(self):
-        self.code = _INT_CODES.get((self.size, self.signed))
+        self.np_type = _NP_INT.get((self.size, self.signed))
 
-    def decode(self, buf):
-        if self.code:
-            return struct.unpack_from(self.code, buf, self.offset)[0]
-        return int.from_bytes(buf[self.offset:self.offset + self.size], "little",
-                              signed=self.signed)
+    def values(self, rows):
+        if self.np_type:
+            return _column(rows, self.offset, self.np_type).tolist()
+        return [int.from_bytes(raw, "little", signed=self.signed)
+                for raw in _chunks(rows, self.offset, self.size)]
 
     def encode(self, buf, value, path):
         bits = _check_range(_parse_int(value, path), self.size * 8, path)
         buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
 
     def emit(self, out, exact):
-        if self.code:
-            out.leaf(IntLeaf(self.offset, _NP_INT[self.size, self.signed]))
+        if self.np_type:
+            out.leaf(IntLeaf(self.offset, self.np_type))
         else:
             out.leaf(HexIntLeaf(self.offset, 0, self.size * 8))
         return True
 
     def dtype(self):
-        return np.dtype(_NP_INT[self.size, self.signed]) if self.size <= 8 else np.dtype("V16")
+        return np.dtype(self.np_type or "V16")
 
 
 @dataclasses.dataclass
@@ -449,12 +456,12 @@ class Bits(Node):
     def nbytes(self) -> int:
         return (self.shift + self.nbits + 7) // 8
 
-    def decode(self, buf):
-        raw = int.from_bytes(buf[self.offset:self.offset + self.nbytes], "little")
-        value = (raw >> self.shift) & ((1 << self.nbits) - 1)
-        if self.signed and value >> (self.nbits - 1):
-            value -= 1 << self.nbits
-        return value
+    def values(self, rows):
+        bits = HexIntLeaf(self.offset, self.shift, self.nbits).column(rows)
+        if not self.signed:
+            return bits
+        sign, wrap = 1 << (self.nbits - 1), 1 << self.nbits
+        return [v - wrap if v & sign else v for v in bits]
 
     def encode(self, buf, value, path):
         bits = _check_range(_parse_int(value, path), self.nbits, path)
@@ -473,8 +480,8 @@ class Bits(Node):
 class Bool(Node):
     size: int
 
-    def decode(self, buf):
-        return any(buf[self.offset:self.offset + self.size])
+    def values(self, rows):
+        return rows[:, self.offset:self.offset + self.size].any(axis=1).tolist()
 
     def encode(self, buf, value, path):
         if isinstance(value, str) and value in ("true", "false"):
@@ -495,8 +502,8 @@ class Bool(Node):
 class Char(Node):
     """An int with BTF_INT_CHAR encoding: one character."""
 
-    def decode(self, buf):
-        return chr(buf[self.offset])
+    def values(self, rows):
+        return [chr(b) for b in rows[:, self.offset].tolist()]
 
     def encode(self, buf, value, path):
         if isinstance(value, str) and len(value) == 1 and ord(value) < 256:
@@ -518,10 +525,10 @@ class Float(Node):
     def __post_init__(self):
         self.code = {2: "<e", 4: "<f", 8: "<d"}.get(self.size)
 
-    def decode(self, buf):
+    def values(self, rows):
         if not self.code:
-            return bytes(buf[self.offset:self.offset + self.size])
-        return struct.unpack_from(self.code, buf, self.offset)[0]
+            return _chunks(rows, self.offset, self.size)
+        return _column(rows, self.offset, self.code).tolist()
 
     def encode(self, buf, value, path):
         if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
@@ -548,18 +555,18 @@ class Float(Node):
 @dataclasses.dataclass
 class Enum(Node):
     size: int
-    values: tuple[tuple[str, int], ...]
+    enumerators: tuple[tuple[str, int], ...]
 
     def __post_init__(self):
-        self.code = _INT_CODES[self.size, True]
+        self.code = _NP_INT[self.size, True]
         self.names: dict[int, str] = {}
-        for name, value in self.values:
+        for name, value in self.enumerators:
             self.names.setdefault(value, name)  # bpftool prints the first match
-        self.by_name = {name: value for name, value in self.values}
+        self.by_name = {name: value for name, value in self.enumerators}
 
-    def decode(self, buf):
-        value = struct.unpack_from(self.code, buf, self.offset)[0]
-        return self.names.get(value, value)
+    def values(self, rows):
+        names = self.names
+        return [names.get(v, v) for v in _column(rows, self.offset, self.code).tolist()]
 
     def encode(self, buf, value, path):
         if isinstance(value, str):
@@ -587,8 +594,10 @@ class Enum(Node):
 class Array(Node):
     elems: list[Node]
 
-    def decode(self, buf):
-        return [e.decode(buf) for e in self.elems]
+    def values(self, rows):
+        if not self.elems:
+            return [[] for _ in range(rows.shape[0])]
+        return [list(items) for items in zip(*(e.values(rows) for e in self.elems))]
 
     def encode(self, buf, value, path):
         if not isinstance(value, (list, tuple)) or len(value) != len(self.elems):
@@ -615,16 +624,15 @@ class CharArray(Array):
     """``char[N]``: a string when a NUL ends printable ASCII (bpftool's ``is_str_array``),
     else the list of its elements."""
 
-    def _text(self, buf) -> bytes | None:
-        raw = bytes(buf[self.offset:self.offset + len(self.elems)])
-        text, nul, _ = raw.partition(b"\0")
-        if nul and not text.translate(None, _PRINTABLE):
-            return text
-        return None
-
-    def decode(self, buf):
-        text = self._text(buf)
-        return text.decode("ascii") if text is not None else super().decode(buf)
+    def values(self, rows):
+        out = []
+        for i, raw in enumerate(_chunks(rows, self.offset, len(self.elems))):
+            text, nul, _ = raw.partition(b"\0")
+            if nul and not text.translate(None, _PRINTABLE):
+                out.append(text.decode("ascii"))
+            else:
+                out.append(super().values(rows[i:i + 1])[0])
+        return out
 
     def encode(self, buf, value, path):
         if isinstance(value, str):
@@ -656,8 +664,12 @@ class Struct(Node):
     size: int
     members: list[tuple[str, Node]]
 
-    def decode(self, buf):
-        return {name: node.decode(buf) for name, node in self.members}
+    def values(self, rows):
+        names = [name for name, _ in self.members]
+        columns = [node.values(rows) for _, node in self.members]
+        if not columns:
+            return [{} for _ in range(rows.shape[0])]
+        return [dict(zip(names, row)) for row in zip(*columns)]
 
     def encode(self, buf, value, path):
         if not isinstance(value, dict):
@@ -701,8 +713,8 @@ class Var(Node):
     name: str
     node: Node
 
-    def decode(self, buf):
-        return {self.name: self.node.decode(buf)}
+    def values(self, rows):
+        return [{self.name: v} for v in self.node.values(rows)]
 
     def encode(self, buf, value, path):
         if not isinstance(value, dict) or set(value) != {self.name}:
@@ -723,8 +735,11 @@ class Datasec(Node):
     name: str
     vars: list[Node]
 
-    def decode(self, buf):
-        return {self.name: [v.decode(buf) for v in self.vars]}
+    def values(self, rows):
+        columns = [var.values(rows) for var in self.vars]
+        if not columns:
+            return [{self.name: []} for _ in range(rows.shape[0])]
+        return [{self.name: list(row)} for row in zip(*columns)]
 
     def encode(self, buf, value, path):
         items = value.get(self.name) if isinstance(value, dict) else None
@@ -749,8 +764,8 @@ class Unsupported(Node):
     text: bytes
     fatal: bool = True
 
-    def decode(self, buf):
-        return None
+    def values(self, rows):
+        return [None] * rows.shape[0]
 
     def encode(self, buf, value, path):
         if value is not None:
@@ -853,8 +868,18 @@ class Codec:
 
     size: int
 
-    def decode(self, data) -> object:
+    def values(self, rows: np.ndarray) -> list:
+        """Python values of every row of a ``count × size`` uint8 array (see :func:`rows`),
+        built field by field with vectorised reads."""
         raise NotImplementedError
+
+    def decode(self, data) -> object:
+        """Python value of the record at the start of ``data``."""
+        return self.values(rows(data, 1, self.size))[0]
+
+    def decode_batch(self, data, count: int) -> list:
+        """Python values of ``count`` consecutive records in ``data``."""
+        return self.values(rows(data, count, self.size))
 
     def encode(self, value, path: str = "value") -> bytes:
         raise NotImplementedError
@@ -879,12 +904,6 @@ class Codec:
         dtype = self.dtype if self.dtype is not None else np.dtype((np.uint8, (self.size,)))
         return np.frombuffer(data, dtype=dtype, count=count)
 
-    def decode_batch(self, data, count: int) -> list:
-        """Python values of ``count`` consecutive records in ``data``."""
-        size = self.size
-        view = memoryview(data).cast("B")
-        return [self.decode(view[i * size:(i + 1) * size]) for i in range(count)]
-
     def render_batch(self, data, count: int, exact: bool = False) -> list[bytes]:
         """JSON text of ``count`` consecutive records in ``data``."""
         return self.template(exact).render([rows(data, count, self.size)])
@@ -906,8 +925,8 @@ class BtfCodec(Codec):
         self._templates: dict[bool, Template] = {}
         self._dtype = self._make_dtype()
 
-    def decode(self, data):
-        return self.node.decode(bytes(data[:self.size]) if not isinstance(data, bytes) else data)
+    def values(self, rows):
+        return self.node.values(rows)
 
     def encode(self, value, path="value"):
         buf = bytearray(self.size)
@@ -952,8 +971,8 @@ class RawCodec(Codec):
     def typed(self):
         return False
 
-    def decode(self, data):
-        return bytes(data[:self.size])
+    def values(self, rows):
+        return _chunks(rows, 0, self.size)
 
     def encode(self, value, path="value"):
         if isinstance(value, str):
@@ -1001,10 +1020,11 @@ class PerCpuCodec(Codec):
     def typed(self):
         return self.base.typed
 
-    def decode(self, data):
-        view = memoryview(data).cast("B")
-        return [self.base.decode(view[c * self.stride:c * self.stride + self.base.size])
-                for c in range(self.ncpus)]
+    def values(self, rows):
+        size = self.base.size
+        columns = [self.base.values(rows[:, c * self.stride:c * self.stride + size])
+                   for c in range(self.ncpus)]
+        return [list(cpus) for cpus in zip(*columns)]
 
     def encode(self, value, path="value"):
         """A list of one value per CPU, or one value copied to every CPU (like bpftool).

@@ -169,8 +169,8 @@ class _Flat(Renderer):
         self.header: list[str] | None = None
 
     def _records(self, count, keys, values) -> list[dict]:
-        key_values = self.key.decode_batch(keys, count)
-        value_values = self.value.decode_batch(values, count)
+        key_values = self.key.values(keys)
+        value_values = self.value.values(values)
         records = []
         percpu = isinstance(self.value, PerCpuCodec)
         for k, v in zip(key_values, value_values):
