@@ -87,6 +87,8 @@ def _uint_column(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
 
 def _chunks(rows: np.ndarray, offset: int, size: int) -> list[bytes]:
     """The ``size`` bytes at ``offset`` of every row, as bytes objects."""
+    if not size:
+        return [b""] * rows.shape[0]
     data = np.ascontiguousarray(rows[:, offset:offset + size]).tobytes()
     return [data[i:i + size] for i in range(0, len(data), size)]
 
@@ -917,10 +919,10 @@ def rows(data, count: int, size: int) -> np.ndarray:
 class BtfCodec(Codec):
     """A codec compiled from a BTF type."""
 
-    def __init__(self, btf: Btf, type_id: int, size: int | None = None):
+    def __init__(self, btf: Btf, type_id: int):
         self.type_id = type_id
         self.type_name = btf.name_of(type_id)
-        self.size = btf.size_of(type_id) if size is None else size
+        self.size = btf.size_of(type_id)
         self.node = build_node(btf, type_id)
         self._templates: dict[bool, Template] = {}
         self._dtype = self._make_dtype()

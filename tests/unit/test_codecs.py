@@ -306,6 +306,7 @@ def test_raw_codec():
     with pytest.raises(InputError, match="expected 3 bytes, got 2"):
         raw.encode(b"ab")
     assert text(RawCodec(0), b"") == "[]"
+    assert RawCodec(0).decode_batch(b"", 3) == [b"", b"", b""]
 
 
 def test_map_codecs_follow_bpftool_on_which_types_to_use():
