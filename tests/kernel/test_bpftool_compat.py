@@ -196,9 +196,11 @@ def test_empty_map(types):
         assert render("bpftool-json", m, []) == bpftool_dump(m) == b"[]\n"
 
 
-def test_unsupported_kind_ends_the_entry_like_bpftool(types):
-    # A FLOAT member: bpftool prints "(unsupported-kind" and stops the struct there.
-    with typed_map(types, MapType.HASH, "u32", "wide", max_entries=4) as m:
+@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.PERCPU_ARRAY])
+def test_unsupported_kind_ends_the_entry_like_bpftool(types, map_type):
+    # A FLOAT member: bpftool prints "(unsupported-kind", stops the struct there and, for a
+    # per-CPU map, the list of CPUs after the first.
+    with typed_map(types, map_type, "u32", "wide", max_entries=4) as m:
         key, value = map_codecs(m.info)
         for i in range(3):
             m.update(key.encode(i), value.encode({"e": "HUGE" if i else 3, "f": i / 2,
@@ -207,7 +209,8 @@ def test_unsupported_kind_ends_the_entry_like_bpftool(types):
         assert b"(unsupported-kind}" in reference
         assert render("bpftool-json", m, per_key_batches(m)) == reference
         typed = json.loads(render("json", m, per_key_batches(m)))
-    assert sorted(e["value"]["f"] for e in typed) == [0.0, 0.5, 1.0]
+    values = [e["value"] if "value" in e else e["values"][0]["value"] for e in typed]
+    assert sorted(v["f"] for v in values)[-3:] == [0.0, 0.5, 1.0]
 
 
 def test_fed_by_the_batch_cursor(types):

@@ -226,6 +226,16 @@ def test_floats_stop_bpftool_and_print_in_typed_json():
     assert codec.encode({"a": 1, "f": 1.5, "b": 2}) == data
 
 
+def test_per_cpu_stops_after_the_first_cpu_bpftool_cannot_print():
+    base = compile_types(lambda b: b.struct("s", [("a", b.integer("unsigned int", 4)),
+                                                  ("f", b.float("float", 4))]))
+    codec = PerCpuCodec(base, 2)
+    data = struct.pack("<If", 1, 0.5) + struct.pack("<If", 2, 1.5)
+    assert text(codec, data, exact=True) == '[{"cpu":0,"value":{"a":1,"f":(unsupported-kind}}]'
+    assert not codec.template(exact=True).complete
+    assert json.loads(text(codec, data))[1] == {"cpu": 1, "value": {"a": 2, "f": 1.5}}
+
+
 def test_non_finite_floats_are_strings_and_load_back():
     codec = compile_types(lambda b: b.float("double", 8))
     for value, shown in ((float("nan"), "NaN"), (float("inf"), "Infinity"),
