@@ -31,6 +31,7 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "bpf_map_lookup_elem_flags": (c_int, [c_int, c_void_p, c_void_p, ctypes.c_uint64]),
     "bpf_map_update_elem": (c_int, [c_int, c_void_p, c_void_p, ctypes.c_uint64]),
     "bpf_map_delete_elem": (c_int, [c_int, c_void_p]),
+    "bpf_map_lookup_and_delete_elem": (c_int, [c_int, c_void_p, c_void_p]),
     # Objects.
     "bpf_map_create": (c_int, [c_int, c_char_p, c_uint32, c_uint32, c_uint32, c_void_p]),
     "bpf_map_get_next_id": (c_int, [c_uint32, _u32p]),
@@ -77,6 +78,9 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "bpf_link__destroy": (c_int, [c_void_p]),
     "bpf_map__fd": (c_int, [c_void_p]),
     "bpf_map__initial_value": (c_void_p, [c_void_p, POINTER(c_size_t)]),
+    "bpf_map__reuse_fd": (c_int, [c_void_p, c_int]),
+    "bpf_map__set_value_size": (c_int, [c_void_p, c_uint32]),
+    "bpf_map__set_max_entries": (c_int, [c_void_p, c_uint32]),
     "btf__find_by_name_kind": (c_int, [c_void_p, c_char_p, c_uint32]),
     "btf__type_by_id": (c_void_p, [c_void_p, c_uint32]),
     "btf__name_by_offset": (c_char_p, [c_void_p, c_uint32]),

@@ -128,6 +128,28 @@ class BpfObject:
                                  obj=f"{self.label}: {name}") from None
             ctypes.memmove(base + offset, data, var_size)
 
+    def configure_map(self, name: str, *, reuse_fd: int | None = None,
+                      value_size: int | None = None, max_entries: int | None = None) -> None:
+        """Before :meth:`load`: make map ``name`` an existing map (``reuse_fd``, which libbpf
+        dups), or resize it."""
+        if self.loaded:
+            raise BpfBatchError("maps are fixed once the object is loaded", obj=self.label)
+        handle, what = self._map_handle(name), f"{self.label}: {name}"
+        if reuse_fd is not None:
+            check(lib.bpf_map__reuse_fd(handle, reuse_fd), "reuse map fd", what)
+        if value_size is not None:
+            check(lib.bpf_map__set_value_size(handle, value_size), "set map value size", what)
+        if max_entries is not None:
+            check(lib.bpf_map__set_max_entries(handle, max_entries), "set map max_entries", what)
+
+    def program_fd(self, name: str) -> int:
+        """The fd of loaded program ``name`` (owned by the object)."""
+        self._require_loaded(f"program {name}")
+        for prog in self.programs():
+            if prog.name == name:
+                return check(lib.bpf_program__fd(prog.handle), "program fd", f"{self.label}: {name}")
+        raise NotFoundError("no such program in the object", obj=f"{self.label}: {name}")
+
     # -- load and attach -----------------------------------------------------------------
 
     def load(self, *, hook_kinds: tuple[str, ...] = _TRACEPOINT_KINDS) -> None:

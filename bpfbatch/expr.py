@@ -1,0 +1,379 @@
+"""The ``--where`` predicate language of map exec and prune, compiled to a parameter table.
+
+Grammar (keywords are lower case; whitespace is free)::
+
+    expr    := clause ('or' clause)*
+    clause  := atom ('and' atom)*
+    atom    := '(' expr ')' | field OP operand
+    field   := NAME ('.' NAME)*                 a value field, nested structs by dots
+    OP      := '==' | '!=' | '<' | '<=' | '>' | '>='
+    operand := ['-'] INTEGER [UNIT]             decimal or 0x hex; with a unit, in ns
+             | 'now' [('+' | '-') INTEGER UNIT] CLOCK_MONOTONIC ns (bpf_ktime_get_ns)
+             | ENUMERATOR                        a name of the field's enum type
+    UNIT    := ns | us | ms | s | m | h
+
+Fields are integers of 1, 2, 4 or 8 bytes (also enums, bools and chars) of the map's value
+type, found through its BTF; bitfields, arrays and floats are refused. Constants must fit the
+field's type; ``now``-relative operands need an 8-byte field and are computed when a pass
+starts (in the kernel: ``bpf_ktime_get_ns()`` at the program's start; in user space:
+``clock_gettime(CLOCK_MONOTONIC)``). ``now - 1h`` on a machine up for less than an hour is
+below every unsigned value: ``ts < now - 1h`` is then false, never a wrapped-around true.
+
+**Per-CPU maps**: a field's value is the *largest* of its per-CPU values (each possible CPU's
+slot, as the map stores them; a CPU that never wrote the element contributes zeros). For a
+``last_seen`` timestamp that is the newest one: ``last_seen < now - 30s`` selects an element
+only when no CPU saw it in the last 30 s.
+
+A :class:`Predicate` is in disjunctive normal form — an ``or`` of ``and``-clauses of
+:class:`Term` — which is what the kernel program interprets (``progs/map_exec.h``); ``and``
+binds tighter than ``or`` and parentheses are expanded, so the table stays small and the
+program needs no stack. :meth:`Predicate.evaluate` is the same predicate, vectorised with numpy,
+for the user-space emulation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+
+import numpy as np
+
+from .codecs import Bool, Char, Codec, Enum, Int, PerCpuCodec, Struct
+from .errors import InputError
+
+#: Terms the kernel program's table holds (``MAP_EXEC_MAX_TERMS``); exec passes the real size.
+MAX_TERMS = 16
+
+UNITS_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+#: Operator spellings, in the order of ``enum map_exec_op``.
+OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<number>(?:0[xX][0-9a-fA-F]+|\d+)(?:[a-zA-Z]+)?)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<op>==|!=|<=|>=|<|>)
+  | (?P<punct>[().+-])
+""", re.X)
+_NUMBER = re.compile(r"(0[xX][0-9a-fA-F]+|\d+)([a-zA-Z]*)")
+_KEYWORDS = {"and", "or", "now"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    kind: str   # number, name, op, punct, keyword, end
+    text: str
+    column: int  # 1-based
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """An integer inside one (per-CPU: one CPU's) value: ``width`` bytes at ``offset``."""
+
+    path: str
+    offset: int
+    width: int
+    signed: bool
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(f"<{'i' if self.signed else 'u'}{self.width}")
+
+    @property
+    def range(self) -> tuple[int, int]:
+        bits = self.width * 8
+        return (-(1 << bits - 1), (1 << bits - 1) - 1) if self.signed else (0, (1 << bits) - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Term:
+    """``field op operand``; with ``relative`` the operand is added to ``now``."""
+
+    field: Field
+    op: str
+    operand: int
+    relative: bool = False
+
+    def __str__(self) -> str:
+        if not self.relative:
+            return f"{self.field.path} {self.op} {self.operand}"
+        sign = "-" if self.operand < 0 else "+"
+        return f"{self.field.path} {self.op} now {sign} {abs(self.operand)}ns"
+
+
+class Predicate:
+    """An ``or`` of ``and``-clauses; no clauses at all means "every element"."""
+
+    def __init__(self, clauses: tuple[tuple[Term, ...], ...], text: str = ""):
+        self.clauses = clauses
+        self.text = text
+
+    @property
+    def terms(self) -> list[Term]:
+        return [t for clause in self.clauses for t in clause]
+
+    def __str__(self) -> str:
+        if not self.clauses:
+            return "true"
+        return " or ".join(" and ".join(map(str, c)) for c in self.clauses)
+
+    def table(self) -> list[dict]:
+        """The kernel's ``struct map_exec_term`` fields, clause by clause."""
+        rows = []
+        for clause in self.clauses:
+            for i, t in enumerate(clause):
+                rows.append({"operand": t.operand, "offset": t.field.offset,
+                             "width": t.field.width, "is_signed": int(t.field.signed),
+                             "op": OPS.index(t.op), "relative": int(t.relative),
+                             "clause_end": int(i == len(clause) - 1)})
+        return rows
+
+    def evaluate(self, values: np.ndarray, now: int, *, cpus: int = 0, cpu_stride: int = 0
+                 ) -> np.ndarray:
+        """Boolean mask over ``values``, a ``uint8`` array of shape ``(n, value_stride)``.
+
+        ``cpus`` > 0 reads a per-CPU layout (``cpus`` slots of ``cpu_stride`` bytes) and
+        compares each field's largest per-CPU value, as the kernel program does.
+        """
+        n = len(values)
+        if not self.clauses:
+            return np.ones(n, bool)
+        columns: dict[Field, np.ndarray] = {}
+        result = np.zeros(n, bool)
+        for clause in self.clauses:
+            hit = np.ones(n, bool)
+            for t in clause:
+                if t.field not in columns:
+                    columns[t.field] = _column(values, t.field, cpus, cpu_stride)
+                hit &= _compare(columns[t.field], t, now)
+            result |= hit
+        return result
+
+
+def _column(values: np.ndarray, field: Field, cpus: int, cpu_stride: int) -> np.ndarray:
+    def at(base: int) -> np.ndarray:
+        raw = np.ascontiguousarray(values[:, base + field.offset:base + field.offset + field.width])
+        return raw.view(field.dtype).reshape(-1)
+    if not cpus:
+        return at(0)
+    return np.maximum.reduce([at(cpu * cpu_stride) for cpu in range(cpus)])
+
+
+def _compare(column: np.ndarray, term: Term, now: int) -> np.ndarray:
+    operand = term.operand + (now if term.relative else 0)
+    if operand < 0 and not term.field.signed:  # below every unsigned value
+        return np.full(len(column), term.op in ("!=", ">", ">="))
+    y = term.field.dtype.type(operand) if not term.relative else (
+        np.int64(operand) if term.field.signed else np.uint64(operand))
+    return {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}[term.op](column, y)
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+def tokenize(text: str, source: str = "--where") -> list[Token]:
+    tokens, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise InputError(f"unexpected character {text[pos]!r}",
+                             obj=f"{source} column {pos + 1}")
+        kind = m.lastgroup
+        if kind != "space":
+            word = m.group()
+            if kind == "name" and word in _KEYWORDS:
+                kind = "keyword"
+            tokens.append(Token(kind, word, pos + 1))
+        pos = m.end()
+    tokens.append(Token("end", "", len(text) + 1))
+    return tokens
+
+
+class _Parser:
+    """Recursive descent over the tokens; builds clauses directly (DNF)."""
+
+    def __init__(self, text: str, value: Codec, source: str, max_terms: int):
+        self.text = text
+        self.tokens = tokenize(text, source)
+        self.pos = 0
+        self.value = value
+        self.source = source
+        self.max_terms = max_terms
+
+    def error(self, token: Token, message: str) -> InputError:
+        shown = f" '{token.text}'" if token.text else " (end of expression)"
+        return InputError(message, obj=f"{self.source} column {token.column}{shown}")
+
+    def peek(self) -> Token:
+        return self.tokens[self.pos]
+
+    def take(self) -> Token:
+        token = self.tokens[self.pos]
+        self.pos += 1
+        return token
+
+    def accept(self, kind: str, text: str) -> bool:
+        token = self.peek()
+        if token.kind == kind and token.text == text:
+            self.pos += 1
+            return True
+        return False
+
+    def parse(self) -> Predicate:
+        clauses = self.expr()
+        token = self.peek()
+        if token.kind != "end":
+            raise self.error(token, "expected 'and', 'or' or the end of the expression")
+        return Predicate(tuple(clauses), self.text)
+
+    def expr(self) -> list[tuple[Term, ...]]:
+        clauses = self.clause()
+        while self.accept("keyword", "or"):
+            clauses = clauses + self.clause()
+            self._check_size(clauses)
+        return clauses
+
+    def clause(self) -> list[tuple[Term, ...]]:
+        clauses = self.atom()
+        while self.accept("keyword", "and"):
+            right = self.atom()
+            # (a or b) and (c or d) = a&c or a&d or b&c or b&d
+            clauses = [l + r for l, r in itertools.product(clauses, right)]
+            self._check_size(clauses)
+        return clauses
+
+    def _check_size(self, clauses) -> None:
+        size = sum(len(c) for c in clauses)
+        if size > self.max_terms:
+            raise self.error(self.tokens[self.pos - 1],
+                             f"expression too large: {size} comparisons once and/or are "
+                             f"expanded, the kernel program holds {self.max_terms}")
+
+    def atom(self) -> list[tuple[Term, ...]]:
+        token = self.peek()
+        if self.accept("punct", "("):
+            clauses = self.expr()
+            if not self.accept("punct", ")"):
+                raise self.error(self.peek(), f"expected ')' to close the '(' at column "
+                                              f"{token.column}")
+            return clauses
+        return [(self.comparison(),)]
+
+    def comparison(self) -> Term:
+        field_token = self.peek()
+        if field_token.kind != "name":
+            raise self.error(field_token, "expected a field name")
+        node, path = self.field()
+        op = self.take()
+        if op.kind != "op":
+            raise self.error(op, f"expected a comparison ({' '.join(OPS)}) after field '{path}'")
+        field = self._integer_field(field_token, node, path)
+        return self.operand(field, op.text)
+
+    def field(self):
+        node, parts = self.value_root(), []
+        while True:
+            token = self.take()
+            if not isinstance(node, Struct):
+                raise self.error(token, f"'{'.'.join(parts)}' is not a struct")
+            members = {name: child for name, child in node.members if name}
+            if token.kind != "name" or token.text not in members:
+                what = "no such field" if token.kind == "name" else "expected a field name"
+                where = f" in '{'.'.join(parts)}'" if parts else ""
+                raise self.error(token, f"{what}{where} (fields: {', '.join(members)})")
+            node = members[token.text]
+            parts.append(token.text)
+            if not self.accept("punct", "."):
+                return node, ".".join(parts)
+
+    def value_root(self):
+        codec = self.value.base if isinstance(self.value, PerCpuCodec) else self.value
+        node = getattr(codec, "node", None)
+        if node is None:
+            raise self.error(self.peek(), "the map has no BTF value type: fields cannot be named")
+        return node
+
+    def _integer_field(self, token: Token, node, path: str) -> Field:
+        if isinstance(node, (Int, Enum)) and node.size in (1, 2, 4, 8):
+            return Field(path, node.offset, node.size, node.signed if isinstance(node, Int)
+                         else any(v < 0 for _, v in node.values))
+        if isinstance(node, (Bool, Char)):
+            return Field(path, node.offset, getattr(node, "size", 1), False)
+        kind = type(node).__name__.lower()
+        raise self.error(token, f"field '{path}' is a {kind}, not a 1, 2, 4 or 8-byte integer")
+
+    def operand(self, field: Field, op: str) -> Term:
+        token = self.take()
+        if token.kind == "keyword" and token.text == "now":
+            if field.width != 8:
+                raise self.error(token, f"'now' is a 64-bit ns timestamp; field '{field.path}' "
+                                        f"has {field.width} bytes")
+            offset = 0
+            if self.peek().kind == "punct" and self.peek().text in "+-":
+                sign = -1 if self.take().text == "-" else 1
+                offset = sign * self.number(self.take(), duration=True)
+            return Term(field, op, offset, relative=True)
+        first = token
+        negative = token.kind == "punct" and token.text == "-"
+        if negative:
+            token = self.take()
+        if token.kind == "name" and not negative:
+            return Term(field, op, self.enumerator(token, field))
+        value = self.number(token, duration=False) * (-1 if negative else 1)
+        low, high = field.range
+        if not low <= value <= high:
+            raise self.error(first, f"{value} does not fit field '{field.path}' "
+                                    f"({'s' if field.signed else 'u'}{field.width * 8}: "
+                                    f"{low}..{high})")
+        return Term(field, op, value)
+
+    def number(self, token: Token, *, duration: bool) -> int:
+        m = _NUMBER.fullmatch(token.text) if token.kind == "number" else None
+        if not m:
+            raise self.error(token, "expected a duration like 30s" if duration
+                             else "expected a number, 'now' or an enumerator")
+        digits, unit = m.groups()
+        if unit and unit not in UNITS_NS:
+            raise self.error(token, f"unknown unit '{unit}' (use {', '.join(UNITS_NS)})")
+        if duration and not unit:
+            raise self.error(token, f"a duration needs a unit ({', '.join(UNITS_NS)})")
+        return int(digits, 0) * UNITS_NS.get(unit, 1)
+
+    def enumerator(self, token: Token, field: Field) -> int:
+        node = self._node_at(field)
+        if isinstance(node, Enum) and token.text in node.by_name:
+            return node.by_name[token.text]
+        known = f" (enumerators: {', '.join(node.by_name)})" if isinstance(node, Enum) else ""
+        raise self.error(token, f"not a number or an enumerator of field '{field.path}'{known}")
+
+    def _node_at(self, field: Field):
+        node = self.value_root()
+        for part in field.path.split("."):
+            node = dict(node.members)[part]
+        return node
+
+
+def compile(text: str, value: Codec, *, source: str = "--where",
+            max_terms: int = MAX_TERMS) -> Predicate:
+    """Parse ``text`` against the value codec of a map (:func:`bpfbatch.codecs.map_codecs`).
+
+    An empty or blank ``text`` selects every element. Errors are :class:`InputError` naming
+    ``source``, the column and the token.
+    """
+    if not text.strip():
+        return Predicate((), text)
+    return _Parser(text, value, source, max_terms).parse()
+
+
+def parse_duration(text: str, source: str) -> int:
+    """``30s``, ``1500ms``, ``2h`` → nanoseconds (a positive integer with a unit)."""
+    m = _NUMBER.fullmatch(text.strip())
+    if not m or m.group(2) not in UNITS_NS:
+        raise InputError(f"expected a duration like 30s, 500ms or 1h (units: "
+                         f"{', '.join(UNITS_NS)}), got {text!r}", obj=source)
+    value = int(m.group(1), 0) * UNITS_NS[m.group(2)]
+    if value <= 0:
+        raise InputError(f"must be positive, got {text!r}", obj=source)
+    return value

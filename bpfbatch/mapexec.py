@@ -1,0 +1,308 @@
+"""Map exec: run a predicate over every element of a map and count, dump or delete what it
+selects — in the kernel, or in a user-space emulation with the same semantics.
+
+**Kernel path** (:class:`KernelWalker`): the generic program ``progs/map_exec.bpf.c``, a
+``BPF_PROG_TYPE_SYSCALL`` program run with ``BPF_PROG_TEST_RUN``, walks the map with
+``bpf_for_each_map_elem``, evaluates the compiled predicate (:mod:`bpfbatch.expr`) and deletes a
+selected element in the same visit, after re-reading it by key (an update that replaced the
+element since the walk reached it is judged again). Selected records go to an mmap-able array
+(the "out" map) that Python reads without a copy; when it fills, the pass stops, Python hands
+the records on and runs the program again (deleted elements are gone; a dump skips what it
+already emitted). One object is loaded per target map (``bpf_map__reuse_fd``), so the verifier
+checks every access against that map's sizes; a :class:`KernelWalker` is reused across rounds.
+Why not an ``iter/bpf_map_elem`` iterator: on some kernels attaching one is refused (EPERM)
+while syscall programs run; ``bpf_for_each_map_elem`` also has no 1M-object read budget.
+
+**User-space emulation** (:func:`user_exec`): batched lookups (:class:`~bpfbatch.cursor.
+BatchCursor`), the predicate vectorised with numpy, then for each selected key of the batch
+``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` — the value it returns is exactly what was deleted — and a
+re-check of that value: if a writer refreshed the element since the batch was read, it is put
+back with ``BPF_NOEXIST`` (a writer that re-created the key meanwhile keeps its own). Remaining
+window: the element is absent between those two syscalls (microseconds); an in-place write
+landing then is lost, an insert landing then wins.
+
+Both modes take ``now`` once per pass (CLOCK_MONOTONIC, as ``bpf_ktime_get_ns``). Neither is a
+snapshot: elements added behind the walk are not seen. Per-CPU maps compare each field's
+largest per-CPU value (:mod:`bpfbatch.expr`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import errno
+import mmap
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from . import _abi, cursor, expr, features
+from ._abi import MapType
+from ._libbpf import lib, num_possible_cpus
+from .codecs import map_codecs
+from .errors import BpfBatchError, InputError, NotSupportedError, from_errno
+from .maps import Map
+from .objects import BpfObject
+
+ACTIONS = ("count", "dump", "delete")
+MODES = ("auto", "kernel", "user")
+
+#: Map types ``bpf_for_each_map_elem`` walks.
+KERNEL_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
+                          MapType.LRU_PERCPU_HASH, MapType.ARRAY, MapType.PERCPU_ARRAY})
+DELETABLE_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
+                             MapType.LRU_PERCPU_HASH})
+#: Limits of the generic program (``progs/map_exec.h``).
+MAX_KEY_SIZE = 512
+MAX_VALUE_SIZE = 4096
+MAX_CPUS = 1024
+#: Memory of the out map, which bounds the records handed over per kernel pass.
+OUT_BYTES = 32 << 20
+
+_ACTION_CODES = {"count": 0, "dump": 1, "delete": 2}
+_STOP_OUT_FULL, _STOP_LIMIT = 1, 2
+
+Sink = Callable[[cursor.Batch], None]
+
+
+@dataclasses.dataclass
+class ExecResult:
+    """What one exec did. ``kept``: selected from a read, then found refreshed by the re-check
+    before the delete, so left in place."""
+
+    mode: str
+    action: str
+    visited: int = 0
+    selected: int = 0
+    deleted: int = 0
+    kept: int = 0
+    passes: int = 0
+    seconds: float = 0.0
+
+
+def _round8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def _check_action(m: Map, action: str, max_selected: int) -> None:
+    if action not in ACTIONS:
+        raise InputError(f"unknown action '{action}' (use {', '.join(ACTIONS)})", obj="--action")
+    if max_selected < 0:
+        raise InputError(f"must not be negative, got {max_selected}", obj="--max")
+    if action == "delete" and m.info.type not in DELETABLE_TYPES:
+        raise NotSupportedError("delete", errno.EINVAL, obj=m.info.label,
+                                detail=f"{m.info.type_name} elements cannot be deleted")
+
+
+def compile_for(m: Map, where: str | expr.Predicate) -> expr.Predicate:
+    """``where`` compiled against the map's BTF value type (a Predicate passes through)."""
+    if isinstance(where, expr.Predicate):
+        return where
+    return expr.compile(where, map_codecs(m.info)[1])
+
+
+def kernel_support(m: Map) -> features.Support:
+    """Whether the kernel path can run on ``m`` (map type, sizes, syscall programs)."""
+    info = m.info
+    if info.type not in KERNEL_TYPES:
+        return features.Support(False, f"bpf_for_each_map_elem cannot walk {info.type_name} maps")
+    if info.key_size > MAX_KEY_SIZE or info.value_size > MAX_VALUE_SIZE:
+        return features.Support(False, f"key/value larger than {MAX_KEY_SIZE}/{MAX_VALUE_SIZE} "
+                                       "bytes")
+    if info.percpu and num_possible_cpus() > MAX_CPUS:
+        return features.Support(False, f"more than {MAX_CPUS} possible CPUs")
+    return features.syscall_program()
+
+
+# -- kernel path ---------------------------------------------------------------------------
+
+
+class KernelWalker:
+    """The map exec program loaded against one map. ``records``: whether passes can hand
+    selected records out (sizes the out map; without it only counts come back)."""
+
+    def __init__(self, m: Map, *, records: bool = True, out_bytes: int = OUT_BYTES):
+        support = kernel_support(m)
+        if not support:
+            raise NotSupportedError("map exec in the kernel", errno.EOPNOTSUPP, obj=m.info.label,
+                                    detail=support.reason)
+        self.map = m
+        info = m.info
+        self.key_stride = _round8(info.key_size)
+        self.rec_size = self.key_stride + _round8(info.value_stride)
+        self.slots = max(1, min(info.max_entries, out_bytes // self.rec_size)) if records else 1
+        self._obj = BpfObject.package("map_exec")
+        self._out: mmap.mmap | None = None
+        try:
+            self._obj.configure_map("target", reuse_fd=m.fd)
+            self._obj.configure_map("out", value_size=self.rec_size, max_entries=self.slots)
+            self._obj.set_rodata(key_size=info.key_size, key_stride=self.key_stride,
+                                 value_size=info.value_size, cpu_stride=info.cpu_stride,
+                                 nr_cpus=num_possible_cpus() if info.percpu else 0,
+                                 out_slots=self.slots)
+            self._obj.load()
+            self.args_dtype = self._obj.dtype("map_exec_args")
+            self.max_terms = self.args_dtype["terms"].shape[0]
+            self._prog_fd = self._obj.program_fd("map_exec")
+            if records:
+                self._out = mmap.mmap(self._obj.map("out").fd, self.slots * self.rec_size,
+                                      mmap.MAP_SHARED, mmap.PROT_READ)
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self, predicate: expr.Predicate, action: str, *, sink: Sink | None = None,
+            max_selected: int = 0) -> ExecResult:
+        """One exec: as many program runs as the out map needs to hand over every record."""
+        _check_action(self.map, action, max_selected)
+        if sink is not None and self._out is None:
+            raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
+        terms = predicate.table()
+        if len(terms) > self.max_terms:
+            raise InputError(f"{len(terms)} comparisons; the kernel program holds "
+                             f"{self.max_terms}", obj=predicate.text or "predicate")
+        args = np.zeros(1, self.args_dtype)
+        args["action"] = _ACTION_CODES[action]
+        args["nterms"] = len(terms)
+        args["emit"] = int(sink is not None)
+        for i, term in enumerate(terms):
+            for name, value in term.items():
+                args["terms"][name][0, i] = value
+        result = ExecResult("kernel", action)
+        start = time.perf_counter()
+        while True:
+            skip = result.selected if action == "dump" else 0
+            args["skip"] = skip
+            args["max_selected"] = skip + max_selected - result.selected if max_selected else 0
+            out = self._run_once(args)
+            result.passes += 1
+            result.visited += int(out["visited"])
+            result.deleted += int(out["deleted"])
+            result.kept += int(out["rechecked_out"])
+            result.selected += int(out["selected"]) - skip
+            if sink is not None and out["emitted"]:
+                self._hand_over(int(out["emitted"]), sink)
+            if int(out["stopped"]) != _STOP_OUT_FULL:
+                break
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_once(self, args: np.ndarray) -> np.void:
+        buf = bytearray(args.tobytes())
+        ctx = (ctypes.c_char * len(buf)).from_buffer(buf)
+        opts = _abi.opts(_abi.BpfTestRunOpts, ctx_in=ctypes.addressof(ctx), ctx_size_in=len(buf))
+        ret = lib.bpf_prog_test_run_opts(self._prog_fd, ctypes.byref(opts))
+        del ctx
+        if ret < 0:
+            raise from_errno("run map exec program", -ret, obj=self.map.info.label)
+        return np.frombuffer(bytes(buf), self.args_dtype)[0]
+
+    def _hand_over(self, count: int, sink: Sink) -> None:
+        info = self.map.info
+        recs = np.frombuffer(self._out, np.uint8, count * self.rec_size).reshape(count, -1)
+        keys = np.ascontiguousarray(recs[:, :info.key_size])
+        values = np.ascontiguousarray(recs[:, self.key_stride:self.key_stride + info.value_stride])
+        del recs  # no export may outlive the mmap
+        sink(cursor.Batch(count, memoryview(keys).cast("B"), memoryview(values).cast("B")))
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        self._obj.close()
+
+    def __enter__(self) -> "KernelWalker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# -- user-space emulation ------------------------------------------------------------------
+
+
+def user_exec(m: Map, predicate: expr.Predicate, action: str, *, sink: Sink | None = None,
+              max_selected: int = 0, batch_size: int = cursor.DEFAULT_BATCH) -> ExecResult:
+    """The emulation (see the module doc): same selection, same counts, same records."""
+    _check_action(m, action, max_selected)
+    info = m.info
+    cpus = num_possible_cpus() if info.percpu else 0
+    result = ExecResult("user", action)
+    start = time.perf_counter()
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    for batch in cursor.BatchCursor(m, batch_size=batch_size):
+        result.passes = 1
+        result.visited += batch.count
+        keys = np.frombuffer(batch.keys, np.uint8).reshape(batch.count, info.key_size)
+        values = np.frombuffer(batch.values, np.uint8).reshape(batch.count, info.value_stride)
+        picked = np.flatnonzero(predicate.evaluate(values, now, cpus=cpus,
+                                                   cpu_stride=info.cpu_stride))
+        if max_selected:
+            picked = picked[:max_selected - result.selected]
+        if action == "delete":
+            keys, values = _delete_rechecked(m, predicate, keys[picked], now, cpus, result)
+        else:
+            keys, values = keys[picked], values[picked]
+            result.selected += len(picked)
+        if sink is not None and action != "count" and len(keys):
+            sink(cursor.Batch(len(keys), memoryview(np.ascontiguousarray(keys)).cast("B"),
+                              memoryview(np.ascontiguousarray(values)).cast("B")))
+        if max_selected and result.selected >= max_selected:
+            break
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _delete_rechecked(m: Map, predicate: expr.Predicate, keys: np.ndarray, now: int,
+                      cpus: int, result: ExecResult) -> tuple[np.ndarray, np.ndarray]:
+    """Delete each key atomically with its current value, put back the ones a writer
+    refreshed since the batch read; the deleted keys and values."""
+    info = m.info
+    deleted = np.empty((len(keys), info.value_stride), np.uint8)
+    value_buf = ctypes.create_string_buffer(info.value_stride)
+    ok = np.zeros(len(keys), bool)
+    for i, key in enumerate(keys):
+        raw = key.tobytes()
+        ret = lib.bpf_map_lookup_and_delete_elem(m.fd, raw, value_buf)
+        if ret == -errno.ENOENT:
+            continue  # gone already (a writer, LRU eviction): not ours
+        if ret < 0:
+            raise from_errno("lookup and delete element", -ret, obj=info.label)
+        value = np.frombuffer(value_buf.raw, np.uint8).reshape(1, -1)
+        if not predicate.evaluate(value, now, cpus=cpus, cpu_stride=info.cpu_stride)[0]:
+            restored = lib.bpf_map_update_elem(m.fd, raw, value_buf, _abi.BPF_NOEXIST)
+            if restored < 0 and restored != -errno.EEXIST:
+                raise from_errno("restore refreshed element", -restored, obj=info.label)
+            result.kept += 1
+            continue
+        deleted[i] = value[0]
+        ok[i] = True
+    result.selected += int(ok.sum())
+    result.deleted += int(ok.sum())
+    return keys[ok], deleted[ok]
+
+
+# -- the entry point -----------------------------------------------------------------------
+
+
+def choose_mode(m: Map, mode: str) -> str:
+    """``kernel`` or ``user`` for ``mode`` (``auto``: the kernel path when its probe passes)."""
+    if mode not in MODES:
+        raise InputError(f"unknown mode '{mode}' (use {', '.join(MODES)})", obj="--mode")
+    if mode == "auto":
+        return "kernel" if kernel_support(m) else "user"
+    return mode
+
+
+def exec_map(m: Map, where: str | expr.Predicate, action: str = "count", *, mode: str = "auto",
+             sink: Sink | None = None, max_selected: int = 0) -> ExecResult:
+    """Run ``where`` over every element of ``m`` and ``count``, ``dump`` or ``delete`` the
+    selected ones; ``sink`` receives the dumped or deleted records batch by batch (zero-copy
+    views, valid during the call). ``max_selected`` stops after that many (0: no limit)."""
+    _check_action(m, action, max_selected)
+    predicate = compile_for(m, where)
+    if choose_mode(m, mode) == "user":
+        return user_exec(m, predicate, action, sink=sink, max_selected=max_selected)
+    with KernelWalker(m, records=sink is not None) as walker:
+        return walker.run(predicate, action, sink=sink, max_selected=max_selected)
