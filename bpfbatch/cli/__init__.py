@@ -33,7 +33,7 @@ def _global_options(
 
 def _register() -> None:
     # Imported for their side effect of adding commands to ``app``.
-    from . import bench, demo, maps, tc, top, write  # noqa: F401
+    from . import bench, demo, exec, maps, tc, top, write  # noqa: F401
 
 
 _register()

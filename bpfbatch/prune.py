@@ -1,0 +1,73 @@
+"""Pruning: delete the elements of a flow table whose timestamp field is older than a cutoff,
+once or every interval, on top of :mod:`bpfbatch.mapexec`.
+
+The predicate is ``FIELD < now - OLDER_THAN`` (``and (WHERE)`` when an extra condition is
+given), evaluated against ``now`` taken at the start of each round. Plain and LRU hashes and
+their per-CPU variants are supported; for per-CPU maps the newest timestamp across CPUs counts
+(:mod:`bpfbatch.expr`). In the kernel path one program is loaded for the whole loop and run
+once per round.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+
+from . import expr, mapexec
+from .codecs import map_codecs
+from .errors import InputError
+from .maps import Map
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    number: int
+    result: mapexec.ExecResult
+    dry_run: bool
+
+
+def prune_predicate(m: Map, field: str, older_than_ns: int, where: str | None = None
+                    ) -> expr.Predicate:
+    """``field < now - older_than`` [``and (where)``], compiled for ``m``.
+
+    The field is checked on its own first, so an error points into ``--field``, not into
+    text the user did not write.
+    """
+    if older_than_ns <= 0:
+        raise InputError(f"must be positive, got {older_than_ns} ns", obj="--older-than")
+    value = map_codecs(m.info)[1]
+    expr.compile(f"{field} < now", value, source="--field")
+    text = f"{field} < now - {older_than_ns}ns"
+    if where and where.strip():
+        expr.compile(where, value, source="--where")  # errors point into --where
+        text = f"{text} and ({where})"
+    return expr.compile(text, value, source="prune predicate")
+
+
+def prune_rounds(m: Map, predicate: expr.Predicate, *, every_ns: int | None = None,
+                 max_deleted: int = 0, dry_run: bool = False, mode: str = "auto",
+                 stop: threading.Event | None = None) -> Iterator[Round]:
+    """Prune once, or every ``every_ns`` until ``stop`` is set; yield each round.
+
+    ``dry_run`` counts what would go and deletes nothing; ``max_deleted`` caps one round.
+    The wait between rounds starts when a round ends.
+    """
+    stop = stop or threading.Event()
+    action = "count" if dry_run else "delete"
+    number = 0
+    walker = mapexec.KernelWalker(m, records=False) \
+        if mapexec.choose_mode(m, mode) == "kernel" else None
+    try:
+        while not stop.is_set():
+            number += 1
+            if walker:
+                result = walker.run(predicate, action, max_selected=max_deleted)
+            else:
+                result = mapexec.user_exec(m, predicate, action, max_selected=max_deleted)
+            yield Round(number, result, dry_run)
+            if every_ns is None or stop.wait(every_ns / 1e9):
+                return
+    finally:
+        if walker:
+            walker.close()
