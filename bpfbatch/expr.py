@@ -298,7 +298,7 @@ class _Parser:
     def _integer_field(self, token: Token, node, path: str) -> Field:
         if isinstance(node, (Int, Enum)) and node.size in (1, 2, 4, 8):
             return Field(path, node.offset, node.size, node.signed if isinstance(node, Int)
-                         else any(v < 0 for _, v in node.values))
+                         else any(v < 0 for v in node.by_name.values()))
         if isinstance(node, (Bool, Char)):
             return Field(path, node.offset, getattr(node, "size", 1), False)
         kind = type(node).__name__.lower()
