@@ -21,7 +21,7 @@ from bpfbatch.btf import BtfBuilder
 from bpfbatch.codecs import map_codecs
 from bpfbatch.cursor import Batch, BatchCursor
 from bpfbatch.errors import NotFoundError
-from bpfbatch.formats import make_renderer
+from bpfbatch.formats import make_renderer, read_ahead
 from bpfbatch.maps import Map
 from bpfbatch.objects import BpfObject
 
@@ -221,6 +221,7 @@ def test_fed_by_the_batch_cursor(types):
             m.update(key.encode(i * 7), value.encode({"a": i, "b": i * i}))
         reference = bpftool_dump(m)
         assert render("bpftool-json", m, BatchCursor(m, batch_size=64)) == reference
+        assert render("bpftool-json", m, read_ahead(BatchCursor(m, batch_size=64))) == reference
         lines = render("jsonl", m, BatchCursor(m, batch_size=64)).splitlines()
     assert [json.loads(line) for line in lines] == [e["formatted"]
                                                     for e in json.loads(reference)]

@@ -4,6 +4,7 @@ import csv
 import io
 import json
 import struct
+import threading
 
 import pytest
 
@@ -11,8 +12,8 @@ from bpfbatch._abi import MapType
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.codecs import PerCpuCodec, RawCodec, map_codecs
 from bpfbatch.cursor import Batch
-from bpfbatch.errors import InputError
-from bpfbatch.formats import FORMATS, make_renderer
+from bpfbatch.errors import InputError, KernelError
+from bpfbatch.formats import FORMATS, make_renderer, read_ahead
 from bpfbatch.maps import MapInfo
 
 
@@ -172,3 +173,42 @@ def test_unknown_format_names_the_option():
 def test_per_cpu_codec_comes_from_the_map_type():
     _, value = map_codecs(info(MapType.LRU_PERCPU_HASH), BTF, ncpus=3)
     assert isinstance(value, PerCpuCodec) and value.size == 3 * 16
+
+
+# -- read_ahead ---------------------------------------------------------------------------
+
+def reused_buffer_batches(n):
+    """Like the cursor: every batch is a view of the same buffers, rewritten per step."""
+    keys, values = bytearray(4), bytearray(16)
+    for i in range(n):
+        keys[:] = struct.pack("<I", i)
+        values[:] = struct.pack("<Q8s", i * 10, b"n%d" % i)
+        yield Batch(1, memoryview(keys), memoryview(values))
+
+
+def test_read_ahead_copies_each_batch_out_of_reused_buffers():
+    got = [(bytes(b.keys), bytes(b.values)) for b in read_ahead(reused_buffer_batches(50))]
+    assert got == [(struct.pack("<I", i), struct.pack("<Q8s", i * 10, b"n%d" % i))
+                   for i in range(50)]
+    assert render("json", info(), read_ahead(reused_buffer_batches(3))).getvalue() == \
+        render("json", info(), [batch(*entries(3))]).getvalue()
+
+
+def test_read_ahead_raises_the_readers_error_after_its_batches():
+    def failing():
+        yield from reused_buffer_batches(2)
+        raise KernelError("lookup batch", 14, obj="map 1")
+    seen = []
+    with pytest.raises(KernelError, match="lookup batch"):
+        for b in read_ahead(failing()):
+            seen.append(b.count)
+    assert seen == [1, 1]
+
+
+def test_leaving_early_stops_the_reader():
+    def endless():
+        while True:
+            yield from reused_buffer_batches(1)
+    for _ in read_ahead(endless()):
+        break
+    assert not [t for t in threading.enumerate() if t.name == "bpfbatch-read-ahead"]
