@@ -1,0 +1,172 @@
+"""Pruning a real flow table: the tc program counts UDP flows sent across a veth pair between
+two throwaway namespaces; prune removes exactly the idle ones, once (API, both modes) and as
+the periodic `bpfbatch prune` loop that stops cleanly on SIGINT/SIGTERM."""
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bpfbatch import cursor, features, prune
+from bpfbatch._abi import MapType
+from bpfbatch._libbpf import num_possible_cpus
+from bpfbatch.btf import BtfBuilder
+from bpfbatch.codecs import map_codecs
+from bpfbatch.errors import InputError
+from bpfbatch.flowtable import RECEIVER_ADDR, SENDER_ADDR, FlowTableLab
+from bpfbatch.maps import Map
+
+MS = 10**6
+IDLE = 300 * MS  # the --older-than of these tests
+PACKET_BYTES = 14 + 20 + 8 + 64  # what tc ingress sees of one datagram: Ethernet, IPv4, UDP
+
+
+@pytest.fixture
+def lab():
+    with FlowTableLab(prefix="bbpt") as lab:
+        yield lab
+
+
+def flows_by_port(table: Map) -> dict[int, dict]:
+    """sport (host order) → decoded stats, from one batched read of the table."""
+    key_codec, value_codec = map_codecs(table.info)
+    keys, values = cursor.read_all(table)
+    out = {}
+    for k, v in zip(keys, values):
+        key = key_codec.decode(k.tobytes())
+        assert (key["saddr"], key["daddr"], key["proto"]) == (
+            int.from_bytes(socket.inet_aton(SENDER_ADDR), "little"),
+            int.from_bytes(socket.inet_aton(RECEIVER_ADDR), "little"), 17)
+        out[socket.ntohs(key["sport"])] = value_codec.decode(v.tobytes())
+    return out
+
+
+def idle_and_active(lab, flows: int, active: int):
+    """Every flow sends twice, then, once the others are idle, ``active`` send once more."""
+    opened = lab.open_flows(flows)
+    opened.send()
+    opened.send()
+    assert lab.wait_for(flows) == flows
+    time.sleep(IDLE / 1e9 + 0.1)
+    opened.send(opened.sockets[:active])
+    return opened, set(opened.ports(opened.sockets[:active]))
+
+
+def test_flow_table_counts_what_was_sent(lab):
+    opened, active = idle_and_active(lab, 50, 5)
+    time.sleep(0.05)
+    seen = flows_by_port(lab.table)
+    assert set(seen) == set(opened.ports())
+    for port, stats in seen.items():
+        packets = 3 if port in active else 2
+        assert stats["packets"] == packets and stats["bytes"] == packets * PACKET_BYTES
+        assert stats["first_seen_ns"] <= stats["last_seen_ns"]
+
+
+@pytest.mark.parametrize("mode", ["kernel", "user"])
+def test_prune_keeps_exactly_the_active_flows(lab, mode):
+    if mode == "kernel" and not features.syscall_program():
+        pytest.skip("no syscall programs")
+    _, active = idle_and_active(lab, 400, 40)
+    predicate = prune.prune_predicate(lab.table, "last_seen_ns", IDLE)
+    [dry] = prune.prune_rounds(lab.table, predicate, dry_run=True, mode=mode)
+    assert dry.result.selected == 360 and dry.result.deleted == 0
+    assert len(flows_by_port(lab.table)) == 400
+    [capped] = prune.prune_rounds(lab.table, predicate, max_deleted=100, mode=mode)
+    assert capped.result.deleted == 100
+    [rest] = prune.prune_rounds(lab.table, predicate, mode=mode)
+    assert rest.result.deleted == 260 and rest.result.mode == mode
+    assert set(flows_by_port(lab.table)) == active
+    if shutil.which("bpftool"):  # an independent reader agrees
+        dump = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(lab.table.info.id)],
+                              capture_output=True, text=True, check=True)
+        assert len(json.loads(dump.stdout)) == 40
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_cli_prune_loop_trims_while_traffic_flows_and_stops_cleanly(lab, sig):
+    opened, _ = idle_and_active(lab, 200, 0)
+    keep = opened.sockets[:20]
+    proc = subprocess.Popen([sys.executable, "-m", "bpfbatch", "prune", "--map-id",
+                             str(lab.table.info.id), "--field", "last_seen_ns",
+                             "--older-than", "300ms", "--every", "100ms"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the 20 keep sending; the rest is idle already
+            opened.send(keep)
+            if len(flows_by_port(lab.table)) == 20:
+                break
+            time.sleep(0.05)
+        for _ in range(4):  # more rounds while they keep sending: none of them goes
+            opened.send(keep)
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert out == ""
+    assert set(flows_by_port(lab.table)) == set(opened.ports(keep))
+    rounds = err.splitlines()
+    assert rounds[0].startswith("round 1: deleted ") and len(rounds) >= 2
+    assert sum(int(line.split()[3]) for line in rounds) == 180
+    assert all(line.endswith(")") and " ms (" in line for line in rounds)
+
+
+def test_cli_prune_errors_name_the_option(lab):
+    argv = [sys.executable, "-m", "bpfbatch", "prune", "--map-id", str(lab.table.info.id)]
+    cases = {("--field", "last_seen", "--older-than", "1s"):
+             "bpfbatch: error: --field column 1 'last_seen': no such field (fields: packets, "
+             "bytes, first_seen_ns, last_seen_ns)\n",
+             ("--field", "last_seen_ns", "--older-than", "10"):
+             "bpfbatch: error: --older-than: expected a duration like 30s, 500ms or 1h (units: "
+             "ns, us, ms, s, m, h), got '10'\n",
+             ("--field", "last_seen_ns", "--older-than", "1s", "--where", "bytes >"):
+             "bpfbatch: error: --where column 8 (end of expression): expected a number, 'now' "
+             "or an enumerator\n"}
+    for extra, message in cases.items():
+        proc = subprocess.run([*argv, *extra], capture_output=True, text=True)
+        assert (proc.returncode, proc.stderr) == (1, message)
+
+
+def percpu_table() -> Map:
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        value = b.struct("flow", [("packets", u64), ("last_seen_ns", u64)])
+        return Map.create(MapType.LRU_PERCPU_HASH, 4, 16, 64, name="bb_prune_pcpu",
+                          btf_fd=b.load(), btf_key_type_id=u32, btf_value_type_id=value)
+
+
+@pytest.mark.skipif(num_possible_cpus() < 2, reason="needs two possible CPUs")
+@pytest.mark.parametrize("mode", ["kernel", "user"])
+def test_per_cpu_prune_goes_by_the_newest_cpu(mode):
+    """Key k: seen long ago on every CPU but CPU k % cpus, where it is fresh (k < cpus); keys
+    from cpus on are old everywhere. Only the latter are idle."""
+    cpus = num_possible_cpus()
+    now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    with percpu_table() as m:
+        n = cpus + 5
+        values = np.zeros((n, cpus, 2), np.uint64)
+        values[:, :, 1] = 1  # last seen at boot
+        for k in range(cpus):
+            values[k, k, 1] = now
+        cursor.update(m, np.arange(n, dtype=np.uint32), values, n)
+        predicate = prune.prune_predicate(m, "last_seen_ns", 60 * 10**9)
+        [r] = prune.prune_rounds(m, predicate, mode=mode)
+        assert r.result.deleted == 5
+        assert sorted(np.frombuffer(cursor.read_all(m)[0].tobytes(), "<u4")) == list(range(cpus))
+
+
+def test_prune_predicate_refuses_what_it_cannot_compare():
+    with percpu_table() as m:
+        with pytest.raises(InputError, match="^--field column 1 'packet'"):
+            prune.prune_predicate(m, "packet", 10)
+        with pytest.raises(InputError, match="^--older-than: must be positive"):
+            prune.prune_predicate(m, "last_seen_ns", 0)
