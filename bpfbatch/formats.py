@@ -26,7 +26,8 @@ from typing import BinaryIO
 
 from tabulate import tabulate
 
-from .codecs import Codec, PerCpuCodec, RawCodec, Template, rows
+from .codecs import (Bits, BtfCodec, Codec, Enum, Int, Node, PerCpuCodec, RawCodec, Struct,
+                     Template, Var, rows)
 from .cursor import Batch
 from .errors import InputError
 
@@ -145,14 +146,29 @@ def _typed_entry(out: Template, key: Codec, value: Codec, *, exact: bool) -> Tem
 
 # -- flat formats -------------------------------------------------------------------------
 
-def _flatten(prefix: str, value, into: dict) -> dict:
-    """Structs become ``prefix.field`` columns; everything else one cell."""
-    if isinstance(value, dict):
-        for name, item in value.items():
-            _flatten(f"{prefix}.{name}" if name else prefix, item, into)
+def _flat_columns(codec: Codec, prefix: str, rows) -> list[tuple[str, list]]:
+    """``(name, cells)`` columns of a batch: struct members become ``prefix.field``
+    columns (anonymous members add no name); anything else is one cell per row."""
+    if isinstance(codec, BtfCodec):
+        return [(name, _cells(node, node.values(rows)))
+                for name, node in _leaf_nodes(codec.node, prefix)]
+    return [(prefix, [raw.hex() for raw in codec.values(rows)])]
+
+
+def _leaf_nodes(node: Node, prefix: str):
+    if isinstance(node, Struct):
+        for name, member in node.members:
+            yield from _leaf_nodes(member, f"{prefix}.{name}" if name else prefix)
+    elif isinstance(node, Var):
+        yield from _leaf_nodes(node.node, f"{prefix}.{node.name}")
     else:
-        into[prefix] = _cell(value)
-    return into
+        yield prefix, node
+
+
+def _cells(node: Node, values: list) -> list:
+    if isinstance(node, (Int, Bits, Enum)):  # numbers, or enum names: as they are
+        return values
+    return [_cell(v) for v in values]
 
 
 def _cell(value):
@@ -160,41 +176,40 @@ def _cell(value):
         return "true" if value else "false"
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
-    if isinstance(value, list):
+    if isinstance(value, (list, dict)):
         return json.dumps(value, separators=(",", ":"), default=_cell)
     return value
 
 
 class _Flat(Renderer):
-    """Rows of flattened columns; the header comes from the first entry."""
+    """Rows of flattened columns, built column by column for the whole batch; per-CPU
+    maps get a ``cpu`` column and one row per CPU."""
 
     def __init__(self, info, key, value, out):
         super().__init__(info, key, value, out)
         self.header: list[str] | None = None
 
-    def _records(self, count, keys, values) -> list[dict]:
-        key_values = self.key.values(keys)
-        value_values = self.value.values(values)
-        records = []
-        percpu = isinstance(self.value, PerCpuCodec)
-        for k, v in zip(key_values, value_values):
-            base = _flatten("key", k, {})
-            if percpu:
-                for cpu, slot in enumerate(v):
-                    records.append(_flatten("value", slot, dict(base, cpu=cpu)))
-            else:
-                records.append(_flatten("value", v, base))
-        return records
+    def _table(self, keys, values) -> list[tuple]:
+        key_columns = _flat_columns(self.key, "key", keys)
+        if not isinstance(self.value, PerCpuCodec):
+            columns = key_columns + _flat_columns(self.value, "value", values)
+            self.header = [name for name, _ in columns]
+            return list(zip(*(cells for _, cells in columns)))
+        codec = self.value
+        table: list = [None] * (len(keys) * codec.ncpus)
+        for cpu in range(codec.ncpus):
+            slots = values[:, cpu * codec.stride:cpu * codec.stride + codec.base.size]
+            columns = key_columns + [("cpu", [cpu] * len(keys))] + \
+                _flat_columns(codec.base, "value", slots)
+            table[cpu::codec.ncpus] = zip(*(cells for _, cells in columns))
+        self.header = [name for name, _ in columns]
+        return table
 
     def _write(self, count, keys, values):
-        records = self._records(count, keys, values)
         first = self.header is None
-        if first:
-            self.header = list(records[0])
-        table = [[r.get(h, "") for h in self.header] for r in records]
-        self.out.write(self._format(table, first).encode())
+        self.out.write(self._format(self._table(keys, values), first).encode())
 
-    def _format(self, table: list[list], first: bool) -> str:
+    def _format(self, table: list[tuple], first: bool) -> str:
         raise NotImplementedError
 
 
