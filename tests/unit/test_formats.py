@@ -212,3 +212,22 @@ def test_leaving_early_stops_the_reader():
     for _ in read_ahead(endless()):
         break
     assert not [t for t in threading.enumerate() if t.name == "bpfbatch-read-ahead"]
+
+
+def test_flat_columns_of_anonymous_members_arrays_and_bools():
+    with BtfBuilder() as b:
+        u32 = b.integer("unsigned int", 4)
+        anon = b.union("", [("x", u32), ("y", b.integer("unsigned short", 2))])
+        vid = b.struct("v", [("a", u32), ("", anon), ("arr", b.array(u32, 2)),
+                             ("ok", b.integer("_Bool", 1, boolean=True))])
+        btf = Btf.from_bytes(b.raw())
+    map_info = MapInfo(id=1, type=MapType.HASH, name="t", key_size=4, value_size=20,
+                       max_entries=4, flags=0, btf_id=1, btf_key_type_id=U32,
+                       btf_value_type_id=vid)
+    key, value = map_codecs(map_info, btf)
+    out = io.BytesIO()
+    r = make_renderer("csv", map_info, key, value, out)
+    r.write_batch(batch([struct.pack("<I", 9)], [struct.pack("<IIII?xxx", 1, 0x10002, 3, 4, True)]))
+    r.close()
+    assert out.getvalue().decode().splitlines() == [
+        "key,value.a,value.x,value.y,value.arr,value.ok", '9,1,65538,2,"[3,4]",true']
