@@ -222,7 +222,7 @@ def test_flat_columns_of_anonymous_members_arrays_and_bools():
                              ("ok", b.integer("_Bool", 1, boolean=True))])
         btf = Btf.from_bytes(b.raw())
     map_info = MapInfo(id=1, type=MapType.HASH, name="t", key_size=4, value_size=20,
-                       max_entries=4, flags=0, btf_id=1, btf_key_type_id=U32,
+                       max_entries=4, flags=0, btf_id=1, btf_key_type_id=u32,
                        btf_value_type_id=vid)
     key, value = map_codecs(map_info, btf)
     out = io.BytesIO()
