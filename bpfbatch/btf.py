@@ -104,10 +104,6 @@ class BtfType:
     entries: tuple[tuple[int, int, int], ...] = ()
     component_idx: int = -1
 
-    @property
-    def vlen(self) -> int:
-        return len(self.members or self.values or self.params or self.entries)
-
 
 VOID = BtfType(0, Kind.UNKN, "void")
 
