@@ -25,7 +25,11 @@ _PAD = (b"", b"\0\0\0", b"\0\0", b"\0")
 
 
 class Attr(NamedTuple):
-    """One netlink attribute: ``type`` and either raw ``payload`` bytes or child attributes."""
+    """One netlink attribute: ``type`` and either raw ``payload`` bytes or child attributes.
+
+    The encoder takes any ``(type, payload)`` pair; hot builders use bare tuples, which are
+    cheaper to create than this named form.
+    """
 
     type: int
     payload: Union[bytes, tuple[Union["Attr", bytes], ...]]

@@ -22,7 +22,7 @@ from typing import Union
 
 from . import specs as S
 from .resolve import Resolver
-from .encoding import Attr, encode, nest, strz, u32
+from .encoding import NLA_F_NESTED, Attr, encode, nest, strz, u32
 
 Dev = Union[str, int]
 
@@ -30,15 +30,17 @@ Dev = Union[str, int]
 # --- actions -----------------------------------------------------------------------------------
 
 
-def _action_flags(no_percpu: bool) -> tuple[Attr, ...]:
-    if not no_percpu:
-        return ()
-    bits = S.TCA_ACT_FLAGS_NO_PERCPU_STATS
-    return (Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(bits, bits)),)
-
-
 _GACT_KIND = encode((strz(S.ActAttr.KIND, "gact"),))
 _MIRRED_KIND = encode((strz(S.ActAttr.KIND, "mirred"),))
+_NO_PERCPU = encode((Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(S.TCA_ACT_FLAGS_NO_PERCPU_STATS,
+                                                             S.TCA_ACT_FLAGS_NO_PERCPU_STATS)),))
+_ACT_OPTIONS = int(S.ActAttr.OPTIONS) | NLA_F_NESTED
+
+
+def _action_attrs(kind: bytes, parms_type: int, parms: bytes, no_percpu: bool) -> tuple:
+    """KIND, OPTIONS { PARMS } and, for no_percpu, FLAGS — the shape of gact and mirred."""
+    options = (_ACT_OPTIONS, ((parms_type, parms),))  # plain pairs: the hottest path
+    return (kind, options, _NO_PERCPU) if no_percpu else (kind, options)
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,9 +54,7 @@ class Gact:
 
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
         parms = S.TC_GACT.pack(self.index, 0, S.GACT_VERDICTS[self.verdict], 0, 0)
-        return (_GACT_KIND,
-                nest(S.ActAttr.OPTIONS, Attr(S.TCA_GACT_PARMS, parms), flag=True),
-                *_action_flags(self.no_percpu))
+        return _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu)
 
 
 @dataclasses.dataclass(slots=True)
@@ -77,9 +77,7 @@ class Mirred:
         if self.verdict is not None:
             control = S.GACT_VERDICTS[self.verdict]
         parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, resolve.ifindex(self.dev))
-        return (_MIRRED_KIND,
-                nest(S.ActAttr.OPTIONS, Attr(S.TCA_MIRRED_PARMS, parms), flag=True),
-                *_action_flags(self.no_percpu))
+        return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu)
 
 
 @dataclasses.dataclass(slots=True)
@@ -98,7 +96,7 @@ Action = Union[Gact, Mirred, ActionRef]
 
 def action_tab(type_: int, actions: tuple[Action, ...], resolve: Resolver) -> Attr:
     """Actions nested by order (1, 2, ...) under ``type_`` (TCA_ACT_TAB or a classifier's ACT)."""
-    return Attr(type_, tuple([Attr(order, action.attrs(resolve))
+    return Attr(type_, tuple([(order, action.attrs(resolve))
                               for order, action in enumerate(actions, 1)]))
 
 

@@ -140,3 +140,29 @@ def test_missing_file_and_netns(tmp_path):
     no_ns = bpfbatch_tc("bpfb-no-such-netns", batch)
     assert no_ns.returncode == 1
     assert "no such network namespace 'bpfb-no-such-netns'" in no_ns.stderr
+
+
+_REPORT_HWM = ("import atexit, re\n"
+               "atexit.register(lambda: print(re.search(r'VmHWM:\\s+(\\d+)',"
+               " open('/proc/self/status').read()).group(1)))\n"
+               "from bpfbatch.cli import main; main()")
+
+
+def test_memory_stays_bounded_as_the_file_grows(tmp_path):
+    """Streaming: ten times the lines must not mean more memory (8 MB slack for the allocator;
+    tc 6.1 grows by 32 KiB per line). Measured as the child's own VmHWM: ru_maxrss would also
+    count the address space it was forked from."""
+    import sys
+
+    peaks = []
+    with veth_netns() as ns:
+        for count in (20_000, 200_000):
+            batch = tmp_path / f"{count}.tc"
+            with batch.open("w") as out:
+                out.writelines(_add(i) for i in range(1, count + 1))
+            run(["ip", "netns", "exec", ns, "tc", "actions", "flush", "action", "mirred"])
+            done = run([sys.executable, "-c", _REPORT_HWM, "tc", "-b", str(batch), "--netns", ns,
+                        "--coalesce"])
+            peaks.append(int(done.stdout))
+            batch.unlink()
+    assert peaks[1] - peaks[0] < 8 << 10, peaks
