@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import errno as _errno
 import os
+import queue
+import threading
 from collections.abc import Callable
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
@@ -36,6 +38,9 @@ from .resolve import Resolver
 #: the kernel's per-message work, small enough to stay cache-friendly.
 DEFAULT_BATCH_BYTES = 256 << 10
 _ACK_FLAG_OFFSET = 6  # nlmsg_flags within nlmsghdr
+#: Packed batches waiting for the sending thread: enough to keep it busy, and a memory bound.
+_IN_FLIGHT = 2
+_RETRY_SEQ_BASE = 1 << 31
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +112,14 @@ Message = tuple[int, int, bytes]
 
 
 class Sender:
-    """Feed it ``(line, rule)`` in order with :meth:`submit`; :meth:`finish` sends the rest."""
+    """Feed it ``(line, rule)`` in order with :meth:`submit`; :meth:`finish` sends the rest.
+
+    Two threads: the caller's parses, encodes and packs; a sending thread does ``sendmsg`` and
+    the reply accounting. ``sendmsg`` releases the GIL while the kernel works through the batch
+    (most of the kernel-side time), so packing the next batch overlaps it. At most
+    :data:`_IN_FLIGHT` packed batches wait, which bounds memory. ``on_failure`` is called from
+    the sending thread, in line order.
+    """
 
     def __init__(self, sock: RtnlSocket, resolve: Resolver, *, source: str, force: bool = False,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
@@ -124,17 +136,22 @@ class Sender:
         #: Per queued message: its command lines, and for a coalesced one the commands to retry.
         self._entries: list[tuple[tuple[int, ...], tuple[R.Actions, ...] | None]] = []
         self._seq = 0
+        #: Retries are sent by the sending thread, numbered apart from the packer's messages.
+        self._retry_seq = _RETRY_SEQ_BASE
         self._group: list[tuple[int, R.Actions]] = []
         self._group_actions = 0
+        self._batches: queue.Queue = queue.Queue(maxsize=_IN_FLIGHT)
+        self._thread = threading.Thread(target=self._send_loop, name="tc-batch-sender", daemon=True)
+        self._thread.start()
+        self._error: BaseException | None = None
         self.report = Report(source)
 
-    # --- input side ----------------------------------------------------------------------------
+    # --- packing (caller's thread) -------------------------------------------------------------
 
     def submit(self, line: int, rule: R.Rule | BpfBatchError) -> bool:
         """Queue one command (or record the input error in its place). False once stopped."""
-        if self.report.stopped:
+        if self.report.stopped or self._error is not None:
             return False
-        self.report.commands += 1
         if isinstance(rule, BpfBatchError):
             return self._input_failure(line, rule)
         try:
@@ -150,10 +167,16 @@ class Sender:
         return not self.report.stopped
 
     def finish(self) -> Report:
-        """Send whatever is queued and return the report."""
-        if not self.report.stopped:
-            self._close_group()
-            self._flush()
+        """Send whatever is queued, wait for every reply, and return the report."""
+        try:
+            if not self.report.stopped:
+                self._close_group()
+                self._flush()
+        finally:
+            self._batches.put(None)
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
         return self.report
 
     def _add_to_group(self, line: int, rule: R.Actions) -> None:
@@ -179,8 +202,12 @@ class Sender:
         # Everything before this line goes first, so failures stay in line order.
         self._close_group()
         self._flush()
+        self._batches.join()
+        if self._error is not None:
+            raise self._error
         if self.report.stopped:
             return False
+        self.report.commands += 1
         text = exc.message if isinstance(exc, InputError) else str(exc)
         self._fail(Failure(self.report.source, line, text))
         if not self._force:
@@ -188,16 +215,12 @@ class Sender:
             self.report.last_sent_line = line
         return not self.report.stopped
 
-    # --- wire side -----------------------------------------------------------------------------
-
     def _queue(self, message: Message, lines: tuple[int, ...], retry) -> None:
         msg_type, flags, body = message
         size = 16 + len(body)
         if self._entries and (len(self._buf) + size > self._max_bytes
                               or len(self._entries) >= self._max_messages):
             self._flush()
-            if self.report.stopped:
-                return
         if size > self._sock.max_send_bytes:
             raise InputError(f"message of {size} bytes exceeds the socket's send limit",
                              obj=f"{self.report.source}:{lines[-1]}")
@@ -208,20 +231,34 @@ class Sender:
         self._entries.append((lines, retry))
 
     def _flush(self) -> None:
-        entries = self._entries
-        if not entries:
+        """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
+        if not self._entries:
             return
-        errors = self._transmit(self._buf, self._last_offset, len(entries))
+        self._batches.put((self._buf, self._last_offset, self._entries, self._seq))
         self._buf = bytearray()
         self._entries = []
-        self._account(entries, errors)
 
-    def _transmit(self, buf: bytearray, last_offset: int, count: int) -> dict[int, Reply]:
-        """Send ``count`` queued messages (seqs ending at the current one); failures by index."""
-        flags_at = last_offset + _ACK_FLAG_OFFSET
-        buf[flags_at] |= S.NLM_F_ACK
+    # --- sending (sending thread) --------------------------------------------------------------
+
+    def _send_loop(self) -> None:
+        while True:
+            batch = self._batches.get()
+            try:
+                if batch is None:
+                    return
+                if self.report.stopped or self._error is not None:
+                    continue  # packed after the stop: never sent
+                buf, last_offset, entries, last_seq = batch
+                self._account(entries, self._transmit(buf, last_offset, len(entries), last_seq))
+            except BaseException as exc:  # handed to the caller's thread
+                self._error = exc
+            finally:
+                self._batches.task_done()
+
+    def _transmit(self, buf: bytearray, last_offset: int, count: int, last: int) -> dict[int, Reply]:
+        """Send ``count`` messages numbered up to ``last``; their failures, by position."""
+        buf[last_offset + _ACK_FLAG_OFFSET] |= S.NLM_F_ACK
         self._sock.send(buf)
-        last = self._seq
         first = last - count + 1
         errors: dict[int, Reply] = {}
         while True:
@@ -241,6 +278,7 @@ class Sender:
         report = self.report
         stopped_before = report.stopped
         for index, (lines, retry) in enumerate(entries):
+            report.commands += len(lines)
             reply = errors.get(index)
             if reply is None:
                 report.applied += len(lines)
@@ -263,6 +301,7 @@ class Sender:
         force, else one by one up to the first failure."""
         messages = [rule.message(self._resolve) for rule in rules]
         if self._force:
+            self.report.commands -= len(lines)  # counted again, line by line
             self._account([((line,), None) for line in lines], self._send_now(messages))
             return
         for position, (line, message) in enumerate(zip(lines, messages)):
@@ -279,11 +318,12 @@ class Sender:
         buf = bytearray()
         last_offset = 0
         for msg_type, flags, body in messages:
-            self._seq += 1
+            self._retry_seq += 1
             last_offset = len(buf)
-            buf += S.NLMSGHDR.pack(16 + len(body), msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
+            buf += S.NLMSGHDR.pack(16 + len(body), msg_type, flags | S.NLM_F_REQUEST,
+                                   self._retry_seq, 0)
             buf += body
-        return self._transmit(buf, last_offset, len(messages))
+        return self._transmit(buf, last_offset, len(messages), self._retry_seq)
 
     def _kernel_failure(self, line: int, reply: Reply) -> Failure:
         return Failure(self.report.source, line, reply.message or os.strerror(reply.error),
