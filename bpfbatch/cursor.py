@@ -33,7 +33,9 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno as E
-from collections.abc import Iterator
+import queue
+import threading
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -285,6 +287,58 @@ def read_all(map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
             -1, info.value_stride)
         n += batch.count
     return keys[:n], values[:n]
+
+
+# -- overlapping reads with the consumer's work ----------------------------------------------------
+
+_END = object()
+
+
+def read_ahead(batches: Iterable[Batch], depth: int = 2) -> Iterator[Batch]:
+    """Yield ``batches`` while a thread already reads the next ones.
+
+    The batch syscalls run in a background thread (ctypes releases the GIL during them), so
+    the kernel copies the next batch while this thread formats the current one: a dump
+    costs about max(kernel, formatting) instead of their sum. Each batch is copied out of
+    the cursor's reused buffers (a memcpy, small next to the syscall); at most ``depth``
+    wait in between. Errors of the reading side are raised here; leaving the loop early
+    stops the reader before this generator returns (the map may be closed right after).
+
+    Only for reads that change nothing: a drain would have deleted what is read ahead.
+    """
+    pending: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def offer(item) -> bool:
+        while not stop.is_set():
+            try:
+                pending.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader() -> None:
+        try:
+            for batch in batches:
+                owned = Batch(batch.count, memoryview(bytes(batch.keys)),
+                              memoryview(bytes(batch.values)))
+                if not offer(owned):
+                    return
+            offer(_END)
+        except BaseException as exc:  # handed to the consuming thread
+            offer(exc)
+
+    thread = threading.Thread(target=reader, name="bpfbatch-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while (item := pending.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 # -- writing -------------------------------------------------------------------------------

@@ -19,16 +19,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import queue
-import threading
-from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from tabulate import tabulate
 
 from .codecs import (Bits, BtfCodec, Codec, Enum, Int, Node, PerCpuCodec, RawCodec, Struct,
                      Template, Var, rows)
-from .cursor import Batch
 from .errors import InputError
 
 
@@ -260,55 +256,3 @@ def make_renderer(fmt: str, info, key: Codec, value: Codec, out: BinaryIO) -> Re
         raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})",
                          obj="--output") from None
     return cls(info, key, value, out)
-
-
-# -- overlapping reads with formatting ----------------------------------------------------
-
-_END = object()
-
-
-def read_ahead(batches: Iterable[Batch], depth: int = 2) -> Iterator[Batch]:
-    """Yield ``batches`` while a thread already reads the next ones.
-
-    The batch syscalls run in a background thread (ctypes releases the GIL during them), so
-    the kernel copies the next batch while this thread formats the current one: a dump
-    costs about max(kernel, formatting) instead of their sum. Each batch is copied out of
-    the cursor's reused buffers (a memcpy, small next to the syscall); at most ``depth``
-    wait in between. Errors of the reading side are raised here; leaving the loop early
-    stops the reader before this generator returns (the map may be closed right after).
-
-    Only for reads that change nothing: a drain would have deleted what is read ahead.
-    """
-    pending: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def offer(item) -> bool:
-        while not stop.is_set():
-            try:
-                pending.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def reader() -> None:
-        try:
-            for batch in batches:
-                owned = Batch(batch.count, memoryview(bytes(batch.keys)),
-                              memoryview(bytes(batch.values)))
-                if not offer(owned):
-                    return
-            offer(_END)
-        except BaseException as exc:  # handed to the consuming thread
-            offer(exc)
-
-    thread = threading.Thread(target=reader, name="bpfbatch-read-ahead", daemon=True)
-    thread.start()
-    try:
-        while (item := pending.get()) is not _END:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()

@@ -105,7 +105,8 @@ def dump(
         renderer = formats.make_renderer(output, m.info, key_codec, value_codec, sys.stdout.buffer)
         left = limit
         with _progress(m.info.label) as advance:
-            for batch in cursor.BatchCursor(m, batch_size=batch_size):
+            # The next batch syscall runs while this one is formatted (see read_ahead).
+            for batch in cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size)):
                 if left is not None:
                     batch = _truncated(batch, left, m.info.key_size, m.info.value_stride)
                     left -= batch.count

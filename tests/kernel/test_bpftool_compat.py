@@ -21,7 +21,8 @@ from bpfbatch.btf import BtfBuilder
 from bpfbatch.codecs import map_codecs
 from bpfbatch.cursor import Batch, BatchCursor
 from bpfbatch.errors import NotFoundError
-from bpfbatch.formats import make_renderer, read_ahead
+from bpfbatch.cursor import read_ahead
+from bpfbatch.formats import make_renderer
 from bpfbatch.maps import Map
 from bpfbatch.objects import BpfObject
 

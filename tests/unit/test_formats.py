@@ -11,9 +11,9 @@ import pytest
 from bpfbatch._abi import MapType
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.codecs import PerCpuCodec, RawCodec, map_codecs
-from bpfbatch.cursor import Batch
+from bpfbatch.cursor import Batch, read_ahead
 from bpfbatch.errors import InputError, KernelError
-from bpfbatch.formats import FORMATS, make_renderer, read_ahead
+from bpfbatch.formats import FORMATS, make_renderer
 from bpfbatch.maps import MapInfo
 
 
