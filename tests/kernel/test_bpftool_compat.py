@@ -19,9 +19,8 @@ from bpfbatch import _libbpf
 from bpfbatch._abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.codecs import map_codecs
-from bpfbatch.cursor import Batch, BatchCursor
+from bpfbatch.cursor import Batch, BatchCursor, read_ahead
 from bpfbatch.errors import NotFoundError
-from bpfbatch.cursor import read_ahead
 from bpfbatch.formats import make_renderer
 from bpfbatch.maps import Map
 from bpfbatch.objects import BpfObject
