@@ -10,8 +10,9 @@ network namespaces, with UDP traffic sent across it.
         lab.table                      # the LRU hash (a Map), e.g. for bpfbatch.prune
 
 The program is loaded with :class:`~bpfbatch.objects.BpfObject`, pinned for a moment so that
-iproute2's ``tc filter ... bpf da pinned`` (run under ``nsenter --net``) can attach it to the receiving veth's clsact ingress,
-then unpinned (tc holds its own reference). Everything is removed on exit, also on error.
+iproute2's ``tc filter ... bpf da pinned`` (run under ``nsenter --net``) can attach it to the
+receiving veth's clsact ingress, then unpinned (tc holds its own reference). Everything is
+removed on exit, also on error.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ while syscall programs run; ``bpf_for_each_map_elem`` also has no 1M-object read
 **User-space emulation** (:func:`user_exec`): batched lookups (:class:`~bpfbatch.cursor.
 BatchCursor`), the predicate vectorised with numpy, then for each selected key of the batch
 ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` — the value it returns is exactly what was deleted — and a
-re-check of that value: if a writer refreshed the element since the batch was read, it is put
-back with ``BPF_NOEXIST`` (a writer that re-created the key meanwhile keeps its own). Remaining
-window: the element is absent between those two syscalls (microseconds); an in-place write
-landing then is lost, an insert landing then wins.
+re-check of those values, :data:`RECHECK_CHUNK` keys at a time: an element a writer refreshed
+since the batch was read is put back with ``BPF_NOEXIST`` (a writer that re-created the key
+meanwhile keeps its own). Remaining window: a refreshed element is absent from its delete to
+the end of its chunk (a fraction of a millisecond); an in-place write landing then is lost, an
+insert landing then wins.
 
 Both modes take ``now`` once per pass (CLOCK_MONOTONIC, as ``bpf_ktime_get_ns``). Neither is a
 snapshot: elements added behind the walk are not seen. Per-CPU maps compare each field's
@@ -254,33 +255,43 @@ def user_exec(m: Map, predicate: expr.Predicate, action: str, *, sink: Sink | No
     return result
 
 
+#: Keys deleted per re-check: bounds how long a refreshed element stays out before it is put
+#: back (one lookup-and-delete syscall per key, then one vectorised re-check per chunk).
+RECHECK_CHUNK = 256
+
+
 def _delete_rechecked(m: Map, predicate: expr.Predicate, keys: np.ndarray, now: int,
                       cpus: int, result: ExecResult) -> tuple[np.ndarray, np.ndarray]:
     """Delete each key atomically with its current value, put back the ones a writer
     refreshed since the batch read; the deleted keys and values."""
     info = m.info
-    deleted = np.empty((len(keys), info.value_stride), np.uint8)
-    value_buf = ctypes.create_string_buffer(info.value_stride)
-    ok = np.zeros(len(keys), bool)
-    for i, key in enumerate(keys):
-        raw = key.tobytes()
-        ret = lib.bpf_map_lookup_and_delete_elem(m.fd, raw, value_buf)
-        if ret == -errno.ENOENT:
-            continue  # gone already (a writer, LRU eviction): not ours
-        if ret < 0:
-            raise from_errno("lookup and delete element", -ret, obj=info.label)
-        value = np.frombuffer(value_buf.raw, np.uint8).reshape(1, -1)
-        if not predicate.evaluate(value, now, cpus=cpus, cpu_stride=info.cpu_stride)[0]:
-            restored = lib.bpf_map_update_elem(m.fd, raw, value_buf, _abi.BPF_NOEXIST)
-            if restored < 0 and restored != -errno.EEXIST:
-                raise from_errno("restore refreshed element", -restored, obj=info.label)
-            result.kept += 1
-            continue
-        deleted[i] = value[0]
-        ok[i] = True
-    result.selected += int(ok.sum())
-    result.deleted += int(ok.sum())
-    return keys[ok], deleted[ok]
+    ks, vs = info.key_size, info.value_stride
+    keys = np.ascontiguousarray(keys)
+    values = np.empty((len(keys), vs), np.uint8)
+    gone = np.zeros(len(keys), bool)
+    lookup_and_delete, fd = lib.bpf_map_lookup_and_delete_elem, m.fd
+    key_at, value_at = keys.ctypes.data, values.ctypes.data
+    for lo in range(0, len(keys), RECHECK_CHUNK):
+        hi = min(lo + RECHECK_CHUNK, len(keys))
+        for i in range(lo, hi):
+            ret = lookup_and_delete(fd, key_at + i * ks, value_at + i * vs)
+            if ret == 0:
+                gone[i] = True
+            elif ret != -errno.ENOENT:  # ENOENT: gone already (a writer, LRU): not ours
+                raise from_errno("lookup and delete element", -ret, obj=info.label)
+        taken = lo + np.flatnonzero(gone[lo:hi])
+        fresh = taken[~predicate.evaluate(values[taken], now, cpus=cpus,
+                                          cpu_stride=info.cpu_stride)]
+        for i in fresh:  # refreshed since the batch read: put it back as it is now
+            ret = lib.bpf_map_update_elem(fd, key_at + int(i) * ks, value_at + int(i) * vs,
+                                          _abi.BPF_NOEXIST)
+            if ret < 0 and ret != -errno.EEXIST:  # EEXIST: a writer re-created it: theirs
+                raise from_errno("restore refreshed element", -ret, obj=info.label)
+        gone[fresh] = False
+        result.kept += len(fresh)
+    result.selected += int(gone.sum())
+    result.deleted += int(gone.sum())
+    return keys[gone], values[gone]
 
 
 # -- the entry point -----------------------------------------------------------------------

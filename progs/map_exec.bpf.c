@@ -174,7 +174,6 @@ static long visit(struct bpf_map *map, const void *key, void *value, void *ctx)
 {
 	bool emit;
 
-	run.visited++;
 	if (!matches(key, value))
 		return 0;
 	if (run.action == MAP_EXEC_DELETE) {
@@ -214,7 +213,7 @@ int map_exec(struct map_exec_args *args)
 {
 	__builtin_memcpy(&run, args, sizeof(run));
 	run.now = bpf_ktime_get_ns();
-	run.visited = run.selected = run.deleted = run.emitted = run.rechecked_out = 0;
+	run.selected = run.deleted = run.emitted = run.rechecked_out = 0;
 	run.stopped = MAP_EXEC_WALKED;
 	for (__u32 i = 0; i < MAP_EXEC_MAX_TERMS; i++) {
 		struct map_exec_term *t = &run.terms[i];
@@ -229,7 +228,7 @@ int map_exec(struct map_exec_args *args)
 			fixed[i] = (t->op == MAP_EXEC_NE || t->op == MAP_EXEC_GT ||
 				    t->op == MAP_EXEC_GE) ? 2 : 1;
 	}
-	bpf_for_each_map_elem(&target, visit, NULL, 0);
+	run.visited = bpf_for_each_map_elem(&target, visit, NULL, 0);
 	__builtin_memcpy(args, &run, sizeof(run));
 	return 0;
 }

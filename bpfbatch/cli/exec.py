@@ -108,7 +108,8 @@ def prune_command(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     every: Annotated[Optional[str], typer.Option("--every", help="Prune again every DURATION "
                                                  "until SIGINT/SIGTERM.")] = None,
-    where: Annotated[Optional[str], typer.Option("--where", help="Extra condition, and-ed.")] = None,
+    where: Annotated[Optional[str], typer.Option("--where",
+                                                 help="Extra condition, and-ed.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, delete nothing.")] = False,
     max_deleted: Annotated[int, typer.Option("--max", help="Delete at most N per round "
                                              "(0: no limit).")] = 0,

@@ -77,7 +77,8 @@ def field(value, name):
 
 PREDICATES = {
     "packets < 30": lambda v, now: field(v, "packets") < 30,
-    "delta >= -10 and port == 443": lambda v, now: field(v, "delta") >= -10 and field(v, "port") == 443,
+    "delta >= -10 and port == 443":
+        lambda v, now: field(v, "delta") >= -10 and field(v, "port") == 443,
     "last_seen_ns < now - 35s": lambda v, now: field(v, "last_seen_ns") < now - 35 * S,
     "(packets > 90 or delta < -45) and last_seen_ns >= now - 45s":
         lambda v, now: (field(v, "packets") > 90 or field(v, "delta") < -45)
@@ -118,8 +119,8 @@ def run_collect(m, text, action, mode, **kw):
 @pytest.mark.parametrize("mode", ["kernel", "user"])
 def test_count_and_dump_match_reference(typed_map, text, mode):
     before = decoded(typed_map)
-    raw = dict(zip(*(np.array([int.from_bytes(k.tobytes(), "little") for k in a]) if i == 0
-                     else [v.tobytes() for v in a] for i, a in enumerate(cursor.read_all(typed_map)))))
+    keys, values = cursor.read_all(typed_map)
+    raw = {int.from_bytes(k.tobytes(), "little"): v.tobytes() for k, v in zip(keys, values)}
     counted, _, start = run_collect(typed_map, text, "count", mode)
     want = reference(before, text, start)
     assert counted.mode == mode and counted.visited == len(before)

@@ -87,7 +87,8 @@ CASES = [
      lambda v, now: (v["packets"] < 10 and v["delta"] > 0)
      or (v["port"] == 80 and v["t"]["last_ns"] < now - 10 * S)),
     ("(packets < 10 or packets > 40) and (port == 443 or delta < 0)",
-     lambda v, now: (v["packets"] < 10 or v["packets"] > 40) and (v["port"] == 443 or v["delta"] < 0)),
+     lambda v, now: (v["packets"] < 10 or v["packets"] > 40)
+     and (v["port"] == 443 or v["delta"] < 0)),
     ("((packets<10))and(state==IDLE)", lambda v, now: v["packets"] < 10 and v["state"] == "IDLE"),
     ("   ", lambda v, now: True),
 ]
