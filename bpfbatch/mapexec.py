@@ -306,6 +306,19 @@ def choose_mode(m: Map, mode: str) -> str:
     return mode
 
 
+def open_walker(m: Map, mode: str, *, records: bool) -> KernelWalker | None:
+    """The kernel path's walker for ``mode``, or ``None`` for the emulation. ``auto`` also
+    falls back when the program does not load on this kernel (e.g. a verifier it predates)."""
+    if choose_mode(m, mode) == "user":
+        return None
+    try:
+        return KernelWalker(m, records=records)
+    except BpfBatchError:
+        if mode == "auto":
+            return None
+        raise
+
+
 def exec_map(m: Map, where: str | expr.Predicate, action: str = "count", *, mode: str = "auto",
              sink: Sink | None = None, max_selected: int = 0) -> ExecResult:
     """Run ``where`` over every element of ``m`` and ``count``, ``dump`` or ``delete`` the
@@ -313,7 +326,8 @@ def exec_map(m: Map, where: str | expr.Predicate, action: str = "count", *, mode
     views, valid during the call). ``max_selected`` stops after that many (0: no limit)."""
     _check_action(m, action, max_selected)
     predicate = compile_for(m, where)
-    if choose_mode(m, mode) == "user":
+    walker = open_walker(m, mode, records=sink is not None)
+    if walker is None:
         return user_exec(m, predicate, action, sink=sink, max_selected=max_selected)
-    with KernelWalker(m, records=sink is not None) as walker:
+    with walker:
         return walker.run(predicate, action, sink=sink, max_selected=max_selected)

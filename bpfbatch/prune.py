@@ -56,8 +56,7 @@ def prune_rounds(m: Map, predicate: expr.Predicate, *, every_ns: int | None = No
     stop = stop or threading.Event()
     action = "count" if dry_run else "delete"
     number = 0
-    walker = mapexec.KernelWalker(m, records=False) \
-        if mapexec.choose_mode(m, mode) == "kernel" else None
+    walker = mapexec.open_walker(m, mode, records=False)
     try:
         while not stop.is_set():
             number += 1
