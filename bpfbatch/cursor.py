@@ -40,7 +40,6 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from . import _abi, features
-from ._abi import MapType
 from ._libbpf import lib
 from .errors import (ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError,
                      RetryBudgetError, from_errno)

@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from bpfbatch import _abi, _libbpf, cursor
+from bpfbatch import _libbpf, cursor
 from bpfbatch._abi import MapType
 from bpfbatch.cursor import BatchCursor, read_all
 from bpfbatch.errors import InputError, NotSupportedError, RetryBudgetError
@@ -45,20 +45,6 @@ def raw_lookup(m: Map, in_batch, count: int, *, delete: bool = False):
     n = ctypes.c_uint32(count)
     rc = fn(m.fd, in_batch, out, keys, values, ctypes.byref(n), None)
     return rc, n.value, out.raw
-
-
-@pytest.fixture
-def maps():
-    created = []
-
-    def make(map_type=MapType.HASH, key_size=4, value_size=4, max_entries=1024, **kw):
-        m = Map.create(map_type, key_size, value_size, max_entries, name="bb_test", **kw)
-        created.append(m)
-        return m
-
-    yield make
-    for m in created:
-        m.close()
 
 
 @pytest.mark.parametrize("map_type", HASHES)

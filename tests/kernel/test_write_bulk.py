@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import multiprocessing
 import os
 import subprocess
@@ -24,17 +25,9 @@ NCPUS = _libbpf.num_possible_cpus()
 
 
 @pytest.fixture
-def maps():
-    created = []
-
-    def make(map_type=MapType.HASH, key_size=4, value_size=8, max_entries=1024, **kw):
-        m = Map.create(map_type, key_size, value_size, max_entries, name="bb_write", **kw)
-        created.append(m)
-        return m
-
-    yield make
-    for m in created:
-        m.close()
+def maps(maps):
+    """The shared map factory, with 8-byte values and this module's map name by default."""
+    return functools.partial(maps, value_size=8, name="bb_write")
 
 
 def u32(*values) -> np.ndarray:

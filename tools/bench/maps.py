@@ -14,7 +14,6 @@ created, so bcc reads its own table; everyone else reads the same map by id.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import subprocess
 import sys
 import tempfile
