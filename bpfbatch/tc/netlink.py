@@ -111,9 +111,6 @@ class RtnlSocket:
     def close(self) -> None:
         self._sock.close()
 
-    def fileno(self) -> int:
-        return self._sock.fileno()
-
 
 def parse_reply(data: memoryview | bytes) -> Reply:
     """Decode an NLMSG_ERROR reply (error code and the extack message, if any)."""

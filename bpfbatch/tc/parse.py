@@ -14,6 +14,7 @@ offending token — never a guess.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
@@ -127,6 +128,7 @@ class _Words:
         return value
 
 
+@functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
 def parse_classid(text: str) -> int | None:
     """``get_tc_classid``: ``root``, ``none``, ``MAJ:MIN`` / ``MAJ:`` (hex), or a bare hex number."""
     if text == "root":
@@ -146,6 +148,7 @@ def parse_classid(text: str) -> int | None:
     return maj << 16 | low
 
 
+@functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
 def parse_qdisc_handle(text: str) -> int | None:
     """``get_qdisc_handle``: ``MAJ:`` (hex)."""
     major, _, rest = text.partition(":")
@@ -156,17 +159,30 @@ def parse_qdisc_handle(text: str) -> int | None:
     return maj << 16 if not rest and maj < 1 << 16 else None
 
 
+@functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
 def parse_u32_handle(text: str) -> int | None:
     """``get_u32_handle``: ``HTID:HASH:NODE`` (hex, parts optional) or ``0x...``."""
-    if ":" not in text:
-        return int(text, 16) if text.startswith("0x") and _is_hex(text[2:]) else None
-    parts = (text.split(":") + ["", ""])[:3]
-    if text.count(":") > 2 or not all(p == "" or _is_hex(p) for p in parts):
+    parts = text.split(":")
+    try:
+        if len(parts) == 1:
+            return _hex(text) if text.startswith("0x") else None
+        if len(parts) > 3:
+            return None
+        htid, bucket, node = (_hex(p) for p in (parts + ["", ""])[:3])
+    except ValueError:
         return None
-    htid, bucket, node = (int(p, 16) if p else 0 for p in parts)
     if htid >= 0x1000 or bucket >= 0x100 or node >= 0x1000:
         return None
     return htid << 20 | bucket << 12 | node
+
+
+def _hex(text: str) -> int:
+    """A hex field, empty meaning 0 (``strtoul(..., 16)`` on a handle part)."""
+    if not text:
+        return 0
+    if not text.isalnum() and not text.startswith("0x"):
+        raise ValueError(text)
+    return int(text, 16)
 
 
 def _is_hex(text: str) -> bool:

@@ -16,13 +16,13 @@ cache passed in.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import os
+import socket
 from typing import Union
 
 from . import specs as S
 from .resolve import Resolver
-from .encoding import NLA_F_NESTED, Attr, encode, nest, strz, u32
+from .encoding import NLA_F_NESTED, Attr, be16, encode, nest, strz, u32
 
 Dev = Union[str, int]
 
@@ -174,14 +174,24 @@ class U32Key:
     off: int
 
 
+_IP_FIELDS = {"sport": (16, 20), "dport": (16, 22), "protocol": (8, 9), "tos": (8, 1),
+              "dsfield": (8, 1)}
+
+
 def ip_match(field: str, value: str, mask: int | None = None) -> U32Key:
     """The key tc's ``match ip FIELD VALUE [MASK]`` builds (src, dst, sport, dport, protocol, tos)."""
     if field in ("src", "dst"):
-        net = ipaddress.IPv4Network(value, strict=False)
-        bits = int(net.netmask)
-        return U32Key(int(net.network_address) & bits, bits, 12 if field == "src" else 16)
-    width, off = {"sport": (16, 20), "dport": (16, 22), "protocol": (8, 9), "tos": (8, 1),
-                  "dsfield": (8, 1)}[field]
+        address, slash, length = value.partition("/")
+        bits = int(length) if slash and length.isdigit() else (32 if not slash else -1)
+        if not 0 <= bits <= 32:
+            raise ValueError(f"bad prefix length '{length}'")
+        try:
+            addr = int.from_bytes(socket.inet_pton(socket.AF_INET, address), "big")
+        except OSError:
+            raise ValueError(f"bad IPv4 address '{address}'") from None
+        netmask = (0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF
+        return U32Key(addr & netmask, netmask, 12 if field == "src" else 16)
+    width, off = _IP_FIELDS[field]
     limit = (1 << width) - 1
     val = int(value, 0)
     mask = limit if mask is None else mask
@@ -246,15 +256,9 @@ class U32:
     def _selector(self) -> bytes:
         terminal = S.TC_U32_TERMINAL if (self.actions or self.classid is not None) else 0
         hmask, hoff = self.hashkey or (0, 0)
-        head = S.TC_U32_SEL.pack(terminal, 0, len(self.keys), 0, 0, 0, hoff,
-                                 int.from_bytes(hmask.to_bytes(4, "big"), "little"))
-        return head + b"".join(
-            S.TC_U32_KEY.pack(_be32(k.mask), _be32(k.val), k.off, 0) for k in self.keys)
-
-
-def _be32(value: int) -> int:
-    """``htonl`` for packing with the structs' native byte order."""
-    return int.from_bytes(value.to_bytes(4, "big"), "little")
+        head = S.TC_U32_SEL.pack(terminal, 0, len(self.keys), 0, 0, 0, hoff) + S.BE32.pack(hmask)
+        return head + b"".join(S.TC_U32_KEY_MATCH.pack(k.mask, k.val) + S.TC_U32_KEY_AT.pack(k.off, 0)
+                               for k in self.keys)
 
 
 def _classid_and_actions(numbers, classid: int | None, actions: tuple[Action, ...],
@@ -332,11 +336,13 @@ class Flower:
         attrs += _classid_and_actions(S.Flower, self.classid, self.actions, resolve)
         attrs.append(u32(S.Flower.FLAGS, self.flags))
         if protocol != S.ETH_P_ALL:
-            attrs.append(Attr(S.Flower.KEY_ETH_TYPE, protocol.to_bytes(2, "big")))
+            attrs.append(be16(S.Flower.KEY_ETH_TYPE, protocol))
         return tuple(attrs)
 
 
 Classifier = Union[U32, BpfProg, Matchall, Flower]
+#: TCA_KIND of each classifier, encoded once.
+_KIND_TLV = {cls.kind: encode((strz(S.TCA.KIND, cls.kind),)) for cls in (U32, BpfProg, Matchall, Flower)}
 
 
 @dataclasses.dataclass(slots=True)
@@ -359,10 +365,10 @@ class Filter:
         protocol = self.protocol
         if protocol is None:
             protocol = S.ETH_P_ALL if flags & S.NLM_F_CREATE else 0
-        info = (self.prio << 16) | int.from_bytes(protocol.to_bytes(2, "big"), "little")
+        info = (self.prio << 16) | socket.htons(protocol)
         attrs = []
         if self.classifier is not None:
-            attrs.append(strz(S.TCA.KIND, self.classifier.kind))
+            attrs.append(_KIND_TLV[self.classifier.kind])
             options = self.classifier.options(resolve, protocol)
             if options is not None:
                 attrs.append(nest(S.TCA.OPTIONS, *options))

@@ -28,7 +28,6 @@ NLM_F_CAPPED = 0x100
 NLM_F_ACK_TLVS = 0x200
 NLMSG_ERROR = 2
 NLMSGERR_ATTR_MSG = 1
-NLMSGERR_ATTR_OFFS = 2
 
 #: Flags of each tc verb, as iproute2 6.x sets them (the sender adds REQUEST and ACK). They
 #: differ per object: ``filter replace`` is a bare CREATE (tc_filter.c), ``actions change`` is
@@ -133,10 +132,13 @@ class U32(IntEnum):
 
 
 TC_U32_TERMINAL = 1
-#: struct tc_u32_sel header: flags, offshift, nkeys, pad, offmask(be16), off, offoff, hoff, hmask(be32)
-TC_U32_SEL = struct.Struct("=BBBxHHhhI")
-#: struct tc_u32_key: mask(be32), val(be32), off, offmask
-TC_U32_KEY = struct.Struct("=IIii")
+#: struct tc_u32_sel header up to hmask: flags, offshift, nkeys, pad, offmask, off, offoff, hoff;
+#: then hmask in network order (BE32).
+TC_U32_SEL = struct.Struct("=BBBxHHhh")
+BE32 = struct.Struct(">I")
+#: struct tc_u32_key: mask and val in network order, then off and offmask in host order.
+TC_U32_KEY_MATCH = struct.Struct(">II")
+TC_U32_KEY_AT = struct.Struct("=ii")
 
 
 class Bpf(IntEnum):

@@ -166,3 +166,18 @@ def test_memory_stays_bounded_as_the_file_grows(tmp_path):
             peaks.append(int(done.stdout))
             batch.unlink()
     assert peaks[1] - peaks[0] < 8 << 10, peaks
+
+
+def test_kernel_explanation_is_printed_like_tc(tmp_path):
+    """flower is absent from this kernel: its refusal carries extack text (NETLINK_EXT_ACK)."""
+    batch = tmp_path / "flower.tc"
+    batch.write_text("qdisc add dev vethA ingress\n"
+                     "filter add dev vethA ingress protocol ip prio 1 handle 1 flower skip_hw "
+                     "src_mac e4:11:00:00:00:00 action drop\n")
+    with veth_netns() as ns_tc, veth_netns() as ns_ours:
+        theirs = tc_batch(ns_tc, batch)
+        ours = bpfbatch_tc(ns_ours, batch)
+    explanation = theirs.stderr.splitlines()[0]
+    assert explanation.startswith("Error: ") and len(explanation) > len("Error: .")
+    assert ours.stderr.splitlines()[:2] == [explanation, f"Command failed {batch}:2"]
+    assert ours.returncode == 1
