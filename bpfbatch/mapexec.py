@@ -273,12 +273,12 @@ def _delete_rechecked(m: Map, predicate: expr.Predicate, keys: np.ndarray, now: 
     key_at, value_at = keys.ctypes.data, values.ctypes.data
     for lo in range(0, len(keys), RECHECK_CHUNK):
         hi = min(lo + RECHECK_CHUNK, len(keys))
-        for i in range(lo, hi):
-            ret = lookup_and_delete(fd, key_at + i * ks, value_at + i * vs)
-            if ret == 0:
-                gone[i] = True
-            elif ret != -errno.ENOENT:  # ENOENT: gone already (a writer, LRU): not ours
-                raise from_errno("lookup and delete element", -ret, obj=info.label)
+        rets = np.array([lookup_and_delete(fd, key_at + i * ks, value_at + i * vs)
+                         for i in range(lo, hi)])
+        failed = rets[(rets != 0) & (rets != -errno.ENOENT)]  # ENOENT: gone already: not ours
+        if len(failed):
+            raise from_errno("lookup and delete element", -int(failed[0]), obj=info.label)
+        gone[lo:hi] = rets == 0
         taken = lo + np.flatnonzero(gone[lo:hi])
         fresh = taken[~predicate.evaluate(values[taken], now, cpus=cpus,
                                           cpu_stride=info.cpu_stride)]
