@@ -37,7 +37,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import operator
 import struct
+from collections.abc import Callable, Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -377,6 +380,20 @@ class Node:
         """numpy dtype of this node, or ``None`` when not representable."""
         return None
 
+    def can_fill(self) -> bool:
+        """Whether :meth:`fill` is implemented for this node (and everything under it)."""
+        return False
+
+    def fill(self, rows: np.ndarray, values: Sequence, bad: np.ndarray) -> None:
+        """Batch encoding: write this node's value of every record into ``rows`` (``count ×
+        record size`` uint8) at once, and flag in ``bad`` each record whose value the
+        vectorised path does not take as it is (see :func:`_int_column`)."""
+        raise NotImplementedError
+
+    def blank(self):
+        """A value :meth:`fill` takes as it is, standing in for a flagged record's value."""
+        raise NotImplementedError
+
 
 def _emit_list(out: "Template", nodes: list[Node], exact: bool) -> bool:
     """Comma-separated nodes; stops after the first one bpftool cannot print."""
@@ -414,6 +431,57 @@ def _check_range(value: int, nbits: int, path: str) -> int:
     return value & ((1 << nbits) - 1)
 
 
+# -- batch encoding helpers ----------------------------------------------------------------
+# The vectorised path only decides on the values it takes as they are (exact ``int``s in
+# range for an integer, ``str``s of the right size for a char array, dicts with known
+# fields for a struct, ...); every other value flags its record, and the codec encodes the
+# flagged records again with ``encode``, which accepts them (a ``"0x1f"`` string, a float
+# for a bool, ...) or raises the usual error. So a batch encodes to exactly the bytes, and
+# fails with exactly the error, of encoding its records one by one.
+
+_INT_TYPES = frozenset({int, bool})
+_NUMBER_TYPES = frozenset({int, float})
+_SEQUENCE_TYPES = frozenset({list, tuple})
+_U64 = (1 << 64) - 1
+
+
+def _conform(values: Sequence, ok: Callable[[object], bool], blank, bad: np.ndarray) -> list:
+    """``values`` with each one failing ``ok`` replaced by ``blank`` and its record flagged."""
+    out = []
+    for i, value in enumerate(values):
+        if ok(value):
+            out.append(value)
+        else:
+            bad[i] = True
+            out.append(blank)
+    return out
+
+
+def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray) -> np.ndarray:
+    """``values`` as an integer column (two's complement bits) where each is an exact ``int``
+    or ``bool`` in ``[lo, hi)``; the others are flagged (and read as 0)."""
+    if set(map(type, values)) <= _INT_TYPES:
+        try:
+            column = np.array(values)  # int64, uint64 or bool; object beyond 64 bits
+        except OverflowError:
+            column = None
+        if (column is not None and column.dtype.kind in "biu" and column.size
+                and int(column.min()) >= lo and int(column.max()) < hi):
+            return column
+    clean = _conform(values, lambda v: type(v) in _INT_TYPES and lo <= v < hi, 0, bad)
+    return np.array([v & _U64 for v in clean], dtype=np.uint64)
+
+
+def _signed_range(nbits: int) -> tuple[int, int]:
+    """What :func:`_check_range` accepts: signed or unsigned spellings of ``nbits`` bits."""
+    return -(1 << (nbits - 1)), 1 << nbits
+
+
+def _put(rows: np.ndarray, offset: int, size: int, column: np.ndarray) -> None:
+    """Store an integer column as ``size``-byte little-endian words at ``offset``."""
+    rows[:, offset:offset + size] = column.astype(f"<u{size}").view(np.uint8).reshape(-1, size)
+
+
 @dataclasses.dataclass
 class Int(Node):
     """An integer of 1, 2, 4, 8 or 16 bytes (a 16-byte one is raw ``V16`` in the dtype)."""
@@ -443,6 +511,16 @@ class Int(Node):
 
     def dtype(self):
         return np.dtype(self.np_type or "V16")
+
+    def can_fill(self):
+        return self.np_type is not None  # not 128-bit
+
+    def fill(self, rows, values, bad):
+        _put(rows, self.offset, self.size,
+             _int_column(values, *_signed_range(self.size * 8), bad))
+
+    def blank(self):
+        return 0
 
 
 @dataclasses.dataclass
@@ -499,6 +577,15 @@ class Bool(Node):
     def dtype(self):
         return np.dtype("?") if self.size == 1 else np.dtype(_NP_INT[self.size, False])
 
+    def can_fill(self):
+        return self.size in (1, 2, 4, 8)
+
+    def fill(self, rows, values, bad):
+        _put(rows, self.offset, self.size, _int_column(values, 0, 2, bad))
+
+    def blank(self):
+        return False
+
 
 @dataclasses.dataclass
 class Char(Node):
@@ -518,6 +605,22 @@ class Char(Node):
 
     def dtype(self):
         return np.dtype("S1")
+
+    def can_fill(self):
+        return True
+
+    def fill(self, rows, values, bad):
+        if set(map(type, values)) == {str} and set(map(len, values)) == {1}:
+            try:
+                rows[:, self.offset] = np.frombuffer("".join(values).encode("latin-1"),
+                                                     dtype=np.uint8)
+                return
+            except UnicodeEncodeError:
+                pass
+        _put(rows, self.offset, 1, _int_column(values, *_signed_range(8), bad))
+
+    def blank(self):
+        return 0
 
 
 @dataclasses.dataclass
@@ -552,6 +655,35 @@ class Float(Node):
 
     def dtype(self):
         return np.dtype(self.code) if self.code else None
+
+    def can_fill(self):
+        return self.code in ("<f", "<d")  # half floats round and overflow in struct's way
+
+    def fill(self, rows, values, bad):
+        column = None
+        if set(map(type, values)) <= _NUMBER_TYPES:
+            try:
+                column = np.array(values, dtype=np.float64)
+            except OverflowError:  # an int beyond the float range
+                pass
+        if column is None:
+            column = np.zeros(len(values))
+            for i, value in enumerate(values):
+                try:
+                    if type(value) not in _NUMBER_TYPES:
+                        raise TypeError
+                    column[i] = float(value)
+                except (TypeError, OverflowError):
+                    bad[i] = True
+        if self.code == "<f":
+            narrow = column.astype("<f4")
+            bad |= np.isinf(narrow) & np.isfinite(column)  # struct.pack raises there
+            column = narrow
+        size = column.dtype.itemsize
+        rows[:, self.offset:self.offset + size] = column.view(np.uint8).reshape(-1, size)
+
+    def blank(self):
+        return 0.0
 
 
 @dataclasses.dataclass
@@ -591,6 +723,18 @@ class Enum(Node):
     def dtype(self):
         return np.dtype(_NP_INT[self.size, True])
 
+    def can_fill(self):
+        return True
+
+    def fill(self, rows, values, bad):
+        by_name = self.by_name
+        numbers = [by_name.get(v, v) if type(v) is str else v for v in values]
+        _put(rows, self.offset, self.size,
+             _int_column(numbers, *_signed_range(self.size * 8), bad))
+
+    def blank(self):
+        return 0
+
 
 @dataclasses.dataclass
 class Array(Node):
@@ -619,6 +763,21 @@ class Array(Node):
             return np.dtype((np.uint8, (0,)))
         base = self.elems[0].dtype()
         return None if base is None else np.dtype((base, (len(self.elems),)))
+
+    def can_fill(self):
+        return all(elem.can_fill() for elem in self.elems)
+
+    def fill(self, rows, values, bad):
+        n = len(self.elems)
+        if not (set(map(type, values)) <= _SEQUENCE_TYPES and set(map(len, values)) <= {n}):
+            values = _conform(values, lambda v: type(v) in _SEQUENCE_TYPES and len(v) == n,
+                              self.blank(), bad)
+        columns = list(zip(*values)) if values else [()] * n
+        for elem, column in zip(self.elems, columns):
+            elem.fill(rows, column, bad)
+
+    def blank(self):
+        return [elem.blank() for elem in self.elems]
 
 
 @dataclasses.dataclass
@@ -659,6 +818,19 @@ class CharArray(Array):
 
     def dtype(self):
         return np.dtype(f"S{len(self.elems)}")
+
+    def fill(self, rows, values, bad):
+        """Strings only; a record giving the list of elements is encoded on its own."""
+        n = len(self.elems)
+        if not (set(map(type, values)) <= {str} and "".join(values).isascii()
+                and max(map(len, values), default=0) <= n):
+            values = _conform(values, lambda v: type(v) is str and v.isascii() and len(v) <= n,
+                              "", bad)
+        rows[:, self.offset:self.offset + n] = \
+            np.array(values, dtype=f"S{n}").view(np.uint8).reshape(-1, n)
+
+    def blank(self):
+        return ""
 
 
 @dataclasses.dataclass
@@ -706,6 +878,38 @@ class Struct(Node):
             offsets.append(node.offset - self.offset)
         return np.dtype({"names": names, "formats": formats, "offsets": offsets,
                          "itemsize": self.size})
+
+    def can_fill(self):
+        """Members with distinct names that do not overlap: not a union (whose members
+        ``encode`` writes over each other in the record's order)."""
+        names = [name for name, _ in self.members]
+        if len(set(names)) != len(names) or not all(n.can_fill() for _, n in self.members):
+            return False
+        end = self.offset
+        for node in sorted((node for _, node in self.members), key=lambda n: n.offset):
+            if node.offset < end:
+                return False
+            end = node.offset + node.dtype().itemsize
+        return True
+
+    def fill(self, rows, values, bad):
+        names = tuple(name for name, _ in self.members)
+        columns = None
+        if names and set(map(type, values)) == {dict} and set(map(len, values)) == {len(names)}:
+            try:  # every record names every field: one C-level pass per field
+                columns = [list(map(operator.itemgetter(name), values)) for name in names]
+            except KeyError:
+                pass
+        if columns is None:
+            known = frozenset(names)
+            values = _conform(values, lambda v: type(v) is dict and known.issuperset(v), {}, bad)
+            columns = [[v.get(name, blank) for v in values]
+                       for name, blank in ((name, node.blank()) for name, node in self.members)]
+        for (_, node), column in zip(self.members, columns):
+            node.fill(rows, column, bad)
+
+    def blank(self):
+        return {}
 
 
 @dataclasses.dataclass
@@ -886,6 +1090,29 @@ class Codec:
     def encode(self, value, path: str = "value") -> bytes:
         raise NotImplementedError
 
+    def encode_batch(self, values: Sequence, where: Callable[[int], str]) -> bytes:
+        """Every record of ``values`` encoded and packed back to back.
+
+        The same bytes as ``b"".join(self.encode(v, where(i)) for i, v in
+        enumerate(values))``, and the same error (the first failing record's, its path from
+        ``where(i)``), but vectorised over the layout: one numpy column per leaf field for
+        the whole batch. Records the vectorised path does not take as they are, and layouts
+        it cannot write (bitfields, 128-bit ints, unions, ...), go through :meth:`encode`.
+        """
+        rows = np.zeros((len(values), self.size), dtype=np.uint8)
+        bad = np.zeros(len(values), dtype=bool)
+        if not self._fill(rows, values, bad):
+            bad[:] = True
+        for i in np.flatnonzero(bad).tolist():
+            rows[i] = np.frombuffer(self.encode(values[i], where(i)), dtype=np.uint8)
+        return rows.tobytes()
+
+    def _fill(self, rows: np.ndarray, values: Sequence, bad: np.ndarray) -> bool:
+        """Write ``values`` into ``rows`` (``count × size`` uint8) at once, flagging in
+        ``bad`` the records to encode one by one; ``False`` when the layout is not
+        vectorised (every record is then encoded on its own)."""
+        return False
+
     def template(self, exact: bool = False) -> Template:
         """JSON text of one record (bpftool rules; ``exact`` keeps bpftool's quirks)."""
         raise NotImplementedError
@@ -926,6 +1153,7 @@ class BtfCodec(Codec):
         self.node = build_node(btf, type_id)
         self._templates: dict[bool, Template] = {}
         self._dtype = self._make_dtype()
+        self._fills = self.node.can_fill()
 
     def values(self, rows):
         return self.node.values(rows)
@@ -934,6 +1162,11 @@ class BtfCodec(Codec):
         buf = bytearray(self.size)
         self.node.encode(buf, value, path)
         return bytes(buf)
+
+    def _fill(self, rows, values, bad):
+        if self._fills:
+            self.node.fill(rows, values, bad)
+        return self._fills
 
     def template(self, exact=False):
         if exact not in self._templates:
@@ -995,6 +1228,34 @@ class RawCodec(Codec):
             raise InputError(f"expected {self.size} bytes, got {len(raw)}", obj=path)
         return raw
 
+    def _fill(self, rows, values, bad):
+        """Hex strings, or lists of bytes as ints or ``"0x.."`` strings (bpftool's dump)."""
+        size, count = self.size, len(values)
+        kinds = set(map(type, values))
+        if kinds == {str}:
+            digits = [v[2:] if v[:2] in ("0x", "0X") else v for v in values]
+            raw = None
+            if set(map(len, digits)) == {2 * size}:
+                try:
+                    raw = bytes.fromhex("".join(digits))
+                except ValueError:
+                    pass
+            if raw is None or len(raw) != count * size:  # odd input (e.g. spaces): one by one
+                return False
+            rows[:] = np.frombuffer(raw, dtype=np.uint8).reshape(count, size)
+            return True
+        if kinds != {list} or set(map(len, values)) != {size}:
+            return bool(count == 0)
+        flat = list(chain.from_iterable(values))
+        flat_bad = np.zeros(len(flat), dtype=bool)
+        if set(map(type, flat)) == {str}:
+            column = _hex_byte_column(flat, flat_bad)
+        else:
+            column = _int_column(flat, *_signed_range(8), flat_bad)
+        rows[:] = column.astype(np.uint8).reshape(count, size)
+        bad |= flat_bad.reshape(count, size).any(axis=1)
+        return True
+
     def template(self, exact=False):
         return self._template
 
@@ -1004,6 +1265,25 @@ class RawCodec(Codec):
 
     def __repr__(self) -> str:
         return f"<RawCodec size {self.size}>"
+
+
+_HEX_VALUE = np.full(256, 255, dtype=np.uint8)
+_HEX_VALUE[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16)
+_HEX_VALUE[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16)
+
+
+def _hex_byte_column(texts: list[str], bad: np.ndarray) -> np.ndarray:
+    """Strings of the form ``"0x07"`` (as bpftool prints bytes) as a uint8 column; any other
+    string is flagged."""
+    joined = "".join(texts)
+    if set(map(len, texts)) != {4} or not joined.isascii():
+        bad |= np.array([not (len(t) == 4 and t.isascii()) for t in texts], dtype=bool)
+        texts = [t if len(t) == 4 and t.isascii() else "0x00" for t in texts]
+        joined = "".join(texts)
+    chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, 4)
+    high, low = _HEX_VALUE[chars[:, 2]], _HEX_VALUE[chars[:, 3]]
+    bad |= (chars[:, 0] != ord("0")) | ((chars[:, 1] | 0x20) != ord("x")) | (high > 15) | (low > 15)
+    return (high << 4) | (low & 15)
 
 
 class PerCpuCodec(Codec):
@@ -1052,6 +1332,38 @@ class PerCpuCodec(Codec):
         pad = bytes(self.stride - self.base.size)
         return b"".join(self.base.encode(v, f"{path}[cpu {c}]") + pad
                         for c, v in enumerate(values))
+
+    def _fill(self, rows, values, bad):
+        """Records giving one value per CPU fill each slot from their own column; the others
+        fill one column copied to every slot. A record the base flags in either reading goes
+        through :meth:`encode`, which settles which reading applies."""
+        ncpus, size = self.ncpus, self.base.size
+        per_cpu = [i for i, v in enumerate(values) if type(v) is list and len(v) == ncpus]
+        taken = set(per_cpu)
+        shared = [i for i, v in enumerate(values) if i not in taken]
+        for i in shared:
+            if isinstance(values[i], list):  # a list subclass: encode decides
+                bad[i] = True
+        slots = [(c * self.stride, c * self.stride + size) for c in range(ncpus)]
+        if shared:
+            base_rows, base_bad = self._base_fill([values[i] for i in shared])
+            if base_rows is None:
+                return False
+            for start, end in slots:
+                rows[shared, start:end] = base_rows
+            bad[shared] |= base_bad
+        for c, (start, end) in enumerate(slots if per_cpu else ()):
+            base_rows, base_bad = self._base_fill([values[i][c] for i in per_cpu])
+            if base_rows is None:
+                return False
+            rows[per_cpu, start:end] = base_rows
+            bad[per_cpu] |= base_bad
+        return True
+
+    def _base_fill(self, values: list) -> tuple[np.ndarray | None, np.ndarray]:
+        rows = np.zeros((len(values), self.base.size), dtype=np.uint8)
+        bad = np.zeros(len(values), dtype=bool)
+        return (rows if self.base._fill(rows, values, bad) else None), bad
 
     def template(self, exact=False):
         """``[{"cpu":0,"value":…},…]`` as in bpftool's ``formatted``."""

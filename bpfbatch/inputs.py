@@ -18,12 +18,17 @@ are what :mod:`bpfbatch.formats` prints, so a dump loads back unchanged:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import gc
 import io
+import itertools
 import json
+import operator
 import sys
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterator, Sequence
 
 from .codecs import Codec, PerCpuCodec, RawCodec, map_codecs
 from .errors import InputError
@@ -67,44 +72,147 @@ def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
         key_codec, value_codec = _raw_codecs(info)
     else:
         key_codec, value_codec = codecs or map_codecs(info)
-    lines: list[int] = []
-    if fmt in ("json", "bpftool-json"):
-        array = _JsonArray(text, source)
-        entries, line_of = iter(array), array.line_of
-    else:
-        entries = (_csv_entries(text, source, key_codec, value_codec) if fmt == "csv"
-                   else _jsonl_entries(text, source))
-        line_of = lines.__getitem__
-    allowed = {"key", "value", "values"} | ({"formatted"} if fmt == "bpftool-json" else set())
-    percpu = isinstance(value_codec, PerCpuCodec)
+    encoder = _Encoder(key_codec, value_codec, with_values, source,
+                       allowed={"key", "value", "values"} | (
+                           {"formatted"} if fmt == "bpftool-json" else set()))
+    lines = array("q")  # of each record, when the format tells them as it goes
+    with _gc_paused():
+        if fmt in ("json", "bpftool-json"):
+            json_array = _JsonArray(text, source)
+            chunks, line_of = json_array.chunks(), json_array.line_of
+        else:
+            chunks = (_csv_chunks(text, source, key_codec, value_codec) if fmt == "csv"
+                      else _jsonl_chunks(text, source))
+            line_of = lines.__getitem__
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        count = 0
+        for numbers, entries in chunks:
+            if numbers is None:  # a JSON array: lines are looked up on error only
+                def where(i, first=count):
+                    return f"{source}:{line_of(first + i)}"
+            else:
+                lines.extend(numbers)
 
-    def encode(entry, where: str) -> tuple[bytes, bytes | None]:
+                def where(i, numbers=numbers):
+                    return f"{source}:{numbers[i]}"
+            chunk_keys, chunk_values = encoder.encode(entries, where, numbers is None)
+            keys.append(chunk_keys)
+            values.append(chunk_values)
+            count += len(entries)
+    return Records(source, count, b"".join(keys), b"".join(values) if with_values else None,
+                   line_of)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Parsing allocates millions of short-lived dicts and lists that form no cycles; the
+    cyclic collector's passes over them would double the time of a large load."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Encoder:
+    """Entries of a chunk -> packed keys and values, one :meth:`Codec.encode_batch` per side.
+
+    The reference is :meth:`entry`, one record at a time; a chunk in which anything fails is
+    redone that way, so the error is the first failing record's, exactly as if every record
+    had been encoded in order (a bad value in record 3 is reported before a bad key in
+    record 5)."""
+
+    def __init__(self, key_codec: Codec, value_codec: Codec, with_values: bool, source: str,
+                 allowed: set[str]):
+        self.key_codec, self.value_codec = key_codec, value_codec
+        self.with_values, self.source, self.allowed = with_values, source, frozenset(allowed)
+        self.percpu = isinstance(value_codec, PerCpuCodec)
+
+    def encode(self, entries: list, where: Callable[[int], str],
+               lazy_lines: bool) -> tuple[bytes, bytes | None]:
+        """``where(i)``: ``file:line`` of entry ``i``; ``lazy_lines``: it is costly (a JSON
+        array), so the record-by-record pass names the file only until a record fails."""
+        try:
+            return self._batch(entries, where)
+        except Exception:  # noqa: BLE001 -- the record-by-record pass decides
+            return self._one_by_one(entries, where, lazy_lines)
+
+    def _batch(self, entries: list, where: Callable[[int], str]) -> tuple[bytes, bytes | None]:
+        members = _members(entries, self.allowed)
+        if members is None or "key" not in members:
+            raise InputError("entries of unusual shape")
+        keys = self.key_codec.encode_batch(members["key"], lambda i: f"{where(i)}: key")
+        if not self.with_values:
+            return keys, None
+        if "values" in members:
+            values = [_cpu_values(slots, self.value_codec, self.source)  # errors: redone
+                      for slots in members["values"]]
+            label = "values"
+        else:
+            values, label = members["value"], "value"
+        return keys, self.value_codec.encode_batch(values, lambda i: f"{where(i)}: {label}")
+
+    def _one_by_one(self, entries: list, where: Callable[[int], str],
+                    lazy_lines: bool) -> tuple[bytes, bytes | None]:
+        keys, values = [], []
+        for i, entry in enumerate(entries):
+            try:
+                key, value = self.entry(entry, f"{self.source}:0" if lazy_lines else where(i))
+            except InputError:
+                if lazy_lines:
+                    self.entry(entry, where(i))  # raises again, naming the line
+                raise
+            keys.append(key)
+            values.append(value)
+        return b"".join(keys), b"".join(values) if self.with_values else None
+
+    def entry(self, entry, where: str) -> tuple[bytes, bytes | None]:
+        """One record, checked and encoded."""
         if not isinstance(entry, dict) or "key" not in entry:
             raise InputError('expected an object with a "key" member', obj=where)
-        unknown = entry.keys() - allowed
+        unknown = entry.keys() - self.allowed
         if unknown:
             raise InputError(f"unknown member {sorted(unknown)[0]!r} (expected key, value"
-                             f"{', values' if percpu else ''})", obj=where)
-        key = key_codec.encode(entry["key"], f"{where}: key")
-        return key, _encode_value(entry, value_codec, where) if with_values else None
+                             f"{', values' if self.percpu else ''})", obj=where)
+        key = self.key_codec.encode(entry["key"], f"{where}: key")
+        if not self.with_values:
+            return key, None
+        if "values" in entry:
+            value = _cpu_values(entry["values"], self.value_codec, where)
+            return key, self.value_codec.encode(value, f"{where}: values")
+        if "value" not in entry:
+            raise InputError('missing "value"', obj=where)
+        return key, self.value_codec.encode(entry["value"], f"{where}: value")
 
-    keys, values = bytearray(), bytearray()
-    count = 0
-    for index, (line, entry) in enumerate(entries):
-        try:
-            key, value = encode(entry, f"{source}:{line}")
-        except InputError:
-            if line:
-                raise
-            encode(entry, f"{source}:{line_of(index)}")  # raises again, naming the line
-            raise
-        keys += key
-        if with_values:
-            values += value
-        count += 1
-        if line:
-            lines.append(line)
-    return Records(source, count, bytes(keys), bytes(values) if with_values else None, line_of)
+
+def _members(entries: list, allowed: frozenset[str]) -> dict[str, list] | None:
+    """Each member's column when every entry is a dict with the same allowed members (the
+    usual input), else ``None``."""
+    if not entries or type(entries[0]) is not dict:
+        return None
+    names = tuple(entries[0])
+    if (not allowed.issuperset(names) or set(map(type, entries)) != {dict}
+            or set(map(len, entries)) != {len(names)}):
+        return None
+    try:
+        return {name: list(map(operator.itemgetter(name), entries)) for name in names}
+    except KeyError:
+        return None
+
+
+def _cpu_values(slots, codec: Codec, where: str) -> list:
+    """The values of a per-CPU entry's ``"values"``: ``[{"cpu": 0, "value": V}, ...]``."""
+    if not isinstance(codec, PerCpuCodec):
+        raise InputError('"values" (per CPU) given for a map that is not per-CPU', obj=where)
+    if not isinstance(slots, list) or len(slots) != codec.ncpus or not all(
+            isinstance(s, dict) and s.get("cpu") == c and "value" in s
+            for c, s in enumerate(slots)):
+        raise InputError(f'"values" must list {{"cpu": N, "value": …}} for CPUs 0 to '
+                         f"{codec.ncpus - 1} in order", obj=where)
+    return [s["value"] for s in slots]
 
 
 def _read_text(path: str, source: str) -> str:
@@ -127,43 +235,40 @@ def _raw_codecs(info) -> tuple[Codec, Codec]:
     return RawCodec(info.key_size), value
 
 
-def _encode_value(entry: dict, codec: Codec, where: str) -> bytes:
-    if "values" in entry:
-        if not isinstance(codec, PerCpuCodec):
-            raise InputError('"values" (per CPU) given for a map that is not per-CPU', obj=where)
-        slots = entry["values"]
-        if not isinstance(slots, list) or len(slots) != codec.ncpus or not all(
-                isinstance(s, dict) and s.get("cpu") == c and "value" in s
-                for c, s in enumerate(slots)):
-            raise InputError(f'"values" must list {{"cpu": N, "value": …}} for CPUs 0 to '
-                             f"{codec.ncpus - 1} in order", obj=where)
-        return codec.encode([s["value"] for s in slots], f"{where}: values")
-    if "value" not in entry:
-        raise InputError('missing "value"', obj=where)
-    return codec.encode(entry["value"], f"{where}: value")
-
-
 # -- JSON ----------------------------------------------------------------------------------
 # (orjson would parse faster but turns integers beyond 64 bits into floats.)
 
 
-#: Lines parsed together as one JSON array: about 40% faster than a parse per line, with
-#: memory bounded by the chunk rather than the file.
-_JSONL_CHUNK = 4096
+#: Characters of JSONL text split into lines and parsed as one JSON array at a time: a
+#: parse per chunk is about 40% faster than one per line, and memory stays bounded by the
+#: chunk rather than the file.
+_JSONL_CHUNK = 1 << 19
+#: Entries of other formats encoded together.
+_CHUNK = 4096
+
+Chunk = tuple[Sequence[int] | None, list]  # (line of each entry, or None: ask line_of; entries)
 
 
-def _jsonl_entries(text: str, source: str) -> Iterator[tuple[int, object]]:
-    numbered = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    for start in range(0, len(numbered), _JSONL_CHUNK):
-        chunk = numbered[start:start + _JSONL_CHUNK]
+def _jsonl_chunks(text: str, source: str) -> Iterator[Chunk]:
+    first = 1  # line number of the chunk's first line
+    pos = 0
+    while pos < len(text):
+        end = text.find("\n", pos + _JSONL_CHUNK) + 1 or len(text)  # cut after a line break
+        lines = text[pos:end].splitlines()
+        numbers: Sequence[int] = range(first, first + len(lines))
+        first, pos = first + len(lines), end
+        if not all(map(str.strip, lines)):  # drop blank lines
+            numbers = [n for n, line in zip(numbers, lines) if line.strip()]
+            lines = [line for line in lines if line.strip()]
         try:
-            parsed = json.loads("[" + ",".join(line for _, line in chunk) + "]")
+            parsed = json.loads("[" + ",".join(lines) + "]")
         except json.JSONDecodeError:
             parsed = None
-        if parsed is None or len(parsed) != len(chunk):
+        if parsed is None or len(parsed) != len(lines):
             # A syntax error, or a line holding several values: the per-line parse names it.
-            parsed = [_parse_line(line, f"{source}:{n}") for n, line in chunk]
-        yield from zip((n for n, _ in chunk), parsed)
+            parsed = [_parse_line(line, f"{source}:{n}") for n, line in zip(numbers, lines)]
+        if parsed:
+            yield numbers, parsed
 
 
 def _parse_line(line: str, where: str):
@@ -187,9 +292,10 @@ class _JsonArray:
         if not isinstance(self.entries, list):
             raise InputError("expected a JSON array of entries", obj=f"{source}:1")
 
-    def __iter__(self) -> Iterator[tuple[int, object]]:
-        """``(0, element)``: line 0 stands for "ask :meth:`line_of` if it matters"."""
-        return ((0, entry) for entry in self.entries)
+    def chunks(self) -> Iterator[Chunk]:
+        """The elements in chunks, without their lines (:meth:`line_of` finds them)."""
+        for start in range(0, len(self.entries), _CHUNK):
+            yield None, self.entries[start:start + _CHUNK]
 
     def line_of(self, index: int) -> int:
         """The line element ``index`` starts on (the text is known to be valid JSON)."""
@@ -211,6 +317,13 @@ def _skip_space(text: str, pos: int, line: int) -> tuple[int, int]:
 
 
 # -- CSV -----------------------------------------------------------------------------------
+
+
+def _csv_chunks(text: str, source: str, key_codec: Codec, value_codec: Codec) -> Iterator[Chunk]:
+    rows = _csv_entries(text, source, key_codec, value_codec)
+    while chunk := list(itertools.islice(rows, _CHUNK)):
+        numbers, entries = zip(*chunk)
+        yield numbers, list(entries)
 
 
 def _csv_entries(text: str, source: str, key_codec: Codec,
