@@ -70,8 +70,9 @@ def split_words(text: str) -> list[str]:
     return words
 
 
-def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, command_text)`` per logical command, numbered like tc."""
+def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
+    """Yield ``(line_number, command_text)`` per logical command, numbered like tc; text None
+    when the input ends inside a continuation (tc: "Missing continuation line")."""
     number = 0
     pending: list[str] = []
     for raw in lines:
@@ -87,7 +88,7 @@ def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
         if text and not text.isspace():
             yield number, text
     if pending:
-        raise InputError("missing continuation line", obj=f"line {number}")
+        yield number, None
 
 
 class _Words:
@@ -542,6 +543,8 @@ def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int
     naming ``NAME:LINE`` in place of the rule, so the caller decides whether to go on."""
     for number, text in read_commands(stream):
         try:
+            if text is None:
+                raise _Bad("missing continuation line")
             yield number, parse_command(text)
         except _Bad as exc:
             yield number, InputError(str(exc), obj=f"{name}:{number}")

@@ -141,10 +141,11 @@ class Sender:
         self._group: list[tuple[int, R.Actions]] = []
         self._group_actions = 0
         self._batches: queue.Queue = queue.Queue(maxsize=_IN_FLIGHT)
+        self._error: BaseException | None = None
+        self._aborted = False
+        self.report = Report(source)
         self._thread = threading.Thread(target=self._send_loop, name="tc-batch-sender", daemon=True)
         self._thread.start()
-        self._error: BaseException | None = None
-        self.report = Report(source)
 
     # --- packing (caller's thread) -------------------------------------------------------------
 
@@ -165,6 +166,12 @@ class Sender:
             return self._input_failure(line, exc)
         self._queue(message, (line,), None)
         return not self.report.stopped
+
+    def abort(self) -> None:
+        """Stop the sending thread without sending what is still queued (for error paths)."""
+        self._aborted = True
+        self._batches.put(None)
+        self._thread.join()
 
     def finish(self) -> Report:
         """Send whatever is queued, wait for every reply, and return the report."""
@@ -246,8 +253,8 @@ class Sender:
             try:
                 if batch is None:
                     return
-                if self.report.stopped or self._error is not None:
-                    continue  # packed after the stop: never sent
+                if self.report.stopped or self._error is not None or self._aborted:
+                    continue  # packed after a stop or an abort: never sent
                 buf, last_offset, entries, last_seq = batch
                 self._account(entries, self._transmit(buf, last_offset, len(entries), last_seq))
             except BaseException as exc:  # handed to the caller's thread

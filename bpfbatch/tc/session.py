@@ -21,11 +21,13 @@ _RCVBUF = 16 << 20
 class Session:
     """Send tc rules in batches. ``netns`` is an ``ip netns`` name (or a path); ``force`` keeps
     going after failures; ``coalesce`` packs consecutive ``actions add`` into shared messages;
-    ``on_failure`` sees each failed command as it is known, in line order.
+    ``on_failure`` sees each failed command as it is known, in line order (called from the
+    sender's thread). A session can send several batches; close it (or use ``with``) to release
+    the socket and any pinned-program fds. Example::
 
-    >>> with Session(netns="lab") as tc:
-    ...     report = tc.send([Actions("add", (Mirred("egress", "redirect", "vethB", index=i),))
-    ...                       for i in range(1, 1001)])
+        with Session(netns="lab") as tc:
+            report = tc.send([Actions("add", (Mirred("egress", "redirect", "vethB", index=i),))
+                              for i in range(1, 1001)])
     """
 
     def __init__(self, *, netns: str | None = None, force: bool = False,
@@ -53,9 +55,13 @@ class Session:
 
     def _run(self, items, source: str) -> Report:
         sender = Sender(self._sock, self._resolve, source=source, **self._options)
-        for line, rule in items:
-            if not sender.submit(line, rule):
-                break
+        try:
+            for line, rule in items:
+                if not sender.submit(line, rule):
+                    break
+        except BaseException:
+            sender.abort()
+            raise
         return sender.finish()
 
     def close(self) -> None:

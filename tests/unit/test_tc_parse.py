@@ -39,8 +39,10 @@ def test_continuation_joins_without_a_space():
 
 
 def test_missing_continuation_line():
-    with pytest.raises(InputError, match="missing continuation line"):
-        list(read_commands(["actions add \\\n"]))
+    assert list(read_commands(["actions add action pass\n", "actions add \\\n"])) == \
+        [(1, "actions add action pass\n"), (2, None)]
+    (_, first), (_, second) = parse_batch(["actions add action pass\n", "actions add \\\n"], "f.tc")
+    assert str(second) == "f.tc:2: missing continuation line"
 
 
 def test_quoted_words():
