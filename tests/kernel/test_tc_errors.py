@@ -181,3 +181,17 @@ def test_kernel_explanation_is_printed_like_tc(tmp_path):
     assert explanation.startswith("Error: ") and len(explanation) > len("Error: .")
     assert ours.stderr.splitlines()[:2] == [explanation, f"Command failed {batch}:2"]
     assert ours.returncode == 1
+
+
+def test_every_reply_of_an_all_failing_sendmsg_fits(tmp_path):
+    """3,000 refused messages in one sendmsg mean 3,000 error replies queued at once; the
+    forced receive buffer holds them all (no ENOBUFS, no lost line)."""
+    count = 3000
+    batch = tmp_path / "dups.tc"
+    batch.write_text("".join(_add(1) for _ in range(count)))
+    with veth_netns() as ns:
+        run(["ip", "netns", "exec", ns, "tc", "actions", "add", "action", "mirred", "egress",
+             "redirect", "dev", "vethA", "index", "1"])
+        ours = bpfbatch_tc(ns, batch, "--force", "--batch-bytes", str(1 << 20))
+    assert _failed_lines(ours.stderr) == list(range(1, count + 1))
+    assert f"{count} of {count} commands failed" in ours.stderr.splitlines()[-1]
