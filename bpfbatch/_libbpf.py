@@ -10,8 +10,12 @@ pointer-returning ones; :func:`check` and :func:`check_ptr` turn both into the p
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import errno
+import signal
+import threading
 from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_void_p
 
 from . import _abi
@@ -124,7 +128,7 @@ def check(ret: int, op: str, obj: str | None = None) -> int:
 def check_ptr(ptr: int | None, op: str, obj: str | None = None) -> int:
     """Return a non-NULL pointer, else raise the translated ``errno`` libbpf left behind."""
     if not ptr:
-        raise from_errno(op, ctypes.get_errno() or 22, obj=obj)
+        raise from_errno(op, ctypes.get_errno() or errno.EINVAL, obj=obj)
     return ptr
 
 
@@ -165,29 +169,52 @@ def map_ids():
     current = c_uint32(0)
     while True:
         ret = lib.bpf_map_get_next_id(current.value, ctypes.byref(current))
-        if ret == -2:  # ENOENT: past the last id
+        if ret == -errno.ENOENT:  # past the last id
             return
         check(ret, "list maps")
         yield current.value
 
 
 # libbpf's log: silent by default, on stderr with -v. The callback receives a va_list, which
-# only the C library can format.
+# only the C library can format; vasprintf sizes the buffer, because libbpf hands over the whole
+# verifier log (often far beyond 4 KiB) as one message and its END marker must survive.
+#
+# Python code in a ctypes callback cannot raise into the caller: ctypes prints the exception
+# and drops it. So the callback is installed only while a sink is set (libbpf then never calls
+# into Python), it keeps whatever the sink raises for :func:`signals_deferred` to re-raise,
+# and callers defer SIGINT/SIGTERM around native calls that may log, so a Ctrl-C is raised
+# after the call instead of vanishing inside the callback.
 _PRINT_FN = ctypes.CFUNCTYPE(c_int, c_int, c_char_p, c_void_p)
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))
-_libc.vsnprintf.argtypes = [c_char_p, c_size_t, c_char_p, c_void_p]
-_libc.vsnprintf.restype = c_int
+_libc.vasprintf.argtypes = [POINTER(c_void_p), c_char_p, c_void_p]
+_libc.vasprintf.restype = c_int
+_libc.free.argtypes = [c_void_p]
+_libc.free.restype = None
+_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _log_sink = None
+_callback_state = threading.local()
 
 
 @_PRINT_FN
 def _print(level: int, fmt: bytes, args: int) -> int:
-    if _log_sink is None:
-        return 0
-    buf = ctypes.create_string_buffer(4096)
-    _libc.vsnprintf(buf, len(buf), fmt, args)
-    _log_sink(buf.value.decode(errors="replace"))
+    try:
+        text = c_void_p()
+        if _libc.vasprintf(ctypes.byref(text), fmt, args) < 0:
+            return 0
+        try:
+            message = ctypes.string_at(text).decode(errors="replace")
+        finally:
+            _libc.free(text)
+        sink = _log_sink
+        if sink is not None:
+            sink(message)
+    except BaseException as exc:  # noqa: BLE001 - ctypes would drop it: keep it for later
+        if getattr(_callback_state, "failure", None) is None:
+            _callback_state.failure = exc
     return 0
+
+
+_PRINT_PTR = ctypes.cast(_print, c_void_p)
 
 
 def log_sink():
@@ -196,9 +223,39 @@ def log_sink():
 
 
 def set_log_sink(sink) -> None:
-    """Send libbpf's messages to ``sink(str)``, or drop them with ``None`` (the default)."""
+    """Send libbpf's messages to ``sink(str)``, or drop them with ``None`` (the default, in
+    which case libbpf does not call back into Python at all)."""
     global _log_sink
     _log_sink = sink
+    lib.libbpf_set_print(_PRINT_PTR if sink is not None else None)
 
 
-lib.libbpf_set_print(ctypes.cast(_print, c_void_p))
+@contextlib.contextmanager
+def signals_deferred():
+    """Around native calls that may log through the callback: a SIGINT or SIGTERM arriving
+    during the block is only noted, then re-raised with its own handler when the block ends
+    (``KeyboardInterrupt`` here, not inside the callback, where ctypes would drop it); an
+    exception the sink raised during the block is raised when it ends.
+
+    Python runs signal handlers in the main thread only, so elsewhere the handlers stay as
+    they are. (Blocking the signals instead does not work: another thread, e.g. OpenBLAS's,
+    takes the signal and the main thread still runs the handler inside the callback.)
+    """
+    noted: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {signum: signal.signal(signum, lambda signum, _: noted.append(signum))
+                    for signum in _DEFERRED_SIGNALS}
+    try:
+        yield
+    finally:
+        failure, _callback_state.failure = getattr(_callback_state, "failure", None), None
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)  # the restored handler raises KeyboardInterrupt here
+    if failure is not None:
+        raise failure
+
+
+set_log_sink(None)  # libbpf's own default prints warnings to stderr

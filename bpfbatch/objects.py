@@ -68,8 +68,9 @@ class BpfObject:
         self.label = self.path.name
         if not self.path.exists():
             raise NotFoundError("no such BPF object", obj=str(self.path))
-        self._obj = check_ptr(lib.bpf_object__open_file(str(self.path).encode(), None),
-                              "open BPF object", self.label)
+        with _libbpf.signals_deferred():
+            opened = lib.bpf_object__open_file(str(self.path).encode(), None)
+        self._obj = check_ptr(opened, "open BPF object", self.label)
         self._links: list[int] = []
         self._maps: dict[str, Map] = {}
         self.loaded = False
@@ -168,13 +169,18 @@ class BpfObject:
 
         _libbpf.set_log_sink(tee)
         try:
-            ret = lib.bpf_object__load(self._obj)
+            with _libbpf.signals_deferred():
+                ret = lib.bpf_object__load(self._obj)
         finally:
             _libbpf.set_log_sink(forward)
         if ret < 0:
             rejected = _verifier_verdict("".join(log))
-            reason = (f"the verifier rejected program {rejected[0]}: {rejected[1]}" if rejected
-                      else errno_meaning(-ret))
+            if rejected:
+                reason = f"the verifier rejected program {rejected[0]}: {rejected[1]}"
+            elif -ret == errno.EACCES:  # what the verifier returns for an unsafe program
+                reason = "the verifier rejected the object"
+            else:
+                reason = errno_meaning(-ret)
             raise from_errno("load object", -ret, obj=self.label,
                              detail=f"{reason}; run with -v for libbpf's and the verifier's log")
         self.loaded = True
@@ -196,6 +202,9 @@ class BpfObject:
                     break
                 reasons.append(f"{kind}: {support.reason}")
             else:
+                if not reasons:
+                    raise NotFoundError(f"the object has no {'/'.join(hook_kinds)} program for "
+                                        f"tracepoint {target}", obj=self.label)
                 raise NotSupportedError(
                     f"hook tracepoint {target}", errno.EOPNOTSUPP, obj=self.label,
                     detail="no way to attach works here (" + "; ".join(reasons) + ")")
@@ -210,9 +219,10 @@ class BpfObject:
         for prog in self.programs():
             if not lib.bpf_program__autoload(prog.handle):
                 continue
-            link = check_ptr(lib.bpf_program__attach(prog.handle), f"attach {prog.section}",
-                             f"{self.label}: {prog.name}")
-            self._links.append(link)
+            with _libbpf.signals_deferred():
+                link = lib.bpf_program__attach(prog.handle)
+            self._links.append(check_ptr(link, f"attach {prog.section}",
+                                         f"{self.label}: {prog.name}"))
 
     # -- after load ----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -30,6 +31,37 @@ def compile_object(tmp_path: Path, source: str) -> Path:
     subprocess.run([CLANG, "-g", "-O2", "-target", "bpf", f"-I{PROGS}", "-c", str(src), "-o",
                     str(out)], check=True, capture_output=True)
     return out
+
+
+def unchecked_lookup(before: str = "") -> str:
+    """A program the verifier refuses (a map value used without its NULL check), with
+    ``before`` (C statements adding to ``sum``) ahead of the bad access."""
+    return """
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 1);
+         __type(key, __u32); __type(value, __u64); } counts SEC(".maps");
+SEC("raw_tp/sock_send_length")
+int bad(void *ctx)
+{
+    __u32 key = 0;
+    __u64 sum = 0, *value;
+    %s
+    value = bpf_map_lookup_elem(&counts, &key);
+    return *value + sum;  /* no NULL check: the verifier refuses */
+}
+""" % before
+
+
+def failed_load(path: Path) -> tuple[str, list[str]]:
+    """Load an object the kernel refuses, libbpf's log captured: ``(error line, messages)``."""
+    log: list[str] = []
+    with BpfObject(path) as obj:
+        _libbpf.set_log_sink(log.append)
+        try:
+            with pytest.raises(KernelError) as raised:
+                obj.load()
+        finally:
+            _libbpf.set_log_sink(None)
+    return str(raised.value), log
 
 
 def test_rodata_set_before_load_is_what_the_kernel_holds():
@@ -91,26 +123,7 @@ def test_missing_package_object_says_how_to_build():
 
 
 def test_verifier_rejection_is_one_line_and_the_log_goes_to_the_sink(tmp_path):
-    path = compile_object(tmp_path, """
-struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 1);
-         __type(key, __u32); __type(value, __u64); } counts SEC(".maps");
-SEC("raw_tp/sock_send_length")
-int bad(void *ctx)
-{
-    __u32 key = 0;
-    __u64 *value = bpf_map_lookup_elem(&counts, &key);
-    return *value;  /* no NULL check: the verifier refuses */
-}
-""")
-    log: list[str] = []
-    with BpfObject(path) as obj:
-        _libbpf.set_log_sink(log.append)
-        try:
-            with pytest.raises(KernelError) as raised:
-                obj.load()
-        finally:
-            _libbpf.set_log_sink(None)
-    message = str(raised.value)
+    message, log = failed_load(compile_object(tmp_path, unchecked_lookup()))
     assert "\n" not in message
     assert message.startswith("probe.bpf.o: load object: the verifier rejected program bad: ")
     assert "invalid mem access" in message and "-v" in message
@@ -128,3 +141,57 @@ SEC("raw_tp/no_such_tracepoint") int b(void *ctx) { return 0; }
     message = str(raised.value)
     assert "no_such_tracepoint" in message
     assert "tp_btf: " in message and "raw_tp: " in message and "ENOENT" in message
+
+
+def test_verifier_log_longer_than_4k_still_names_the_reason(tmp_path):
+    """libbpf hands the whole verifier log over as one message; 200 unrolled helper calls
+    before the bad access make it far longer than any fixed formatting buffer."""
+    message, log = failed_load(compile_object(tmp_path, unchecked_lookup(
+        "#pragma unroll\n    for (int i = 0; i < 200; i++)\n        sum += bpf_get_prandom_u32();")))
+    assert max(len(line) for line in log) > 8192
+    assert message.startswith("probe.bpf.o: load object: the verifier rejected program bad: ")
+    assert "invalid mem access" in message
+
+
+def test_an_exception_in_the_log_sink_reaches_the_caller():
+    """ctypes drops what a callback raises; the loader re-raises it after the native call."""
+    class Stop(Exception):
+        pass
+
+    def sink(line: str) -> None:
+        raise Stop(line)
+
+    with BpfObject.package("tcptop") as obj:
+        _libbpf.set_log_sink(sink)
+        try:
+            with pytest.raises(Stop):
+                obj.load()
+        finally:
+            _libbpf.set_log_sink(None)
+
+
+def test_no_sink_means_libbpf_never_calls_into_python():
+    _libbpf.set_log_sink(None)
+    installed = _libbpf.lib.libbpf_set_print(None)
+    assert installed is None
+
+
+def test_ctrl_c_during_native_calls_is_raised_after_them():
+    raised_inside = False
+    with pytest.raises(KeyboardInterrupt):
+        with _libbpf.signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            try:
+                BpfObject.package("tcptop").close()
+            except KeyboardInterrupt:
+                raised_inside = True
+    assert not raised_inside
+
+
+def test_hook_kinds_the_object_lacks_are_named(tmp_path):
+    path = compile_object(tmp_path, 'SEC("raw_tp/sock_send_length") int a(void *ctx) { return 0; }')
+    with BpfObject(path) as obj:
+        with pytest.raises(NotFoundError) as raised:
+            obj.load(hook_kinds=("tp_btf",))
+    assert str(raised.value) == ("probe.bpf.o: the object has no tp_btf program for tracepoint "
+                                 "sock_send_length")
