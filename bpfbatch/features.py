@@ -8,22 +8,32 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import functools
 import os
 
-from . import _abi
+from . import _abi, _libbpf
 from ._abi import MapType
 from ._libbpf import check, lib
 from .errors import BpfBatchError
 
 
-@functools.cache
+_batch_api: bool | None = None
+
+
 def batch_api() -> bool:
     """Whether the kernel knows the batch commands at all (5.6+).
 
     Like cilium/ebpf's ``haveBatchAPI``: ``BPF_MAP_UPDATE_BATCH`` of two entries into a
-    two-entry hash map.
+    two-entry hash map. Only the command's own answer is remembered: success (it exists) or
+    ``EINVAL`` (a kernel without it). When the probe cannot run or fails otherwise (no map
+    for it: ``EPERM``, ``ENOMEM``), the answer is "yes" for this call only, so that the
+    caller reports its ``EINVAL`` instead of silently walking key by key, and the next call
+    probes again.
     """
+    global _batch_api
+    if _batch_api is not None:
+        return _batch_api
     from .maps import Map
 
     try:
@@ -33,8 +43,10 @@ def batch_api() -> bool:
             count = ctypes.c_uint32(2)
             ret = lib.bpf_map_update_batch(probe.fd, keys, values, ctypes.byref(count), None)
     except BpfBatchError:
-        return False
-    return ret == 0 and count.value == 2
+        return True
+    if ret == 0 or ret == -errno.EINVAL:
+        _batch_api = ret == 0
+    return ret != -errno.EINVAL
 
 
 # -- program types and attach points --------------------------------------------------------
@@ -59,7 +71,8 @@ def _attempt(steps) -> Support:
     """Run ``steps(fds)``, which appends every fd it opens to ``fds``; close them all."""
     fds: list[int] = []
     try:
-        steps(fds)
+        with _libbpf.signals_deferred():  # libbpf may log (to -v) while finding BTF ids
+            steps(fds)
     except BpfBatchError as exc:
         return Support(False, str(exc))
     finally:
