@@ -53,7 +53,8 @@ def test_stop_reports_lines_applied_anyway_from_the_same_sendmsg(tmp_path):
         assert action_indexes(ns_ours) == list(range(1, 9))
     assert ours.returncode == 1
     assert ("stopped at the first failure; applied anyway from the same sendmsg: lines 4-9; "
-            "not sent: every command after line 9 (EEXIST)") in ours.stderr
+            "not sent: every command after line 9") in ours.stderr
+    assert ours.stderr.rstrip().endswith("(EEXIST)")
 
 
 def test_stop_with_small_sendmsgs_leaves_later_batches_unsent(tmp_path):
