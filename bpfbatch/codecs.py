@@ -676,7 +676,8 @@ class Float(Node):
                 except (TypeError, OverflowError):
                     bad[i] = True
         if self.code == "<f":
-            narrow = column.astype("<f4")
+            with np.errstate(over="ignore"):
+                narrow = column.astype("<f4")
             bad |= np.isinf(narrow) & np.isfinite(column)  # struct.pack raises there
             column = narrow
         size = column.dtype.itemsize
