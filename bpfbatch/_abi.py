@@ -83,6 +83,9 @@ HASH_TYPES = frozenset({
     MapType.HASH_OF_MAPS,
 })
 ARRAY_TYPES = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY, MapType.ARRAY_OF_MAPS})
+#: Maps whose every index always holds a value: nothing can be deleted, "clear" means zeroing.
+#: (An array-of-maps slot can be empty, so it is not one of them.)
+ELEMENTS_ALWAYS_EXIST = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY})
 MAP_IN_MAP_TYPES = frozenset({MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 from functools import reduce
 
-from . import bulk, cursor
+from . import _abi, bulk, cursor
 from .cursor import BatchCursor
 from .maps import Map
 
@@ -37,7 +37,7 @@ def items_and_clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tu
     program makes between the read and the delete cannot be lost, unlike ``items()`` followed
     by ``clear()``. Tables whose elements cannot be deleted (arrays) are read, then zeroed."""
     with _open(table) as map:
-        if map.info.type in bulk.ZEROED_ON_CLEAR:
+        if map.info.type in _abi.ELEMENTS_ALWAYS_EXIST:
             entries = _collect(table, delete=False, batch_size=batch_size)
             bulk.clear(map, batch_size=batch_size)
             return entries

@@ -35,14 +35,11 @@ import numpy as np
 from . import _abi, cursor
 from ._abi import MapType
 from .cursor import Batch, BatchCursor
-from .errors import (BpfBatchError, InputError, KernelError, NotSupportedError, PartialError,
-                     errno_meaning)
+from .errors import BpfBatchError, InputError, KernelError, NotSupportedError, PartialError
 from .maps import Map
 
 #: Map types with a batch delete but no lookup-and-delete.
 _BATCH_DELETE_TYPES = frozenset({MapType.LPM_TRIE})
-#: Arrays whose elements always exist: cleared by writing zeroes.
-ZEROED_ON_CLEAR = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY})
 
 
 # -- clear ---------------------------------------------------------------------------------
@@ -55,7 +52,7 @@ def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
     concurrent writers.
     """
     kind = map.info.type
-    if kind in ZEROED_ON_CLEAR:
+    if kind in _abi.ELEMENTS_ALWAYS_EXIST:
         return _zero_array(map, batch_size)
     if kind in _abi.HASH_TYPES:
         return sum(batch.count for batch in BatchCursor(map, delete=True, batch_size=batch_size))
@@ -194,7 +191,7 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
       record — exact under concurrent writers, one syscall per record.
     """
     info = map.info
-    if only is Existing.ABSENT and info.type in _abi.ARRAY_TYPES:
+    if only is Existing.ABSENT and info.type in _abi.ELEMENTS_ALWAYS_EXIST:
         raise InputError("array elements always exist: nothing could be loaded 'if absent'",
                          obj=info.label)
     if only is Existing.ANY:
@@ -228,7 +225,7 @@ class LoadError(PartialError):
     def __init__(self, exc: PartialError, *, index: int, key: bytes, total: int):
         super().__init__(exc.op, exc.errno, applied=exc.applied, obj=exc.obj,
                          detail=f"{exc.applied} of {total} entries applied, then key "
-                                f"{key.hex()} failed: {errno_meaning(exc.errno)}")
+                                f"{key.hex()} failed")
         self.index = index
         self.key = key
 

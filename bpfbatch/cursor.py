@@ -46,6 +46,10 @@ from .errors import (ENOTSUPP, InputError, KernelError, NotSupportedError, Parti
 from .maps import Map
 
 DEFAULT_BATCH = 8192
+#: Upper bound of one batch's buffers: a per-CPU map with large values on a many-CPU host
+#: would otherwise need gigabytes for a default-sized batch. ENOSPC growth may still exceed it
+#: when one bucket needs more.
+MAX_BATCH_BYTES = 64 << 20
 #: Lock-contention retries (EBUSY; rqspinlock's EDEADLK/ETIMEDOUT on 6.15+) per cursor step.
 LOCK_RETRIES = 64
 # Transient bucket-lock failures: the kernel reports what it copied before the bucket.
@@ -81,6 +85,17 @@ class CursorToken:
     raw: bytes | None  # None: nothing consumed yet (the next call passes in_batch = NULL)
 
 
+def check_batch_size(batch_size: int) -> int:
+    """``batch_size`` if usable, else an :class:`InputError` naming ``--batch-size``.
+
+    Zero would never make progress and a negative number wraps to 2**32 - 1 in the kernel's
+    ``u32 count``, which makes it read past the caller's buffers.
+    """
+    if batch_size <= 0:
+        raise InputError(f"must be a positive number, got {batch_size}", obj="--batch-size")
+    return batch_size
+
+
 class _Buffers:
     """Key and value buffers for ``size`` elements; replaced, never resized, when the batch
     grows, so views handed out earlier stay valid."""
@@ -105,8 +120,7 @@ class BatchCursor:
     def __init__(self, map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
                  max_growth: int = 24, elem_flags: int = 0, resume: CursorToken | None = None,
                  force_fallback: bool = False):
-        if batch_size <= 0:
-            raise InputError(f"batch size must be positive, got {batch_size}", obj="--batch-size")
+        check_batch_size(batch_size)
         if map.info.key_size == 0:  # queue, stack, bloom filter, ring buffers
             raise NotSupportedError("walk map", ENOTSUPP, obj=map.info.label,
                                     detail=f"{map.info.type_name} maps have no keys to walk")
@@ -124,9 +138,11 @@ class BatchCursor:
         self._done = False
         self._fallback = force_fallback or (self.info.type, self.op) in _no_batch
         self._next_key: bytes | None = None  # per-key walk position
+        self._walked = 0  # per-key steps in this pass (bounded, see _step_per_key)
         if resume is not None:
             self._resume(resume)
-        self._buf = _Buffers(max(1, min(batch_size, self.info.max_entries or batch_size)),
+        fitting = MAX_BATCH_BYTES // (self.info.key_size + self._stride)
+        self._buf = _Buffers(max(1, min(batch_size, self.info.max_entries or batch_size, fitting)),
                              self.info.key_size, self._stride)
 
     @property
@@ -150,6 +166,9 @@ class BatchCursor:
         if token.raw is not None:
             ctypes.memmove(self._token, token.raw, len(self._token))
             self._started = True
+            if self._fallback:  # the per-key walk's token is the last key it handed out
+                self._next_key = self.map.next_key(token.raw[: self.info.key_size])
+                self._done = self._next_key is None
 
     def __iter__(self) -> Iterator[Batch]:
         while not self._done:
@@ -169,7 +188,7 @@ class BatchCursor:
             ret = self._fn(self.map.fd, in_batch, self._token, buf.keys_ptr, buf.values_ptr,
                            ctypes.byref(count), ctypes.byref(self._opts))
             err = -ret
-            if ret == 0 or err == E.ENOENT or err in _LOCK_ERRNOS:
+            if ret == 0 or err in (E.ENOENT, E.EINTR) or err in _LOCK_ERRNOS:
                 n = count.value
                 if n > buf.size:
                     raise KernelError(self.op, err or E.EINVAL, obj=self.info.label,
@@ -181,14 +200,20 @@ class BatchCursor:
                 elif ret == 0 and n == 0:
                     raise KernelError(self.op, E.EINVAL, obj=self.info.label,
                                       detail="kernel returned no entries and no end of map")
-                elif err in _LOCK_ERRNOS:
+                elif err == E.EINTR:
+                    if self.info.type in _abi.HASH_TYPES:
+                        raise from_errno(self.op, err, obj=self.info.label)
+                    # A generic map slot without a value (kernels <= 6.13): what was copied
+                    # before it is valid; the rest of the pass goes key by key.
+                    self._switch_to_fallback()
+                elif err in _LOCK_ERRNOS and not n:
+                    # Entries a drain already took are handed out before any budget check.
                     lock_retries += 1
                     if lock_retries > LOCK_RETRIES:
                         raise RetryBudgetError(self.op, err, obj=self.info.label,
                                                detail=f"bucket lock still contended after {LOCK_RETRIES} retries")
-                    if not n:
-                        continue
-                return self._batch(n)
+                    continue
+                return self._batch(n) if n else None
             if err == E.ENOSPC:
                 growth += 1
                 limit = max(self.info.max_entries, 1)
@@ -210,27 +235,24 @@ class BatchCursor:
 
     def _should_fall_back(self, err: int) -> bool:
         if err == ENOTSUPP:
-            if self.delete and self.info.type in _abi.ARRAY_TYPES:
+            if self.delete and self.info.type in _abi.ELEMENTS_ALWAYS_EXIST:
                 return False  # array elements cannot be deleted at all: report it
             _no_batch.add((self.info.type, self.op))
             return True
-        if err == E.EINTR and self.info.type not in _abi.HASH_TYPES:
-            return True  # generic lookup gave up on a slot with no value (kernels <= 6.13)
         if err == E.EINVAL and not self.elem_flags and not features.batch_api():
             _no_batch.add((self.info.type, self.op))
             return True
         return False
 
     def _switch_to_fallback(self) -> None:
-        """Continue the same pass key by key, after the last key the batch path returned."""
+        """Continue the same pass key by key, after the last key the batch path returned.
+
+        Only reached before anything was consumed (ENOTSUPP, old-kernel EINVAL) or on a
+        generic map, whose token is a key; a hash token is a bucket index."""
         self._fallback = True
         if not self._started:
+            self._started = True
             self._next_key = self.map.next_key(None)
-        elif self.info.type in _abi.HASH_TYPES:
-            # A hash token is a bucket index, not a key: only a fresh pass is possible, and a
-            # pass that already consumed entries must not return them again.
-            raise NotSupportedError(self.op, E.EINTR, obj=self.info.label,
-                                    detail="batch op failed mid-pass on a hash map")
         else:
             self._next_key = self.map.next_key(self._token.raw[: self.info.key_size])
         if self._next_key is None:
@@ -241,14 +263,30 @@ class BatchCursor:
     def _step_per_key(self) -> Batch | None:
         """Fill one batch key by key: ``get_next_key`` is asked for the successor *before*
         the current key is deleted, so a drain stays linear (deleting first makes the kernel
-        restart from bucket 0 on every call: bcc's quadratic ``clear()``)."""
+        restart from bucket 0 on every call: bcc's quadratic ``clear()``).
+
+        Unlike a batch pass, this walk can repeat keys: when another writer deletes the key
+        it stands on, ``get_next_key`` restarts from the first key. Like cilium's
+        ``MapIterator`` it is therefore bounded: a lookup pass that takes more than
+        ``max_entries`` steps fails; a drain just ends there (whatever it took was handed out,
+        and a writer that keeps inserting would otherwise keep it going forever).
+        """
         if not self._started:
             self._started = True
             self._next_key = self.map.next_key(None)
         buf, ks, vs = self._buf, self.info.key_size, self._stride
+        limit = max(self.info.max_entries, 1)
         n = 0
-        # A concurrent writer can make get_next_key restart; bound the walk like cilium does.
         while self._next_key is not None and n < buf.size:
+            if self._walked >= limit:
+                if self.delete:
+                    self._next_key = None
+                    break
+                raise RetryBudgetError(
+                    "walk map", E.EINTR, obj=self.info.label,
+                    detail=f"per-key walk passed {limit} keys: concurrent deletes keep "
+                           "restarting it")
+            self._walked += 1
             key = self._next_key
             self._next_key = self.map.next_key(key)
             value = self.map.lookup(key, flags=self.elem_flags)
@@ -259,6 +297,9 @@ class BatchCursor:
             buf.keys[n * ks:(n + 1) * ks] = key
             buf.values[n * vs:(n + 1) * vs] = value
             n += 1
+            last = key
+        if n:
+            ctypes.memmove(self._token, last, ks)
         if self._next_key is None:
             self._done = True
         return self._batch(n) if n else None
@@ -362,6 +403,7 @@ def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
     The kernel's batch update takes only ``BPF_F_LOCK``: ``BPF_NOEXIST`` / ``BPF_EXIST`` are
     refused here with a clear error instead of the kernel's bare EINVAL.
     """
+    check_batch_size(batch_size)
     if elem_flags & (_abi.BPF_NOEXIST | _abi.BPF_EXIST):
         raise NotSupportedError("update batch", E.EINVAL, obj=map.info.label,
                                 detail="BPF_NOEXIST/BPF_EXIST are not supported by batch update")
@@ -414,6 +456,7 @@ class DeleteResult:
 def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH) -> DeleteResult:
     """Delete ``count`` keys. A key that is not in the map is skipped and counted as missing
     (the kernel's batch delete stops at it with ENOENT; the rest are still deleted)."""
+    check_batch_size(batch_size)
     info = map.info
     key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
     deleted = missing = done = 0
@@ -438,7 +481,7 @@ def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH) -> De
             deleted += chunk.value
             missing += 1
             done += chunk.value + 1
-        elif info.type not in _abi.ARRAY_TYPES and (
+        elif info.type not in _abi.ELEMENTS_ALWAYS_EXIST and (
                 ret == -ENOTSUPP or (ret == -E.EINVAL and not features.batch_api())):
             _no_batch.add((info.type, "delete batch"))
             fallback = True

@@ -78,7 +78,8 @@ class KernelError(BpfBatchError):
     """A syscall failed. ``op`` is the operation as the user would name it."""
 
     def __init__(self, op: str, errno: int, *, obj: str | None = None, detail: str | None = None):
-        message = f"{op}: {detail or errno_meaning(errno)}"
+        message = f"{op}: {detail}: {errno_meaning(errno)}" if detail else \
+            f"{op}: {errno_meaning(errno)}"
         super().__init__(message, obj=obj, errno=errno)
         self.op = op
 

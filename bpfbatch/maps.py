@@ -70,9 +70,11 @@ class MapInfo:
 
     @classmethod
     def from_fd(cls, fd: int) -> "MapInfo":
+        extra = _fdinfo(fd)
+        if "map_type" not in extra:  # info-by-fd would read a program's info as a map's
+            raise NotFoundError("not a BPF map", obj=f"fd {fd}")
         raw = _abi.BpfMapInfo()
         _libbpf.obj_info(fd, raw, f"fd {fd}")
-        extra = _fdinfo(fd)
         return cls(
             id=raw.id, type=MapType.parse(raw.type), name=raw.name.decode(errors="replace"),
             key_size=raw.key_size, value_size=raw.value_size, max_entries=raw.max_entries,
@@ -112,7 +114,7 @@ class Map:
             if exc.errno != errno.ENOENT:
                 raise
             raise NotFoundError("no such map", obj=f"map id {map_id}", errno=exc.errno) from None
-        return cls(fd, read_only=read_only)
+        return cls._adopt(fd, read_only, f"map id {map_id}")
 
     @classmethod
     def open_pinned(cls, path: str, *, read_only: bool = False) -> "Map":
@@ -125,11 +127,19 @@ class Map:
                 raise
             raise NotFoundError("not a pinned BPF object (is it on bpffs?)", obj=path,
                                 errno=exc.errno) from None
+        return cls._adopt(fd, read_only, path)
+
+    @classmethod
+    def _adopt(cls, fd: int, read_only: bool, obj: str) -> "Map":
+        """Wrap a freshly opened fd, closing it if it is not a usable map."""
         try:
             return cls(fd, read_only=read_only)
+        except NotFoundError:
+            os.close(fd)
+            raise NotFoundError("not a BPF map (a pinned program or link?)", obj=obj) from None
         except BpfBatchError:
             os.close(fd)
-            raise BpfBatchError("pinned object is not a map", obj=path) from None
+            raise
 
     @classmethod
     def open_name(cls, name: str, *, read_only: bool = False) -> "Map":

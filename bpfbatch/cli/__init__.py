@@ -12,7 +12,7 @@ import sys
 import typer
 
 from .. import _libbpf
-from ..errors import BpfBatchError
+from ..errors import BpfBatchError, errno_name
 
 app = typer.Typer(
     name="bpfbatch",
@@ -49,4 +49,9 @@ def main() -> None:
     except BrokenPipeError:
         # The reader (e.g. `head`) went away; silence the interpreter's flush at exit.
         sys.stderr.close()
+        sys.exit(1)
+    except OSError as exc:  # writing the output failed (full disk, I/O error)
+        name = errno_name(exc.errno) if exc.errno else "EIO"
+        print(f"bpfbatch: error: {exc.filename or 'output'}: {exc.strerror or exc} ({name})",
+              file=sys.stderr)
         sys.exit(1)

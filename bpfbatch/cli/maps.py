@@ -16,6 +16,7 @@ from tabulate import tabulate
 
 from .. import cursor, formats
 from ..codecs import map_codecs
+from ..cursor import check_batch_size
 from ..errors import InputError
 from ..maps import Map, MapInfo, iter_infos
 from . import app
@@ -39,12 +40,6 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
     if pinned is not None:
         return Map.open_pinned(pinned, read_only=read_only)
     return Map.open_name(name, read_only=read_only)
-
-
-def check_batch_size(batch_size: int) -> int:
-    if batch_size <= 0:
-        raise InputError(f"must be a positive number, got {batch_size}", obj="--batch-size")
-    return batch_size
 
 
 def _show_record(info: MapInfo) -> dict:
@@ -97,9 +92,6 @@ def dump(
     check_batch_size(batch_size)
     if limit is not None and limit < 0:
         raise InputError(f"must not be negative, got {limit}", obj="--limit")
-    if output not in formats.FORMATS:
-        raise InputError(f"unknown format '{output}' (use {', '.join(formats.FORMATS)})",
-                         obj="--output")
     with open_map(map_id, pinned, name, read_only=True) as m:
         key_codec, value_codec = map_codecs(m.info)
         renderer = formats.make_renderer(output, m.info, key_codec, value_codec, sys.stdout.buffer)

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import bulk, cursor, formats, inputs
+from .. import _abi, bulk, cursor, formats, inputs
 from ..bulk import DrainError, Existing, LoadError
 from ..codecs import map_codecs
 from ..errors import BpfBatchError, InputError
@@ -93,7 +93,7 @@ def clear(
     check_batch_size(batch_size)
     with open_map(map_id, pinned, name, read_only=False) as m:
         removed = bulk.clear(m, batch_size=batch_size)
-    verb = "zeroed" if m.info.type in bulk.ZEROED_ON_CLEAR else "removed"
+    verb = "zeroed" if m.info.type in _abi.ELEMENTS_ALWAYS_EXIST else "removed"
     _say(f"{m.info.label}: {removed} entries {verb}")
 
 

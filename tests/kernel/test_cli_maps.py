@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+import bpfbatch as bpfbatch_pkg
 from bpfbatch import cursor
 from bpfbatch._abi import MapType
 from bpfbatch.maps import Map
@@ -30,9 +31,13 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) ->
         assert fragment in proc.stderr
 
 
+# Unique per process: map names are global, and another test run may be going on.
+NAME = f"bb_cnt_{os.getpid():x}"
+
+
 @pytest.fixture
 def filled():
-    m = Map.create(MapType.HASH, 4, 8, 4096, name="bb_cli_count")
+    m = Map.create(MapType.HASH, 4, 8, 4096, name=NAME)
     keys = np.arange(1234, dtype=np.uint32)
     cursor.update(m, keys, np.zeros(1234, np.uint64), 1234)
     yield m
@@ -47,12 +52,12 @@ def test_list_json_matches_bpftool_map_show(filled):
     for field in ("id", "type", "name", "flags", "bytes_key", "bytes_value", "max_entries",
                   "bytes_memlock", "frozen"):
         assert mine[field] == theirs[field], field
-    assert "bb_cli_count" in bpfbatch("list", check=True).stdout
+    assert NAME in bpfbatch("list", check=True).stdout
 
 
 def test_count_by_id_name_and_pin(filled, tmp_path):
     assert bpfbatch("count", "--map-id", str(filled.info.id), check=True).stdout == "1234\n"
-    assert bpfbatch("count", "--name", "bb_cli_count", check=True).stdout == "1234\n"
+    assert bpfbatch("count", "--name", NAME, check=True).stdout == "1234\n"
     pin = f"/sys/fs/bpf/bb_cli_{os.getpid()}"
     filled.pin(pin)
     try:
@@ -74,10 +79,11 @@ def test_error_pinned_path_absent_or_not_on_bpffs(tmp_path):
 
 
 def test_error_ambiguous_name_lists_ids():
-    a = Map.create(MapType.HASH, 4, 4, 8, name="bb_twice")
-    b = Map.create(MapType.HASH, 4, 4, 8, name="bb_twice")
+    twice = f"bb_two_{os.getpid():x}"
+    a = Map.create(MapType.HASH, 4, 4, 8, name=twice)
+    b = Map.create(MapType.HASH, 4, 4, 8, name=twice)
     try:
-        assert_one_line_error(bpfbatch("count", "--name", "bb_twice"), "several maps",
+        assert_one_line_error(bpfbatch("count", "--name", twice), "several maps",
                               str(a.info.id), str(b.info.id))
     finally:
         a.close()
@@ -85,7 +91,7 @@ def test_error_ambiguous_name_lists_ids():
 
 
 def test_error_name_is_exact_not_prefix(filled):
-    assert_one_line_error(bpfbatch("count", "--name", "bb_cli"), "no map with this exact name")
+    assert_one_line_error(bpfbatch("count", "--name", NAME[:-1]), "no map with this exact name")
 
 
 def test_error_bad_batch_size_and_no_map_named(filled):
@@ -134,3 +140,21 @@ def test_dump_errors_name_the_option_or_the_map(filled):
                               f"map {queue.info.id}", "no keys to walk", "(ENOTSUPP)")
     finally:
         queue.close()
+
+
+def test_error_pinned_program_is_not_a_map(tmp_path):
+    pins = f"/sys/fs/bpf/bb_prog_{os.getpid()}"
+    obj = os.path.join(os.path.dirname(bpfbatch_pkg.__file__), "progs", "slabratetop.bpf.o")
+    subprocess.run(["bpftool", "prog", "loadall", obj, pins], check=True, capture_output=True)
+    try:
+        program = os.path.join(pins, sorted(os.listdir(pins))[0])
+        assert_one_line_error(bpfbatch("count", "--pinned", program), program, "not a BPF map")
+    finally:
+        subprocess.run(["rm", "-rf", pins], check=True)
+
+
+def test_error_output_failure_is_one_line(filled):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "bpfbatch", "dump", "--map-id",
+                               str(filled.info.id)], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert_one_line_error(proc, "(ENOSPC)")

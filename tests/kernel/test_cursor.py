@@ -173,6 +173,7 @@ def test_concurrent_writer_during_drain_loses_nothing(maps):
         drained = keys_of(m, delete=True, batch_size=256)
     finally:
         writer.join(60)
+    assert writer.exitcode == 0
     left = keys_of(m)
     assert len(drained) == len(set(drained))
     assert set(range(20000)) <= set(drained) | set(left)
@@ -196,8 +197,8 @@ def test_percpu_layout_round_trip_with_a_distinct_value_per_cpu(maps, map_type, 
     for k, row in zip(range(16), got_values[order]):
         for cpu in range(NCPUS):
             assert set(row[cpu * stride:cpu * stride + value_size]) == {(k * 16 + cpu + 1) % 256}
-        # An independent path: the per-element lookup agrees.
-        assert m.lookup(int(k).to_bytes(4, "little"))[:value_size] == bytes(row[:value_size])
+        # An independent path: the per-element lookup agrees, every CPU slot.
+        assert m.lookup(int(k).to_bytes(4, "little")) == bytes(row)
 
 
 @pytest.mark.parametrize("map_type", [MapType.ARRAY, MapType.PERCPU_ARRAY])
@@ -285,7 +286,10 @@ def test_array_of_maps_with_empty_slots_terminates(maps):
     outer.update((5).to_bytes(4, "little"), inner.fd.to_bytes(4, "little"))
     keys, values = read_all(outer, batch_size=2)
     got = dict(zip(keys.view(np.uint32).ravel(), values.view(np.uint32).ravel()))
-    assert got[5] == inner.info.id
+    assert got == {5: inner.info.id}
+    # Its slots can be emptied (unlike a plain array's): delete falls back to per-key.
+    assert cursor.delete(outer, np.array([5, 6], np.uint32), 2) == cursor.DeleteResult(1, 1)
+    assert len(read_all(outer)[0]) == 0
 
 
 def test_token_reuse_across_maps_refused_and_fresh_cursor_restarts(maps):
@@ -293,11 +297,14 @@ def test_token_reuse_across_maps_refused_and_fresh_cursor_restarts(maps):
     fill(a, np.arange(100))
     fill(b, np.arange(100))
     c = BatchCursor(a, batch_size=10)
-    next(iter(c))
+    first = next(iter(c))
+    seen = [int.from_bytes(first.keys[i * 4:(i + 1) * 4], "little") for i in range(first.count)]
     with pytest.raises(InputError):
         BatchCursor(b, resume=c.token())
-    rest = [k for batch in BatchCursor(a, resume=c.token(), batch_size=10) for k in range(batch.count)]
-    assert len(rest) < 100
+    seen += [int.from_bytes(batch.keys[i * 4:(i + 1) * 4], "little")
+             for batch in BatchCursor(a, resume=c.token(), batch_size=10)
+             for i in range(batch.count)]
+    assert sorted(seen) == list(range(100)), "resumed pass lost or repeated keys"
     done = BatchCursor(a)
     assert sum(x.count for x in done) == 100 and done.done
     assert sum(x.count for x in BatchCursor(a)) == 100
@@ -323,3 +330,32 @@ def test_keyless_maps_are_refused_with_a_reason(maps, map_type, value_size, max_
     with pytest.raises(NotSupportedError) as exc:
         BatchCursor(m)
     assert "no keys to walk" in str(exc.value) and f"map {m.info.id}" in str(exc.value)
+
+
+def test_per_key_walk_resumes_from_its_token(maps):
+    m = maps(MapType.HASH, max_entries=256)
+    fill(m, np.arange(100))
+    c = BatchCursor(m, batch_size=30, force_fallback=True)
+    first = next(iter(c))
+    later = BatchCursor(m, resume=c.token(), batch_size=30, force_fallback=True)
+    keys = [bytes(first.keys[i * 4:(i + 1) * 4]) for i in range(first.count)]
+    keys += [bytes(b.keys[i * 4:(i + 1) * 4]) for b in later for i in range(b.count)]
+    assert sorted(int.from_bytes(k, "little") for k in keys) == list(range(100))
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_writes_refuse_a_batch_size_that_would_hang_or_overrun(maps, bad):
+    m = maps()
+    keys = np.arange(4, dtype=np.uint32)
+    with pytest.raises(InputError, match="--batch-size"):
+        cursor.update(m, keys, keys, 4, batch_size=bad)
+    with pytest.raises(InputError, match="--batch-size"):
+        cursor.delete(m, keys, 4, batch_size=bad)
+    assert keys_of(m) == []
+
+
+def test_non_map_fd_is_refused(maps):
+    from bpfbatch.errors import NotFoundError
+
+    with open("/dev/null") as f, pytest.raises(NotFoundError, match="not a BPF map"):
+        Map(f.fileno(), owned=False)
