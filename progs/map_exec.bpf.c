@@ -4,7 +4,10 @@
  * and counts, copies out or deletes what matches, in the same visit.
  *
  * It is a BPF_PROG_TYPE_SYSCALL program, run once per pass with BPF_PROG_TEST_RUN; its context
- * is struct map_exec_args (parameters in, counters out). Before load, user space:
+ * is struct map_exec_args (parameters in, counters out). Syscall programs are sleepable; the
+ * helper is allowed there (it takes rcu_read_lock per bucket itself), the run keeps migration
+ * disabled, and unlike a map iterator's read() it has no 1M-element budget: one run walks the
+ * whole map unless the out map fills or max_selected is reached. Before load, user space:
  *   - points `target` at the user's map with bpf_map__reuse_fd (so one object is loaded per
  *     target map, and the verifier checks every access against that map's real sizes);
  *   - sizes `out` (one slot of rec_size bytes per record: the key rounded up to 8 bytes, then
