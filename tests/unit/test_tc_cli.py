@@ -1,0 +1,33 @@
+"""``bpfbatch tc`` through the console entry point, for what needs no privileges: bad files and
+bad lines are refused before anything is sent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _bpfbatch(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from bpfbatch.cli import main; main()", *argv],
+                          input=stdin, capture_output=True, text=True, check=False)
+
+
+def test_missing_file(tmp_path):
+    done = _bpfbatch("tc", "-b", str(tmp_path / "nope.tc"))
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"bpfbatch: error: {tmp_path / 'nope.tc'}: cannot open batch file")
+
+
+def test_bad_first_line_from_stdin_is_refused_like_tc():
+    done = _bpfbatch("tc", "-b", "-", stdin="# rules\nfilter add dev lo ingress fw classid 1:1\n")
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[:2] == ["unsupported filter option or classifier 'fw'", "Command failed -:2"]
+    assert lines[-1].startswith("bpfbatch: error: -: 1 of 1 commands failed (first at line 2: ")
+    assert "not sent: every command after line 2" in lines[-1]
+
+
+def test_batch_bytes_below_minimum_is_a_usage_error(tmp_path):
+    done = _bpfbatch("tc", "-b", "-", "--batch-bytes", "100", stdin="")
+    assert done.returncode == 2
+    assert "--batch-bytes" in done.stderr
