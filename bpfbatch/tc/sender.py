@@ -64,6 +64,7 @@ class Report:
     """What happened to a batch. Line lists are bounded by one sendmsg's worth of commands."""
 
     source: str
+    #: Commands accounted for: sent to the kernel, or refused before sending.
     commands: int = 0
     applied: int = 0
     failed: int = 0
