@@ -10,7 +10,6 @@ import contextlib
 import signal
 import sys
 import threading
-import time
 from typing import Annotated, Optional
 
 import typer
@@ -146,28 +145,43 @@ def prune_demo(
     mode: Mode = "auto",
 ) -> None:
     """A real flow table kept trimmed: a tc program records UDP flows on a veth pair between
-    two throwaway network namespaces; every flow sends once, a few keep sending, and a prune
-    round each second deletes the idle ones. Needs root; removes everything on exit."""
+    two throwaway network namespaces; every flow sends once, --active of them keep sending
+    (every 100 ms), and a prune round each second deletes the idle ones. Needs root; removes
+    everything on exit."""
     from ..flowtable import FlowTableLab
 
     if not 0 <= active <= flows or flows <= 0 or rounds <= 0:
         raise InputError("need 0 <= --active <= --flows, --flows > 0 and --rounds > 0",
                          obj="--flows")
     older_ns = parse_duration(older_than, "--older-than")
+    if older_ns <= 2 * _DEMO_TRAFFIC_NS:
+        raise InputError(f"must be longer than {2 * _DEMO_TRAFFIC_NS // 10**6} ms (twice the "
+                         f"active flows' send interval)", obj="--older-than")
     with FlowTableLab() as lab, _stop_on_signals() as stop:
         table = lab.table
         opened = lab.open_flows(flows)
         opened.send()
+        keep_sending = threading.Thread(target=_send_until, daemon=True,
+                                        args=(opened, opened.sockets[:active], stop))
+        keep_sending.start()
         _say(f"{table.info.label}: LRU hash on {lab.receiver}'s ingress; {flows} flows sent "
              f"once, {active} keep sending; pruning last_seen_ns older than {older_than}")
         predicate = prune.prune_predicate(table, "last_seen_ns", older_ns)
-        walker_rounds = prune.prune_rounds(table, predicate, every_ns=10**9, mode=mode, stop=stop)
-        for r in walker_rounds:
-            held = mapexec.exec_map(table, "", "count", mode="user").selected
-            _say(f"round {r.number}: deleted {r.result.deleted} in "
-                 f"{r.result.seconds * 1e3:.1f} ms ({r.result.mode}); {held} flows left")
-            if r.number >= rounds:
-                walker_rounds.close()
-                break
-            opened.send(opened.sockets[:active])
-            time.sleep(0.01)
+        try:
+            for r in prune.prune_rounds(table, predicate, every_ns=10**9, mode=mode, stop=stop):
+                held = mapexec.exec_map(table, "", "count", mode="user").selected
+                _say(f"round {r.number}: deleted {r.result.deleted} in "
+                     f"{r.result.seconds * 1e3:.1f} ms ({r.result.mode}); {held} flows left")
+                if r.number >= rounds:
+                    stop.set()
+        finally:
+            stop.set()
+            keep_sending.join()
+
+
+_DEMO_TRAFFIC_NS = 100 * 10**6
+
+
+def _send_until(opened, sockets, stop: threading.Event) -> None:
+    while not stop.wait(_DEMO_TRAFFIC_NS / 1e9):
+        opened.send(sockets)

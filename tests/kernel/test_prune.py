@@ -120,6 +120,19 @@ def test_cli_prune_loop_trims_while_traffic_flows_and_stops_cleanly(lab, sig):
     assert all(line.endswith(")") and " ms (" in line for line in rounds)
 
 
+def test_prune_demo_keeps_the_active_flows():
+    proc = subprocess.run([sys.executable, "-m", "bpfbatch", "prune-demo", "--flows", "100",
+                           "--active", "10", "--older-than", "500ms", "--rounds", "2"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert "100 flows sent once, 10 keep sending" in lines[0]
+    assert lines[1].startswith("round 1: deleted 0 in ") and lines[1].endswith("; 100 flows left")
+    assert lines[2].startswith("round 2: deleted 90 in ") and lines[2].endswith("; 10 flows left")
+    assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True
+                          ).stdout.count("bbft") == 0  # the namespaces are gone
+
+
 def test_cli_prune_errors_name_the_option(lab):
     argv = [sys.executable, "-m", "bpfbatch", "prune", "--map-id", str(lab.table.info.id)]
     cases = {("--field", "last_seen", "--older-than", "1s"):
