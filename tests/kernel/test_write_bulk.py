@@ -185,6 +185,21 @@ def test_if_present_only_overwrites_existing_keys(maps, per_key):
     assert contents(m) == {1: 10, 2: 21, 3: 31}
 
 
+@pytest.mark.parametrize("only", [Existing.ABSENT, Existing.PRESENT])
+def test_if_absent_if_present_with_keys_no_integer_fits(maps, only):
+    """12-byte keys take the byte-row comparison, not the integer one."""
+    m = maps(key_size=12)
+    rows = lambda *ids: np.array([[i, 7, i] for i in ids], np.uint32)  # noqa: E731
+    cursor.update(m, rows(1, 2), np.array([10, 20], np.uint64), 2)
+    result = bulk.load(m, rows(2, 3, 3, 1), np.array([21, 30, 31, 11], np.uint64), 4, only=only)
+    keys, values = cursor.read_all(m)
+    got = {int(k.view(np.uint32)[0]): int(v.view(np.uint64)[0]) for k, v in zip(keys, values)}
+    if only is Existing.ABSENT:
+        assert (result.applied, result.skipped) == (1, 3) and got == {1: 10, 2: 20, 3: 30}
+    else:
+        assert (result.applied, result.skipped) == (2, 2) and got == {1: 11, 2: 21}
+
+
 def test_if_absent_partial_failure_names_key(maps):
     m = maps(max_entries=4)
     load_u64(m, [1, 2])
