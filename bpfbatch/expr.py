@@ -6,6 +6,8 @@ Grammar (keywords are lower case; whitespace is free)::
     clause  := atom ('and' atom)*
     atom    := '(' expr ')' | field OP operand
     field   := NAME ('.' NAME)*                 a value field, nested structs by dots
+             | 'key' ['.' NAME ('.' NAME)*]     the key, or a field of it
+             | 'value' ['.' NAME ('.' NAME)*]   the value, or a field of it (explicitly)
     OP      := '==' | '!=' | '<' | '<=' | '>' | '>='
     operand := ['-'] INTEGER [UNIT]             decimal or 0x hex; with a unit, in ns
              | 'now' [('+' | '-') INTEGER UNIT] CLOCK_MONOTONIC ns (bpf_ktime_get_ns)
@@ -13,7 +15,9 @@ Grammar (keywords are lower case; whitespace is free)::
     UNIT    := ns | us | ms | s | m | h
 
 Fields are integers of 1, 2, 4 or 8 bytes (also enums, bools and chars) of the map's value
-type, found through its BTF; bitfields, arrays and floats are refused. Constants must fit the
+type, or with the ``key.`` prefix of its key type, found through the BTF; bitfields, arrays and
+floats are refused. ``key`` and ``value`` alone name a whole integer key or value; as prefixes
+they win over a struct member of the same name. Constants must fit the
 field's type; ``now``-relative operands need an 8-byte field and are computed when a pass
 starts (in the kernel: ``bpf_ktime_get_ns()`` at the program's start; in user space:
 ``clock_gettime(CLOCK_MONOTONIC)``). ``now - 1h`` on a machine up for less than an hour is
@@ -75,6 +79,7 @@ class Field:
     offset: int
     width: int
     signed: bool
+    in_key: bool = False
 
     @property
     def dtype(self) -> np.dtype:
@@ -126,12 +131,14 @@ class Predicate:
                 rows.append({"operand": t.operand, "offset": t.field.offset,
                              "width": t.field.width, "is_signed": int(t.field.signed),
                              "op": OPS.index(t.op), "relative": int(t.relative),
-                             "clause_end": int(i == len(clause) - 1)})
+                             "clause_end": int(i == len(clause) - 1),
+                             "in_key": int(t.field.in_key)})
         return rows
 
-    def evaluate(self, values: np.ndarray, now: int, *, cpus: int = 0, cpu_stride: int = 0
-                 ) -> np.ndarray:
-        """Boolean mask over ``values``, a ``uint8`` array of shape ``(n, value_stride)``.
+    def evaluate(self, values: np.ndarray, now: int, *, keys: np.ndarray | None = None,
+                 cpus: int = 0, cpu_stride: int = 0) -> np.ndarray:
+        """Boolean mask over ``values``, a ``uint8`` array of shape ``(n, value_stride)``, and
+        ``keys`` (``(n, key_size)``; needed only when a term reads the key).
 
         ``cpus`` > 0 reads a per-CPU layout (``cpus`` slots of ``cpu_stride`` bytes) and
         compares each field's largest per-CPU value, as the kernel program does.
@@ -145,7 +152,8 @@ class Predicate:
             hit = np.ones(n, bool)
             for t in clause:
                 if t.field not in columns:
-                    columns[t.field] = _column(values, t.field, cpus, cpu_stride)
+                    columns[t.field] = (_column(keys, t.field, 0, 0) if t.field.in_key
+                                        else _column(values, t.field, cpus, cpu_stride))
                 hit &= _compare(columns[t.field], t, now)
             result |= hit
         return result
@@ -194,11 +202,12 @@ def tokenize(text: str, source: str = "--where") -> list[Token]:
 class _Parser:
     """Recursive descent over the tokens; builds clauses directly (DNF)."""
 
-    def __init__(self, text: str, value: Codec, source: str, max_terms: int):
+    def __init__(self, text: str, value: Codec, key: Codec | None, source: str, max_terms: int):
         self.text = text
         self.tokens = tokenize(text, source)
         self.pos = 0
         self.value = value
+        self.key = key
         self.source = source
         self.max_terms = max_terms
 
@@ -265,17 +274,24 @@ class _Parser:
         field_token = self.peek()
         if field_token.kind != "name":
             raise self.error(field_token, "expected a field name")
-        node, path = self.field()
+        node, path, in_key = self.field()
         op = self.take()
         if op.kind != "op":
             raise self.error(op, f"expected a comparison ({' '.join(OPS)}) after field '{path}'")
-        field = self._integer_field(field_token, node, path)
-        return self.operand(field, op.text)
+        field = self._integer_field(field_token, node, path, in_key)
+        return self.operand(field, node, op.text)
 
     def field(self):
-        node, parts = self.value_root(), []
-        while True:
+        """``(layout node, path, in_key)`` of the dotted name at the current token."""
+        token = self.take()
+        in_key = token.text == "key" and self.key is not None
+        node, parts = self.root(in_key, token), []
+        if token.kind == "name" and (in_key or token.text == "value"):
+            parts.append(token.text)
+            if not self.accept("punct", "."):
+                return node, token.text, in_key
             token = self.take()
+        while True:
             if not isinstance(node, Struct):
                 raise self.error(token, f"'{'.'.join(parts)}' is not a struct")
             members = {name: child for name, child in node.members if name}
@@ -286,25 +302,28 @@ class _Parser:
             node = members[token.text]
             parts.append(token.text)
             if not self.accept("punct", "."):
-                return node, ".".join(parts)
+                return node, ".".join(parts), in_key
+            token = self.take()
 
-    def value_root(self):
-        codec = self.value.base if isinstance(self.value, PerCpuCodec) else self.value
+    def root(self, in_key: bool, token: Token):
+        codec = self.key if in_key else self.value
+        codec = codec.base if isinstance(codec, PerCpuCodec) else codec
         node = getattr(codec, "node", None)
         if node is None:
-            raise self.error(self.peek(), "the map has no BTF value type: fields cannot be named")
+            what = "key" if in_key else "value"
+            raise self.error(token, f"the map has no BTF {what} type: fields cannot be named")
         return node
 
-    def _integer_field(self, token: Token, node, path: str) -> Field:
+    def _integer_field(self, token: Token, node, path: str, in_key: bool) -> Field:
         if isinstance(node, (Int, Enum)) and node.size in (1, 2, 4, 8):
             return Field(path, node.offset, node.size, node.signed if isinstance(node, Int)
-                         else any(v < 0 for v in node.by_name.values()))
+                         else any(v < 0 for v in node.by_name.values()), in_key)
         if isinstance(node, (Bool, Char)):
-            return Field(path, node.offset, getattr(node, "size", 1), False)
+            return Field(path, node.offset, getattr(node, "size", 1), False, in_key)
         kind = type(node).__name__.lower()
         raise self.error(token, f"field '{path}' is a {kind}, not a 1, 2, 4 or 8-byte integer")
 
-    def operand(self, field: Field, op: str) -> Term:
+    def operand(self, field: Field, node, op: str) -> Term:
         token = self.take()
         if token.kind == "keyword" and token.text == "now":
             if field.width != 8:
@@ -320,7 +339,7 @@ class _Parser:
         if negative:
             token = self.take()
         if token.kind == "name" and not negative:
-            return Term(field, op, self.enumerator(token, field))
+            return Term(field, op, self.enumerator(token, field, node))
         value = self.number(token, duration=False) * (-1 if negative else 1)
         low, high = field.range
         if not low <= value <= high:
@@ -341,30 +360,24 @@ class _Parser:
             raise self.error(token, f"a duration needs a unit ({', '.join(UNITS_NS)})")
         return int(digits, 0) * UNITS_NS.get(unit, 1)
 
-    def enumerator(self, token: Token, field: Field) -> int:
-        node = self._node_at(field)
+    def enumerator(self, token: Token, field: Field, node) -> int:
         if isinstance(node, Enum) and token.text in node.by_name:
             return node.by_name[token.text]
         known = f" (enumerators: {', '.join(node.by_name)})" if isinstance(node, Enum) else ""
         raise self.error(token, f"not a number or an enumerator of field '{field.path}'{known}")
 
-    def _node_at(self, field: Field):
-        node = self.value_root()
-        for part in field.path.split("."):
-            node = dict(node.members)[part]
-        return node
 
-
-def compile(text: str, value: Codec, *, source: str = "--where",
+def compile(text: str, value: Codec, *, key: Codec | None = None, source: str = "--where",
             max_terms: int = MAX_TERMS) -> Predicate:
-    """Parse ``text`` against the value codec of a map (:func:`bpfbatch.codecs.map_codecs`).
+    """Parse ``text`` against the value (and key) codecs of a map
+    (:func:`bpfbatch.codecs.map_codecs`); without ``key``, ``key`` is an ordinary name.
 
     An empty or blank ``text`` selects every element. Errors are :class:`InputError` naming
     ``source``, the column and the token.
     """
     if not text.strip():
         return Predicate((), text)
-    return _Parser(text, value, source, max_terms).parse()
+    return _Parser(text, value, key, source, max_terms).parse()
 
 
 def parse_duration(text: str, source: str) -> int:

@@ -97,10 +97,12 @@ def _check_action(m: Map, action: str, max_selected: int) -> None:
 
 
 def compile_for(m: Map, where: str | expr.Predicate) -> expr.Predicate:
-    """``where`` compiled against the map's BTF value type (a Predicate passes through)."""
+    """``where`` compiled against the map's BTF key and value types (a Predicate passes
+    through)."""
     if isinstance(where, expr.Predicate):
         return where
-    return expr.compile(where, map_codecs(m.info)[1])
+    key, value = map_codecs(m.info)
+    return expr.compile(where, value, key=key)
 
 
 def kernel_support(m: Map) -> features.Support:
@@ -237,7 +239,7 @@ def user_exec(m: Map, predicate: expr.Predicate, action: str, *, sink: Sink | No
         result.visited += batch.count
         keys = np.frombuffer(batch.keys, np.uint8).reshape(batch.count, info.key_size)
         values = np.frombuffer(batch.values, np.uint8).reshape(batch.count, info.value_stride)
-        picked = np.flatnonzero(predicate.evaluate(values, now, cpus=cpus,
+        picked = np.flatnonzero(predicate.evaluate(values, now, keys=keys, cpus=cpus,
                                                    cpu_stride=info.cpu_stride))
         if max_selected:
             picked = picked[:max_selected - result.selected]
@@ -280,7 +282,7 @@ def _delete_rechecked(m: Map, predicate: expr.Predicate, keys: np.ndarray, now: 
             raise from_errno("lookup and delete element", -int(failed[0]), obj=info.label)
         gone[lo:hi] = rets == 0
         taken = lo + np.flatnonzero(gone[lo:hi])
-        fresh = taken[~predicate.evaluate(values[taken], now, cpus=cpus,
+        fresh = taken[~predicate.evaluate(values[taken], now, keys=keys[taken], cpus=cpus,
                                           cpu_stride=info.cpu_stride)]
         for i in fresh:  # refreshed since the batch read: put it back as it is now
             ret = lib.bpf_map_update_elem(fd, key_at + int(i) * ks, value_at + int(i) * vs,

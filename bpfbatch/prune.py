@@ -36,13 +36,13 @@ def prune_predicate(m: Map, field: str, older_than_ns: int, where: str | None = 
     """
     if older_than_ns <= 0:
         raise InputError(f"must be positive, got {older_than_ns} ns", obj="--older-than")
-    value = map_codecs(m.info)[1]
-    expr.compile(f"{field} < now", value, source="--field")
+    key, value = map_codecs(m.info)
+    expr.compile(f"{field} < now", value, key=key, source="--field")
     text = f"{field} < now - {older_than_ns}ns"
     if where and where.strip():
-        expr.compile(where, value, source="--where")  # errors point into --where
+        expr.compile(where, value, key=key, source="--where")  # errors point into --where
         text = f"{text} and ({where})"
-    return expr.compile(text, value, source="prune predicate")
+    return expr.compile(text, value, key=key, source="prune predicate")
 
 
 def prune_rounds(m: Map, predicate: expr.Predicate, *, every_ns: int | None = None,

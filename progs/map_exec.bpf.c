@@ -53,31 +53,32 @@ struct map_exec_args run;
  * now-relative operand that fell below zero). */
 __u8 fixed[MAP_EXEC_MAX_TERMS];
 
-static __always_inline bool read_field(const void *value, const struct map_exec_term *t,
+/* The integer of the term's width at its offset of `p`, an object of `size` bytes. */
+static __always_inline bool read_field(const void *p, __u32 size, const struct map_exec_term *t,
 				       __u64 *out)
 {
 	__u32 off = t->offset;
 
 	switch (t->width) {
 	case 1:
-		if (off > value_size - 1)
+		if (size < 1 || off > size - 1)
 			return false;
-		*out = t->is_signed ? (__u64)(__s64)*(__s8 *)(value + off) : *(__u8 *)(value + off);
+		*out = t->is_signed ? (__u64)(__s64)*(__s8 *)(p + off) : *(__u8 *)(p + off);
 		return true;
 	case 2:
-		if (off > value_size - 2)
+		if (size < 2 || off > size - 2)
 			return false;
-		*out = t->is_signed ? (__u64)(__s64)*(__s16 *)(value + off) : *(__u16 *)(value + off);
+		*out = t->is_signed ? (__u64)(__s64)*(__s16 *)(p + off) : *(__u16 *)(p + off);
 		return true;
 	case 4:
-		if (off > value_size - 4)
+		if (size < 4 || off > size - 4)
 			return false;
-		*out = t->is_signed ? (__u64)(__s64)*(__s32 *)(value + off) : *(__u32 *)(value + off);
+		*out = t->is_signed ? (__u64)(__s64)*(__s32 *)(p + off) : *(__u32 *)(p + off);
 		return true;
 	case 8:
-		if (off > value_size - 8)
+		if (size < 8 || off > size - 8)
 			return false;
-		*out = *(__u64 *)(value + off);
+		*out = *(__u64 *)(p + off);
 		return true;
 	}
 	return false;
@@ -88,19 +89,21 @@ static __always_inline bool less(__u64 a, __u64 b, bool is_signed)
 	return is_signed ? (__s64)a < (__s64)b : a < b;
 }
 
-/* The field's value: this value's, or the largest across CPUs for a per-CPU map. */
+/* The field's value: the key's, this value's, or the largest across CPUs for a per-CPU map. */
 static __always_inline bool field_value(const void *key, const void *value,
 					const struct map_exec_term *t, __u64 *x)
 {
 	bool found = false;
 	__u64 v;
 
+	if (t->in_key)
+		return read_field(key, key_size, t, x);
 	if (!nr_cpus)
-		return read_field(value, t, x);
+		return read_field(value, value_size, t, x);
 	for (__u32 cpu = 0; cpu < MAP_EXEC_MAX_CPUS && cpu < nr_cpus; cpu++) {
 		const void *slot = bpf_map_lookup_percpu_elem(&target, key, cpu);
 
-		if (!slot || !read_field(slot, t, &v))
+		if (!slot || !read_field(slot, value_size, t, &v))
 			continue;
 		if (!found || less(*x, v, t->is_signed))
 			*x = v;

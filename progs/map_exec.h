@@ -36,7 +36,8 @@ enum map_exec_stop {
 	MAP_EXEC_LIMIT = 2,	/* max_selected elements were selected */
 };
 
-/* field OP operand, with field = the integer of `width` bytes at `offset` of the value. */
+/* field OP operand, with field = the integer of `width` bytes at `offset` of the value (or of
+ * the key, with in_key). */
 struct map_exec_term {
 	__s64 operand;		/* the constant; with `relative`, added to bpf_ktime_get_ns() */
 	__u16 offset;
@@ -45,7 +46,7 @@ struct map_exec_term {
 	__u8 op;		/* enum map_exec_op */
 	__u8 relative;
 	__u8 clause_end;	/* the last term of an and-clause */
-	__u8 pad;
+	__u8 in_key;		/* a field of the key, not of the value */
 };
 
 /* The program's context (BPF_PROG_TEST_RUN ctx_in, copied back after the run). */

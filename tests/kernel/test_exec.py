@@ -76,18 +76,20 @@ def field(value, name):
 
 
 PREDICATES = {
-    "packets < 30": lambda v, now: field(v, "packets") < 30,
+    "packets < 30": lambda k, v, now: field(v, "packets") < 30,
     "delta >= -10 and port == 443":
-        lambda v, now: field(v, "delta") >= -10 and field(v, "port") == 443,
-    "last_seen_ns < now - 35s": lambda v, now: field(v, "last_seen_ns") < now - 35 * S,
+        lambda k, v, now: field(v, "delta") >= -10 and field(v, "port") == 443,
+    "last_seen_ns < now - 35s": lambda k, v, now: field(v, "last_seen_ns") < now - 35 * S,
     "(packets > 90 or delta < -45) and last_seen_ns >= now - 45s":
-        lambda v, now: (field(v, "packets") > 90 or field(v, "delta") < -45)
+        lambda k, v, now: (field(v, "packets") > 90 or field(v, "delta") < -45)
         and field(v, "last_seen_ns") >= now - 45 * S,
-    "": lambda v, now: True,
+    "key < 1000 or key >= 2900 and packets != 7":
+        lambda k, v, now: k < 1000 or k >= 2900 and field(v, "packets") != 7,
+    "": lambda k, v, now: True,
 }
 
 def reference(before: dict, text: str, now: int) -> set[int]:
-    return {k for k, v in before.items() if PREDICATES[text](v, now)}
+    return {k for k, v in before.items() if PREDICATES[text](k, v, now)}
 
 
 @pytest.fixture(params=TYPES, ids=lambda t: t.label)
@@ -232,3 +234,19 @@ def test_cli_exec_dump_delete_and_errors():
         assert bad.stderr == ("bpfbatch: error: --where column 17 (end of expression): "
                               "expected a field name\n")
         assert set(decoded(m)) == set(before) - want  # nothing done
+
+
+@pytest.mark.parametrize("mode", ["kernel", "user"])
+def test_scalar_key_and_value_smaller_than_a_u64(mode):
+    """``u32 → u16``: the program's bounds hold for objects smaller than the widest field."""
+    with BtfBuilder() as b:
+        u16, u32 = b.integer("u16", 2), b.integer("u32", 4)
+        m = Map.create(MapType.HASH, 4, 2, 500, name="bb_exec_small", btf_fd=b.load(),
+                       btf_key_type_id=u32, btf_value_type_id=u16)
+    with m:
+        keys = np.arange(500, dtype=np.uint32)
+        cursor.update(m, keys, (keys * 7 % 1000).astype(np.uint16), 500)
+        want = {k for k in range(500) if k * 7 % 1000 < 100 or k > 490}
+        result, records, _ = run_collect(m, "value < 100 or key > 490", "delete", mode)
+        assert set(records) == want and result.deleted == len(want)
+        assert set(decoded(m)) == set(range(500)) - want

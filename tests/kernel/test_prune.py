@@ -77,6 +77,10 @@ def test_prune_keeps_exactly_the_active_flows(lab, mode):
     predicate = prune.prune_predicate(lab.table, "last_seen_ns", IDLE)
     [dry] = prune.prune_rounds(lab.table, predicate, dry_run=True, mode=mode)
     assert dry.result.selected == 360 and dry.result.deleted == 0
+    for proto, idle in ((6, 0), (17, 360)):  # an extra condition on the key: TCP / UDP flows
+        narrowed = prune.prune_predicate(lab.table, "last_seen_ns", IDLE, f"key.proto == {proto}")
+        [dry] = prune.prune_rounds(lab.table, narrowed, dry_run=True, mode=mode)
+        assert dry.result.selected == idle
     assert len(flows_by_port(lab.table)) == 400
     [capped] = prune.prune_rounds(lab.table, predicate, max_deleted=100, mode=mode)
     assert capped.result.deleted == 100

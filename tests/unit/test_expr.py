@@ -136,7 +136,7 @@ def test_kernel_table_is_dnf_with_clause_ends(codec):
     table = p.table()
     assert [r["clause_end"] for r in table] == [0, 1, 0, 1]
     assert table[0] == {"operand": 10, "offset": 0, "width": 8, "is_signed": 0,
-                        "op": expr.OPS.index("<"), "relative": 0, "clause_end": 0}
+                        "op": expr.OPS.index("<"), "relative": 0, "clause_end": 0, "in_key": 0}
     assert table[1]["relative"] == 1 and table[1]["operand"] == -30 * S
     assert table[1]["offset"] == 16 and table[2]["is_signed"] == 1 and table[2]["width"] == 4
 
@@ -202,3 +202,43 @@ def test_durations(text, ns):
 def test_bad_durations(text):
     with pytest.raises(InputError, match="^--older-than: "):
         expr.parse_duration(text, "--older-than")
+
+
+@pytest.fixture(scope="module")
+def key_codecs() -> tuple[BtfCodec, BtfCodec]:
+    """``struct flow_key { u32 saddr; u16 dport; u8 proto; }`` and a bare ``u32`` key."""
+    with BtfBuilder() as b:
+        u8, u16, u32 = b.integer("u8", 1), b.integer("u16", 2), b.integer("u32", 4)
+        key = b.struct("flow_key", [("saddr", u32), ("dport", u16), ("proto", u8)])
+        btf = Btf.from_bytes(b.raw())
+        return BtfCodec(btf, key), BtfCodec(btf, u32)
+
+
+def test_key_fields(codec, values, key_codecs):
+    struct_key, scalar_key = key_codecs
+    rng = np.random.default_rng(3)
+    n = len(values)
+    keys = np.zeros((n, struct_key.size), np.uint8)
+    keys[:, 0:4] = rng.integers(0, 256, (n, 4), dtype=np.uint8)
+    keys[:, 4:6] = np.frombuffer(rng.choice(np.array([53, 443], "<u2"), n).tobytes(),
+                                 np.uint8).reshape(n, 2)
+    keys[:, 6] = rng.choice([6, 17], n)
+    text = "key.dport == 53 and (key.proto == 17 or packets < 10)"
+    p = expr.compile(text, codec, key=struct_key)
+    assert [t.field.in_key for t in p.terms] == [True, True, True, False]
+    want = [k["dport"] == 53 and (k["proto"] == 17 or v["packets"] < 10)
+            for k, v in ((struct_key.decode(kr.tobytes()), codec.decode(vr.tobytes()))
+                         for kr, vr in zip(keys, values))]
+    np.testing.assert_array_equal(p.evaluate(values, NOW, keys=keys), want)
+    scalar = np.arange(n, dtype="<u4").view(np.uint8).reshape(n, 4)
+    p = expr.compile("key < 100 or value.packets > 45", codec, key=scalar_key)
+    want = [i < 100 or codec.decode(vr.tobytes())["packets"] > 45 for i, vr in enumerate(values)]
+    np.testing.assert_array_equal(p.evaluate(values, NOW, keys=scalar), want)
+    assert p.table()[0]["in_key"] == 1 and p.table()[0]["width"] == 4
+    with pytest.raises(InputError, match=r"^--where column 5 'port': no such field in 'key' "
+                                         r"\(fields: saddr, dport, proto\)"):
+        expr.compile("key.port == 1", codec, key=struct_key)
+    with pytest.raises(InputError, match=r"^--where column 1 'key': no such field"):
+        expr.compile("key.dport == 1", codec)  # no key codec: 'key' is just a name
+    with pytest.raises(InputError, match="field 'key' is a struct"):
+        expr.compile("key == 1", codec, key=struct_key)
