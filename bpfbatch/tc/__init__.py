@@ -18,7 +18,8 @@ Files: ``Session.send_batch(open(path), path)``; the CLI is ``bpfbatch tc -b FIL
 """
 
 from .parse import SUPPORTED, parse_batch, parse_command
-from .rules import (EGRESS, INGRESS, ActionRef, Actions, BpfProg, Filter, Flower, Gact, Htb,
+from .htb import HtbClass, parse_rate
+from .rules import (EGRESS, INGRESS, ActionRef, Actions, BpfProg, Class, Filter, Flower, Gact, Htb,
                     Matchall, Mirred, Qdisc, U32, U32Key, ip_match, pack_keys)
 from .sender import DEFAULT_BATCH_BYTES, Failure, Report, raise_for
 from .session import Session
@@ -26,7 +27,7 @@ from .specs import ETH_P_ALL, ETH_P_IP, ETH_P_IPV6, tc_h_make
 
 __all__ = [
     "SUPPORTED", "parse_batch", "parse_command", "EGRESS", "INGRESS", "ActionRef", "Actions",
-    "BpfProg", "Filter", "Flower", "Gact", "Htb", "Matchall", "Mirred", "Qdisc", "U32", "U32Key",
+    "BpfProg", "Class", "HtbClass", "parse_rate", "Filter", "Flower", "Gact", "Htb", "Matchall", "Mirred", "Qdisc", "U32", "U32Key",
     "ip_match", "pack_keys", "DEFAULT_BATCH_BYTES", "Failure", "Report", "raise_for", "Session",
     "ETH_P_ALL", "ETH_P_IP", "ETH_P_IPV6", "tc_h_make",
 ]

@@ -21,9 +21,11 @@ from typing import TextIO
 from ..errors import InputError
 from . import rules as R
 from . import specs as S
+from .htb import HtbClass, parse_rate
 
 SUPPORTED = """\
 qdisc add|del|replace dev DEV (ingress | clsact | [root | parent ID] [handle ID] htb [default N] [r2q N])
+class add|del|change|replace dev DEV [root | parent ID] classid ID [htb rate R [ceil R] [prio N] [quantum N]]
 filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [protocol P] [handle H] KIND ...
   u32 [match ip src|dst A.B.C.D[/LEN]] [match ip sport|dport|protocol|tos VAL MASK] [match u32 VAL MASK at OFF]
       [ht H] [link H] [divisor N] [hashkey mask M at OFF] [classid ID] [skip_hw|skip_sw] [action ...]
@@ -456,6 +458,51 @@ def _parse_htb(w: _Words) -> R.Htb:
     return R.Htb(**opts)
 
 
+def _parse_class(w: _Words) -> R.Class:
+    verb = _verb(w.take("command"), ("add", "del", "change", "replace"))
+    dev, parent, classid, kind = None, 0, None, None
+    while (word := w.peek()) is not None:
+        w.pos += 1
+        if word == "dev":
+            dev = w.take("device name")
+        elif word == "root":
+            parent = S.TC_H_ROOT
+        elif word == "parent":
+            parent = w.handle("parent", parse_classid)
+        elif word == "classid":
+            classid = w.handle("classid", parse_classid)
+        elif word == "htb":
+            kind = _parse_htb_class(w)
+        else:
+            raise _Bad(f"unsupported class option or kind '{word}'")
+    if dev is None:
+        raise _Bad("missing 'dev DEV'")
+    if classid is None:
+        raise _Bad("missing 'classid ID'")
+    return R.Class(verb, dev, classid, kind, parent)
+
+
+def _parse_htb_class(w: _Words) -> HtbClass:
+    opts = {}
+    while (word := w.peek()) is not None:
+        w.pos += 1
+        if word in ("rate", "ceil"):
+            text = w.take(word)
+            try:
+                opts[word] = parse_rate(text)
+            except ValueError:
+                raise _Bad(f"bad {word} '{text}'") from None
+        elif word == "prio":
+            opts["prio"] = w.number("htb prio", 10)
+        elif word == "quantum":
+            opts["quantum"] = w.number("htb quantum", 10)
+        else:
+            raise _Bad(f"unsupported htb class option '{word}'")
+    if "rate" not in opts:
+        raise _Bad("htb class needs 'rate RATE'")
+    return HtbClass(**opts)
+
+
 _PARENTS = {"root": S.TC_H_ROOT, "ingress": R.INGRESS, "egress": R.EGRESS}
 _PRIO_WORDS = ("prio", "priority", "pref", "preference")
 
@@ -523,7 +570,8 @@ def _filter_handle(text: str | None, classifier) -> int:
 
 
 #: Command groups in tc's order of precedence for abbreviations ("a" is actions).
-_GROUPS = {"qdisc": _parse_qdisc, "filter": _parse_filter, "actions": _parse_actions_command}
+_GROUPS = {"qdisc": _parse_qdisc, "class": _parse_class, "filter": _parse_filter,
+           "actions": _parse_actions_command}
 
 
 def parse_command(text: str) -> R.Rule:

@@ -21,6 +21,7 @@ import socket
 from typing import Union
 
 from . import specs as S
+from .htb import HtbClass
 from .resolve import Resolver
 from .encoding import NLA_F_NESTED, Attr, be16, encode, nest, strz, u32
 
@@ -160,6 +161,24 @@ class Qdisc:
         body = S.TCMSG.pack(0, resolve.ifindex(self.dev), handle, parent, 0) + encode(attrs)
         msg_type = S.Msg.DELQDISC if self.verb == "del" else S.Msg.NEWQDISC
         return msg_type, S.QDISC_VERB_FLAGS[self.verb], body
+
+
+@dataclasses.dataclass(slots=True)
+class Class:
+    """``tc class add|del|change|replace``: ``classid`` under ``parent``; ``kind`` an
+    :class:`~.htb.HtbClass`, or None for a ``del``."""
+
+    verb: str
+    dev: Dev
+    classid: int
+    kind: HtbClass | None = None
+    parent: int = 0
+
+    def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
+        attrs = [] if self.kind is None else [strz(S.TCA.KIND, self.kind.kind), *self.kind.options()]
+        body = S.TCMSG.pack(0, resolve.ifindex(self.dev), self.classid, self.parent, 0) + encode(attrs)
+        msg_type = S.Msg.DELTCLASS if self.verb == "del" else S.Msg.NEWTCLASS
+        return msg_type, S.CLASS_VERB_FLAGS[self.verb], body
 
 
 # --- classifiers -------------------------------------------------------------------------------
@@ -380,4 +399,4 @@ class Filter:
 INGRESS = S.tc_h_make(S.TC_H_INGRESS, S.TC_H_MIN_INGRESS)
 EGRESS = S.tc_h_make(S.TC_H_INGRESS, S.TC_H_MIN_EGRESS)
 
-Rule = Union[Qdisc, Filter, Actions]
+Rule = Union[Qdisc, Class, Filter, Actions]

@@ -11,6 +11,8 @@ from enum import IntEnum
 class Msg(IntEnum):
     NEWQDISC = 36
     DELQDISC = 37
+    NEWTCLASS = 40
+    DELTCLASS = 41
     NEWTFILTER = 44
     DELTFILTER = 45
     NEWACTION = 48
@@ -33,6 +35,8 @@ NLMSGERR_ATTR_MSG = 1
 #: differ per object: ``filter replace`` is a bare CREATE (tc_filter.c), ``actions change`` is
 #: a replace (m_action.c).
 QDISC_VERB_FLAGS = {"add": NLM_F_EXCL | NLM_F_CREATE, "replace": NLM_F_CREATE | NLM_F_REPLACE,
+                    "del": 0}
+CLASS_VERB_FLAGS = {"add": NLM_F_EXCL | NLM_F_CREATE, "replace": NLM_F_CREATE, "change": 0,
                     "del": 0}
 FILTER_VERB_FLAGS = {"add": NLM_F_EXCL | NLM_F_CREATE, "replace": NLM_F_CREATE, "change": 0,
                      "del": 0}
@@ -172,7 +176,16 @@ class Flower(IntEnum):
 # TCA_CLS_FLAGS_*
 CLS_FLAGS = {"skip_hw": 1, "skip_sw": 2}
 
-TCA_HTB_INIT = 2
+class HtbAttr(IntEnum):
+    PARMS = 1
+    INIT = 2
+    CTAB = 3
+    RTAB = 4
+    RATE64 = 6
+    CEIL64 = 7
+
+
+TCA_HTB_INIT = HtbAttr.INIT
 #: struct tc_htb_glob: version, rate2quantum, defcls, debug, direct_pkts.
 TC_HTB_GLOB = struct.Struct("=IIIII")
 TC_HTB_PROTOVER = 3

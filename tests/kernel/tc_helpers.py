@@ -102,11 +102,15 @@ def _scrub(value):
 
 
 def tc_state(netns: str, *queries: list[str]) -> dict:
-    """``tc -j <query> show`` for each query, counters and timestamps removed."""
+    """``tc -j <query>`` for each query, counters and timestamps removed; tc's plain text
+    where it prints no JSON (iproute2 6.1's htb classes)."""
     state = {}
     for query in queries:
         out = run(["ip", "netns", "exec", netns, "tc", "-j", *query]).stdout.strip()
-        state[" ".join(query)] = _scrub(json.loads(out)) if out else []
+        try:
+            state[" ".join(query)] = _scrub(json.loads(out)) if out else []
+        except json.JSONDecodeError:
+            state[" ".join(query)] = out.splitlines()
     return state
 
 

@@ -4,6 +4,7 @@ byte, what the installed iproute2 ``tc`` sends for the same line (captured with 
 Masked: sequence numbers and port ids, NLM_F_ACK (we ask only on each sendmsg's last message)
 and the program fd in bpf filters (each process opens its own). flower, matchall and gact are
 refused by this kernel (modules absent), but tc still sends them, so they are compared too.
+htb classes carry rate tables computed from /proc/net/psched, compared whole.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ qdisc add dev vethA ingress
 qdisc add dev vethB clsact
 qdisc add dev vethB root handle 1: htb default 10
 qdisc add dev vethA root handle 2: htb r2q 5
+class add dev vethB parent 1: classid 1:1 htb rate 100mbit
+class add dev vethB parent 1:1 classid 1:10 htb rate 1mbit ceil 10mbit prio 2 quantum 1500
+class change dev vethB parent 1:1 classid 1:10 htb rate 700kbit ceil 1gbit
+class replace dev vethB parent 1:1 classid 1:30 htb rate 40gbit
+class add dev vethB parent 1:1 classid 1:40 htb rate 1000000 ceil 2mibit
+class del dev vethB classid 1:30
 qdisc replace dev vethA ingress
 filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action mirred egress redirect dev vethB
 filter add dev vethA ingress protocol ip prio 1 handle 1: u32 divisor 256

@@ -1,6 +1,7 @@
 """The kernel state after ``bpfbatch tc -b FILE`` equals the state after the installed
 ``tc -b FILE`` (compared through ``tc -j ... show``, counters and timestamps removed), for the
-forms this kernel supports: ingress/clsact/htb qdiscs, u32 (flat and hash layouts), bpf, mirred."""
+forms this kernel supports: ingress/clsact/htb qdiscs, htb classes, u32 (flat and hash layouts),
+bpf, mirred."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ FILTERS = """\
 qdisc add dev vethA ingress
 qdisc add dev vethB clsact
 qdisc add dev vethB root handle 1: htb default 10 r2q 5
+class add dev vethB parent 1: classid 1:1 htb rate 100mbit
+class add dev vethB parent 1:1 classid 1:10 htb rate 1mbit ceil 10mbit prio 2 quantum 1500
+class add dev vethB parent 1:1 classid 1:20 htb rate 5gbit ceil 40gbit
+class change dev vethB parent 1:1 classid 1:10 htb rate 2mbit ceil 20mbit
 # a 16-bucket hash table keyed on the last byte of the destination
 filter add dev vethA ingress protocol ip prio 1 handle 1: u32 divisor 16
 filter add dev vethA ingress protocol ip prio 1 u32 ht 800:: \\
@@ -43,7 +48,7 @@ filter add dev vethB egress prio 1 bpf da pinned PROG
 filter add dev vethB ingress prio 2 protocol ip handle 3 bpf pinned PROG classid 1:2 action mirred egress redirect dev vethA
 """
 
-QUERIES = (["actions", "list", "action", "mirred"], ["qdisc", "show"],
+QUERIES = (["actions", "list", "action", "mirred"], ["qdisc", "show"], ["class", "show", "dev", "vethB"],
            ["filter", "show", "dev", "vethA", "ingress"], ["filter", "show", "dev", "vethB", "egress"],
            ["filter", "show", "dev", "vethB", "ingress"])
 

@@ -12,8 +12,9 @@ from bpfbatch.errors import InputError
 from bpfbatch.tc import specs as S
 from bpfbatch.tc.parse import (parse_batch, parse_classid, parse_command, parse_u32_handle,
                                read_commands, split_words)
-from bpfbatch.tc.rules import (EGRESS, INGRESS, ActionRef, Actions, Filter, Gact, Htb, Mirred,
-                               Qdisc, U32, U32Key, ip_match)
+from bpfbatch.tc.htb import HtbClass, parse_rate
+from bpfbatch.tc.rules import (EGRESS, INGRESS, ActionRef, Actions, Class, Filter, Gact, Htb,
+                               Mirred, Qdisc, U32, U32Key, ip_match)
 
 
 def test_comments_continuations_and_line_numbers_like_tc():
@@ -69,6 +70,16 @@ def test_qdiscs():
         Qdisc("add", "a", Htb(default=0x20, r2q=4), 0x10001, 0x100000)
 
 
+def test_htb_classes_and_rates():
+    assert parse_rate("100mbit") == 12_500_000
+    assert parse_rate("2Mibit") == 262_144
+    assert parse_rate("1000000") == 125_000  # a bare number is bit/s
+    assert parse_rate("1MBps") == 1_000_000
+    assert parse_command("class add dev a parent 1:1 classid 1:10 htb rate 1mbit ceil 10mbit prio 2") == \
+        Class("add", "a", 0x10010, HtbClass(125_000, 1_250_000, prio=2), 0x10001)
+    assert parse_command("class del dev a classid 1:30") == Class("del", "a", 0x10030)
+
+
 def test_u32_filter_with_hash_layout_and_actions():
     rule = parse_command("filter add dev a ingress protocol ip pref 1 handle 1:cc:2 u32 ht 1:cc: "
                          "match ip dst 10.0.0.204/32 action mirred egress redirect dev b index 3 "
@@ -108,6 +119,7 @@ def test_tdc_batch_lines():
 
 @pytest.mark.parametrize("line,message", [
     ("chain add dev a", "unsupported command 'chain'"),
+    ("monitor", "unsupported command 'monitor'"),
     ("filter get dev a ingress u32", "unsupported command 'get'"),
     ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", "unsupported u32 option 'police'"),
     ("filter add dev a ingress u32 match ip6 dst ::1", "unsupported match 'ip6'"),
@@ -127,6 +139,10 @@ def test_tdc_batch_lines():
     ("actions del action mirred 9", "expected 'index', got '9'"),
     ("qdisc add dev a root handle 1: htb default 10 direct_qlen 5", "unsupported htb option 'direct_qlen'"),
     ("qdisc add ingress", "missing 'dev DEV'"),
+    ("class add dev a parent 1: classid 1:1 htb ceil 1mbit", "htb class needs 'rate RATE'"),
+    ("class add dev a parent 1: classid 1:1 htb rate 1furlong", "bad rate '1furlong'"),
+    ("class add dev a parent 1: classid 1:1 htb rate 1mbit burst 15k", "unsupported htb class option 'burst'"),
+    ("class add dev a parent 1: htb rate 1mbit", "missing 'classid ID'"),
     ("qdisc add dev a root sfq", "unsupported qdisc option or kind 'sfq'"),
     ("actions add 'unterminated", "unterminated quoted string"),
 ])

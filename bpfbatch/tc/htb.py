@@ -1,0 +1,106 @@
+"""htb class options: rates, and the rate tables the kernel still wants with them.
+
+iproute2 computes, for each class, a 256-entry transmission-time table per rate (``rtab``,
+``ctab``) and the burst sizes in scheduler ticks, from ``/proc/net/psched`` (``tc_core.c``,
+``q_htb.c``). The same double-precision arithmetic and truncations are reproduced here so the
+messages equal tc's byte for byte.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import struct
+
+from . import specs as S
+from .encoding import Attr
+
+PSCHED = "/proc/net/psched"
+TIME_UNITS_PER_SEC = 1_000_000
+#: The link MTU tc assumes for htb (``mtu 1600``), which also sets the table's cell size.
+HTB_MTU = 1600
+LINKLAYER_ETHERNET = 1
+
+#: tc's rate units (``get_rate64``), matched case-insensitively; a bare number is bit/s.
+RATE_UNITS = {"bit": 1.0, "kibit": 1024.0, "kbit": 1000.0, "mibit": 1024.0 ** 2, "mbit": 1e6,
+              "gibit": 1024.0 ** 3, "gbit": 1e9, "tibit": 1024.0 ** 4, "tbit": 1e12,
+              "bps": 8.0, "kibps": 8.0 * 1024, "kbps": 8000.0, "mibps": 8.0 * 1024 ** 2,
+              "mbps": 8e6, "gibps": 8.0 * 1024 ** 3, "gbps": 8e9, "tibps": 8.0 * 1024 ** 4,
+              "tbps": 8e12}
+
+#: struct tc_ratespec: cell_log, linklayer, overhead, cell_align, mpu, rate.
+TC_RATESPEC = struct.Struct("=BBHhHI")
+#: struct tc_htb_opt after its two ratespecs: buffer, cbuffer, quantum, level, prio.
+TC_HTB_OPT_TAIL = struct.Struct("=IIIII")
+_U64 = struct.Struct("=Q")
+_TABLE = struct.Struct("=256I")
+
+
+def parse_rate(text: str) -> int:
+    """``100mbit`` → bytes per second, as tc's ``get_rate64`` (ValueError if malformed)."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = text[len(number):].lower()
+    scale = RATE_UNITS.get(unit) if unit else 1.0
+    if scale is None or not number:
+        raise ValueError(f"bad rate '{text}'")
+    bits = float(number) * scale
+    if bits <= 0:
+        raise ValueError(f"bad rate '{text}'")
+    return int(bits / 8)
+
+
+@functools.cache
+def _psched() -> tuple[float, int]:
+    """(scheduler ticks per microsecond, timer HZ) as ``tc_core_init``/``get_hz`` derive them."""
+    with open(PSCHED) as f:
+        t2us, us2t, clock_res, denom = (int(word, 16) for word in f.read().split()[:4])
+    if clock_res == 1_000_000_000:
+        t2us = us2t
+    tick_in_usec = t2us / us2t * (clock_res / TIME_UNITS_PER_SEC)
+    return tick_in_usec, denom if clock_res == 1_000_000 else 1000
+
+
+def xmittime(rate: int, size: int) -> int:
+    """Ticks to send ``size`` bytes at ``rate`` bytes/s (``tc_calc_xmittime``, truncations kept)."""
+    tick_in_usec, _ = _psched()
+    usec = int(TIME_UNITS_PER_SEC * (size / rate)) & 0xFFFFFFFF
+    return int(usec * tick_in_usec) & 0xFFFFFFFF
+
+
+def _ratespec_and_table(rate: int) -> tuple[bytes, bytes]:
+    """``tc_calc_rtable`` for the htb MTU: the ratespec and its 256-slot table."""
+    cell_log = 0
+    while (HTB_MTU >> cell_log) > 255:
+        cell_log += 1
+    rate32 = min(rate, 0xFFFFFFFF)
+    table = _TABLE.pack(*(xmittime(rate32, (i + 1) << cell_log) for i in range(256)))
+    return TC_RATESPEC.pack(cell_log, LINKLAYER_ETHERNET, 0, -1, 0, rate32), table
+
+
+@dataclasses.dataclass(slots=True)
+class HtbClass:
+    """htb class: ``rate`` and ``ceil`` in bytes/s (ceil defaults to rate), ``prio``, ``quantum``."""
+
+    rate: int
+    ceil: int | None = None
+    prio: int = 0
+    quantum: int = 0
+    kind = "htb"
+
+    def options(self) -> tuple[Attr, ...]:
+        ceil = self.ceil or self.rate
+        _, hz = _psched()
+        rate_spec, rtab = _ratespec_and_table(self.rate)
+        ceil_spec, ctab = _ratespec_and_table(ceil)
+        buffer = xmittime(self.rate, self.rate // hz + HTB_MTU)
+        cbuffer = xmittime(ceil, ceil // hz + HTB_MTU)
+        parms = rate_spec + ceil_spec + TC_HTB_OPT_TAIL.pack(buffer, cbuffer, self.quantum, 0,
+                                                            self.prio)
+        attrs = []
+        if self.rate > 0xFFFFFFFF:
+            attrs.append(Attr(S.HtbAttr.RATE64, _U64.pack(self.rate)))
+        if ceil > 0xFFFFFFFF:
+            attrs.append(Attr(S.HtbAttr.CEIL64, _U64.pack(ceil)))
+        attrs += (Attr(S.HtbAttr.PARMS, parms), Attr(S.HtbAttr.RTAB, rtab),
+                  Attr(S.HtbAttr.CTAB, ctab))
+        return (Attr(S.TCA.OPTIONS, tuple(attrs)),)
