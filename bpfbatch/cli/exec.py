@@ -59,9 +59,11 @@ def exec_command(
     """Run a predicate over every element of a map, in the kernel or emulated in user space,
     and count, dump or delete what it selects.
 
-    Fields are the value's BTF fields (nested with dots); comparisons with integers or with
-    `now - DURATION` (CLOCK_MONOTONIC ns, units ns us ms s m h), joined by and/or, with
-    parentheses. Per-CPU maps compare each field's largest per-CPU value.
+    Fields are the value's BTF fields (nested with dots) or, prefixed with `key.`, the key's,
+    compared as stored (network-order fields stay in network order); operands are integers,
+    enumerators or `now - DURATION` (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
+    are joined by and/or, with parentheses. Per-CPU maps compare each field's largest per-CPU
+    value.
     """
     _check_format(output)
     if action not in mapexec.ACTIONS:
