@@ -421,18 +421,28 @@ def _verb(word: str | None, allowed: tuple[str, ...]) -> str:
     raise _Bad(f"unsupported command '{word}'" if word else "missing command")
 
 
+def _placement(w: _Words, word: str, where: dict) -> bool:
+    """``dev DEV``, ``root``, ``parent ID`` — where a qdisc or class goes. False: not one of these."""
+    if word == "dev":
+        where["dev"] = w.take("device name")
+    elif word == "root":
+        where["parent"] = S.TC_H_ROOT
+    elif word == "parent":
+        where["parent"] = w.handle("parent", parse_classid)
+    else:
+        return False
+    return True
+
+
 def _parse_qdisc(w: _Words) -> R.Qdisc:
     verb = _verb(w.take("command"), ("add", "del", "replace"))
-    dev, parent, handle, kind = None, S.TC_H_ROOT, 0, None
+    where = {"parent": S.TC_H_ROOT}
+    handle, kind = 0, None
     while (word := w.peek()) is not None:
         w.pos += 1
-        if word == "dev":
-            dev = w.take("device name")
-        elif word == "root":
-            parent = S.TC_H_ROOT
-        elif word == "parent":
-            parent = w.handle("parent", parse_classid)
-        elif word == "handle":
+        if _placement(w, word, where):
+            continue
+        if word == "handle":
             handle = w.handle("qdisc handle", parse_qdisc_handle)
         elif word in ("ingress", "clsact"):
             kind = word
@@ -440,9 +450,9 @@ def _parse_qdisc(w: _Words) -> R.Qdisc:
             kind = _parse_htb(w)
         else:
             raise _Bad(f"unsupported qdisc option or kind '{word}'")
-    if dev is None:
+    if "dev" not in where:
         raise _Bad("missing 'dev DEV'")
-    return R.Qdisc(verb, dev, kind, parent, handle)
+    return R.Qdisc(verb, where["dev"], kind, where["parent"], handle)
 
 
 def _parse_htb(w: _Words) -> R.Htb:
@@ -460,26 +470,23 @@ def _parse_htb(w: _Words) -> R.Htb:
 
 def _parse_class(w: _Words) -> R.Class:
     verb = _verb(w.take("command"), ("add", "del", "change", "replace"))
-    dev, parent, classid, kind = None, 0, None, None
+    where = {"parent": 0}
+    classid, kind = None, None
     while (word := w.peek()) is not None:
         w.pos += 1
-        if word == "dev":
-            dev = w.take("device name")
-        elif word == "root":
-            parent = S.TC_H_ROOT
-        elif word == "parent":
-            parent = w.handle("parent", parse_classid)
-        elif word == "classid":
+        if _placement(w, word, where):
+            continue
+        if word == "classid":
             classid = w.handle("classid", parse_classid)
         elif word == "htb":
             kind = _parse_htb_class(w)
         else:
             raise _Bad(f"unsupported class option or kind '{word}'")
-    if dev is None:
+    if "dev" not in where:
         raise _Bad("missing 'dev DEV'")
     if classid is None:
         raise _Bad("missing 'classid ID'")
-    return R.Class(verb, dev, classid, kind, parent)
+    return R.Class(verb, where["dev"], classid, kind, where["parent"])
 
 
 def _parse_htb_class(w: _Words) -> HtbClass:

@@ -83,7 +83,7 @@ def test_missing_device_is_caught_before_sending(tmp_path):
 @pytest.mark.parametrize("line,token", [
     ("filter add dev vethA ingress u32 match ip dst 10.0.0.1 police rate 1mbit", "'police'"),
     ("filter add dev vethA ingress basic action drop", "'basic'"),
-    ("class add dev vethA parent 1: classid 1:1 htb rate 1mbit", "'class'"),
+    ("chain add dev vethA ingress chain 3", "'chain'"),
     ("actions add action police rate 1mbit burst 10k", "'police'"),
     ("filter add dev vethA ingress prio 1 protocol ip u32 match ip dst 10.0.0.300", "10.0.0.300"),
 ])
