@@ -10,6 +10,7 @@ htb classes carry rate tables computed from /proc/net/psched, compared whole.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 
 import pytest
@@ -110,8 +111,6 @@ def test_ours_batches_many_messages_per_sendmsg(tmp_path):
 
 
 def _strace_sendmsg_count(argv: list[str]) -> int:
-    import subprocess
-
     proc = subprocess.run(["strace", "-f", "-qq", "-c", "-e", "trace=sendmsg,sendto", *argv],
                           capture_output=True, text=True, check=True)
     calls = re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(sendmsg|sendto)$",

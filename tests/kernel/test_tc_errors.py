@@ -4,6 +4,7 @@ checked against the kernel's resulting state and against what the installed tc r
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
@@ -153,8 +154,6 @@ def test_memory_stays_bounded_as_the_file_grows(tmp_path):
     """Streaming: ten times the lines must not mean more memory (8 MB slack for the allocator;
     tc 6.1 grows by 32 KiB per line). Measured as the child's own VmHWM: ru_maxrss would also
     count the address space it was forked from."""
-    import sys
-
     peaks = []
     with veth_netns() as ns:
         for count in (20_000, 200_000):
