@@ -25,17 +25,20 @@ Clear, per map type:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import errno as E
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from . import _abi, cursor
+from . import _abi, _libbpf, cursor
 from ._abi import MapType
 from .cursor import Batch, BatchCursor
-from .errors import BpfBatchError, InputError, KernelError, NotSupportedError, PartialError
+from .errors import (BpfBatchError, InputError, KernelError, NotSupportedError, PartialError,
+                     errno_meaning)
 from .maps import Map
 
 #: Map types with a batch delete but no lookup-and-delete.
@@ -189,7 +192,19 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
       snapshot and the write is overwritten (re-created).
     - ``per_key=True``: one ``BPF_MAP_UPDATE_ELEM`` with ``BPF_NOEXIST``/``BPF_EXIST`` per
       record — exact under concurrent writers, one syscall per record.
+
+    Map-in-map values are inner map *ids*, as a dump prints them; each is opened for the
+    write (an update takes fds) and closed afterwards. An id with no map raises
+    :class:`RecordError` before anything is written.
     """
+    if map.info.type in _abi.MAP_IN_MAP_TYPES:
+        with _inner_map_fds(values, count) as fds:
+            return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags)
+    return _load(map, keys, values, count, only, per_key, batch_size, elem_flags)
+
+
+def _load(map: Map, keys, values, count: int, only: Existing, per_key: bool, batch_size: int,
+          elem_flags: int) -> LoadResult:
     info = map.info
     if only is Existing.ABSENT and info.type in _abi.ELEMENTS_ALWAYS_EXIST:
         raise InputError("array elements always exist: nothing could be loaded 'if absent'",
@@ -207,6 +222,40 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
     applied = _update(map, key_rows[keep], value_rows[keep], chosen, batch_size, elem_flags,
                       indices=np.flatnonzero(keep))
     return LoadResult(applied, count - chosen)
+
+
+class RecordError(InputError):
+    """Input record ``index`` (an index into the caller's records) names something that does
+    not exist; ``obj`` says ``record <index>`` until a caller that knows the source replaces
+    it with ``file:line``."""
+
+    def __init__(self, message: str, *, index: int, errno: int | None = None):
+        super().__init__(message, obj=f"record {index}", errno=errno)
+        self.index = index
+
+
+@contextlib.contextmanager
+def _inner_map_fds(values, count: int) -> Iterator[np.ndarray]:
+    """Map-in-map values turned from inner map ids (what lookups and dumps give) into fds
+    (what updates take), each distinct id opened once; the fds are closed on exit. Writing
+    the ids as they are would fail with EBADF, or worse, insert whatever map an id happens
+    to be an open fd of."""
+    ids = _rows(values, 4, count).view(np.uint32).reshape(count)
+    distinct, first, position = np.unique(ids, return_index=True, return_inverse=True)
+    fds: list[int] = []
+    try:
+        for map_id, index in zip(distinct.tolist(), first.tolist()):
+            try:
+                fds.append(_libbpf.map_fd_by_id(map_id, read_only=False))
+            except KernelError as exc:
+                problem = "does not exist" if exc.errno == E.ENOENT else \
+                    f"cannot be opened: {errno_meaning(exc.errno)}"
+                raise RecordError(f"value: inner map id {map_id} {problem}", index=index,
+                                  errno=exc.errno) from None
+        yield np.array(fds, dtype=np.uint32)[position.reshape(count)]
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _filter(map: Map, key_rows: np.ndarray, only: Existing, batch_size: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import _abi, bulk, cursor, formats, inputs
-from ..bulk import DrainError, Existing, LoadError
+from ..bulk import DrainError, Existing, LoadError, RecordError
 from ..codecs import map_codecs
 from ..errors import BpfBatchError, InputError
 from . import app
@@ -63,6 +63,9 @@ def load(
                                per_key=per_key, batch_size=batch_size)
         except LoadError as exc:
             exc.message += f" (record at {records.where(exc.index)})"
+            raise
+        except RecordError as exc:
+            exc.obj = records.where(exc.index)
             raise
     skipped = f", {result.skipped} skipped" if only is not Existing.ANY else ""
     _say(f"{m.info.label}: {result.applied} entries loaded{skipped}")

@@ -104,6 +104,60 @@ def test_dump_clear_load_dump_is_identical(maps, tmp_path, fmt):
     assert entries(again.stdout, fmt) == entries(first.stdout, fmt)
 
 
+@pytest.fixture
+def map_of_maps():
+    """``map_of_maps(type)``: an outer map whose slots 1, 4 and 6 hold three inner arrays;
+    returns it and the inner maps' ids by slot. The test holds every map open."""
+    created = []
+
+    def make(map_type):
+        inner = [Map.create(MapType.ARRAY, 4, 4, 1, name="bb_inner") for _ in range(3)]
+        outer = Map.create(map_type, 4, 4, 8, name="bb_outer", inner_map_fd=inner[0].fd)
+        created.extend([outer, *inner])
+        for slot, child in zip((1, 4, 6), inner):
+            outer.update(slot.to_bytes(4, "little"), child.fd.to_bytes(4, "little"))
+        return outer, {slot: child.info.id for slot, child in zip((1, 4, 6), inner)}
+
+    yield make
+    for m in created:
+        m.close()
+
+
+@pytest.mark.parametrize("map_type", [MapType.HASH_OF_MAPS, MapType.ARRAY_OF_MAPS])
+def test_map_of_maps_dump_clear_load_puts_the_same_inner_maps_back(map_of_maps, tmp_path,
+                                                                   map_type):
+    """A dump holds inner map ids; the load must open them, not write them as fds."""
+    m, inner_ids = map_of_maps(map_type)
+    before = bpftool_dump(m)
+    dumped = bpfbatch("dump", "--map-id", m.info.id, "-o", "jsonl")
+    assert dumped.returncode == 0, dumped.stderr
+    (tmp_path / "dump.jsonl").write_text(dumped.stdout)
+    assert bpfbatch("clear", "--map-id", m.info.id).returncode == 0
+    assert bpftool_dump(m) == []
+    loaded = bpfbatch("load", "--map-id", m.info.id, tmp_path / "dump.jsonl")
+    assert loaded.returncode == 0, loaded.stderr
+    assert bpftool_dump(m) == before
+    got = {int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little"):
+           int.from_bytes(bytes(int(b, 16) for b in e["value"]), "little")
+           for e in map(json.loads, before)}
+    assert got == inner_ids
+
+
+def test_map_of_maps_load_of_a_missing_inner_map_names_the_record(map_of_maps, tmp_path):
+    m, inner_ids = map_of_maps(MapType.HASH_OF_MAPS)
+    before = bpftool_dump(m)
+    missing = 0x7FFFFFFE  # ids count up from 1: this one is never reached here
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"key": list((slot).to_bytes(4, "little")),
+                                        "value": list(map_id.to_bytes(4, "little"))}) + "\n"
+                            for slot, map_id in [(2, inner_ids[1]), (3, missing)]))
+    result = bpfbatch("load", "--map-id", m.info.id, path)
+    assert result.returncode == 1
+    assert result.stderr == (f"bpfbatch: error: {path}:2: value: inner map id {missing} "
+                             "does not exist (ENOENT)\n")
+    assert bpftool_dump(m) == before
+
+
 def entries(text: str, fmt: str) -> list[str]:
     """A dump's entries in a canonical order (the kernel may return them in another)."""
     if fmt in ("json", "bpftool-json"):
