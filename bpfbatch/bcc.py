@@ -23,6 +23,7 @@ from functools import reduce
 
 from . import _abi, bulk, cursor
 from .cursor import BatchCursor
+from .errors import InputError
 from .maps import Map
 
 
@@ -63,8 +64,8 @@ def _collect(table, *, delete: bool, batch_size: int) -> list[tuple]:
     out = []
     with _open(table) as map:
         if (ks, vs) != (map.info.key_size, map.info.value_stride):
-            raise ValueError(f"{map.info.label}: table types are {ks}/{vs} bytes, the map's "
-                             f"key/value are {map.info.key_size}/{map.info.value_stride}")
+            raise InputError(f"table types are {ks}/{vs} bytes, the map's key/value are "
+                             f"{map.info.key_size}/{map.info.value_stride}", obj=map.info.label)
         for batch in BatchCursor(map, delete=delete, batch_size=batch_size):
             keys, values = batch.keys, batch.values
             out.extend((key_type.from_buffer_copy(keys, i * ks),

@@ -1,10 +1,12 @@
 """The bcc drop-ins against the real bcc: same entries and types as bcc's own table API."""
 
 import ctypes
+import types
 
 import pytest
 
 from bpfbatch import bcc as batched
+from bpfbatch.errors import InputError
 
 from bcc_setup import load_bcc
 
@@ -109,3 +111,10 @@ def test_array_clear_zeroes_like_bcc(program):
     table[table.Key(3)] = table.Leaf(9)
     assert batched.clear(table) == 64
     assert table[table.Key(3)].value == 0
+
+
+def test_table_types_that_do_not_match_the_map_are_an_input_error(program):
+    table = program[b"counts"]
+    wrong = types.SimpleNamespace(map_fd=table.map_fd, Key=ctypes.c_uint64, Leaf=table.Leaf)
+    with pytest.raises(InputError, match=r"table types are 8/8 bytes, the map's key/value are 4/8"):
+        batched.items(wrong)
