@@ -26,6 +26,8 @@ import io
 import itertools
 import json
 import operator
+import os
+import stat
 import sys
 from array import array
 from collections.abc import Callable, Iterator, Sequence
@@ -67,7 +69,7 @@ def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
     if fmt not in FORMATS:
         raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})", obj="--format")
     source = "<stdin>" if path == "-" else path
-    text = _read_text(path, source)
+    text = _jsonl_pieces(path, source) if fmt == "jsonl" else _read_text(path, source)
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
     else:
@@ -227,6 +229,57 @@ def _read_text(path: str, source: str) -> str:
         raise InputError(f"not UTF-8 text (byte {exc.start})", obj=source) from None
 
 
+def _jsonl_pieces(path: str, source: str) -> Iterator[str]:
+    """The text of a JSONL input in pieces of about ``_JSONL_CHUNK`` bytes, each ending with a
+    line break, so the whole text is never in memory (it would be twice while decoding).
+
+    Every piece is checked to be UTF-8 before this returns, so that error comes first, as
+    when the text is read at once: a regular file is read twice for it, stdin or a pipe is
+    held as bytes."""
+    try:
+        if path == "-":
+            data = io.BytesIO(sys.stdin.buffer.read())
+        else:
+            data = open(path, "rb")  # noqa: SIM115 -- closed by the generator
+            if not stat.S_ISREG(os.fstat(data.fileno()).st_mode):
+                with data:
+                    data = io.BytesIO(data.read())
+        for _ in _decoded_pieces(data, source):
+            pass
+        data.seek(0)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+    return _decoded_pieces(data, source, close=True)
+
+
+def _decoded_pieces(data: io.RawIOBase | io.BytesIO, source: str,
+                    close: bool = False) -> Iterator[str]:
+    offset, pending = 0, []
+    try:
+        for block in iter(lambda: data.read(_JSONL_CHUNK), b""):
+            cut = block.rfind(b"\n") + 1
+            pending.append(memoryview(block)[:cut] if cut else block)
+            if cut:
+                piece = b"".join(pending)
+                yield _decode(piece, offset, source)
+                offset += len(piece)
+                pending = [block[cut:]]
+        if any(pending):
+            yield _decode(b"".join(pending), offset, source)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+    finally:
+        if close:
+            data.close()
+
+
+def _decode(piece: bytes, offset: int, source: str) -> str:
+    try:
+        return piece.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {offset + exc.start})", obj=source) from None
+
+
 def _raw_codecs(info) -> tuple[Codec, Codec]:
     value: Codec = RawCodec(info.value_size)
     if info.percpu:
@@ -239,9 +292,9 @@ def _raw_codecs(info) -> tuple[Codec, Codec]:
 # (orjson would parse faster but turns integers beyond 64 bits into floats.)
 
 
-#: Characters of JSONL text split into lines and parsed as one JSON array at a time: a
-#: parse per chunk is about 40% faster than one per line, and memory stays bounded by the
-#: chunk rather than the file.
+#: Bytes of JSONL read, split into lines and parsed as one JSON array at a time: a parse per
+#: chunk is about 40% faster than one per line, and memory stays bounded by the chunk
+#: rather than the file.
 _JSONL_CHUNK = 1 << 19
 #: Entries of other formats encoded together.
 _CHUNK = 4096
@@ -249,14 +302,12 @@ _CHUNK = 4096
 Chunk = tuple[Sequence[int] | None, list]  # (line of each entry, or None: ask line_of; entries)
 
 
-def _jsonl_chunks(text: str, source: str) -> Iterator[Chunk]:
-    first = 1  # line number of the chunk's first line
-    pos = 0
-    while pos < len(text):
-        end = text.find("\n", pos + _JSONL_CHUNK) + 1 or len(text)  # cut after a line break
-        lines = text[pos:end].splitlines()
+def _jsonl_chunks(pieces: Iterator[str], source: str) -> Iterator[Chunk]:
+    first = 1  # line number of the piece's first line
+    for piece in pieces:
+        lines = piece.splitlines()
         numbers: Sequence[int] = range(first, first + len(lines))
-        first, pos = first + len(lines), end
+        first += len(lines)
         if not all(map(str.strip, lines)):  # drop blank lines
             numbers = [n for n, line in zip(numbers, lines) if line.strip()]
             lines = [line for line in lines if line.strip()]

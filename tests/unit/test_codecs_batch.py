@@ -6,6 +6,8 @@ Also the loader on top of it: chunk boundaries, line numbers and which error com
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -374,3 +376,32 @@ def test_first_failing_record_wins_across_key_and_value(tmp_path, flow_codecs, f
         inputs.read(str(path), RAW, codecs=flow_codecs)
     assert str(exc.value) == (f"{path}:{expected}: value.bytes: -18446744073709551617 "
                               f"does not fit in 64 bits")
+
+
+GOOD = b'{"key":"0100000000000000","value":"' + b"02" * 16 + b'"}\n'
+
+
+def test_utf8_error_comes_first_wherever_it_is(tmp_path, flow_codecs):
+    """JSONL is read in pieces, but still checked as UTF-8 before any line is parsed."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"key":\n' + GOOD * 30000 + b"\xff\n")
+    with pytest.raises(InputError, match=rf"^{path}: not UTF-8 text \(byte {8 + 30000 * len(GOOD)}\)$"):
+        inputs.read(str(path), RAW)
+
+
+def test_jsonl_from_a_pipe_is_read_once(tmp_path):
+    """A pipe (``<(cmd)``) cannot be read twice: it is held, and every record arrives."""
+    read_end, write_end = os.pipe()
+    data = GOOD * 40000
+
+    def feed():
+        with os.fdopen(write_end, "wb") as f:
+            f.write(data)
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        records = inputs.read(f"/dev/fd/{read_end}", RAW)
+    finally:
+        writer.join()
+        os.close(read_end)
+    assert records.count == 40000 and records.keys == bytes.fromhex("0100000000000000") * 40000
