@@ -460,14 +460,15 @@ def _conform(values: Sequence, ok: Callable[[object], bool], blank, bad: np.ndar
 def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray) -> np.ndarray:
     """``values`` as an integer column (two's complement bits) where each is an exact ``int``
     or ``bool`` in ``[lo, hi)``; the others are flagged (and read as 0)."""
-    if set(map(type, values)) <= _INT_TYPES:
-        try:
-            column = np.array(values)  # int64, uint64 or bool; object beyond 64 bits
-        except OverflowError:
-            column = None
-        if (column is not None and column.dtype.kind in "biu" and column.size
-                and int(column.min()) >= lo and int(column.max()) < hi):
-            return column
+    if values and set(map(type, values)) <= _INT_TYPES:
+        for dtype in (np.int64, np.uint64):  # a given dtype converts twice as fast
+            try:
+                column = np.array(values, dtype=dtype)
+            except OverflowError:  # beyond this dtype's range
+                continue
+            if int(column.min()) >= lo and int(column.max()) < hi:
+                return column
+            break
     clean = _conform(values, lambda v: type(v) in _INT_TYPES and lo <= v < hi, 0, bad)
     return np.array([v & _U64 for v in clean], dtype=np.uint64)
 
