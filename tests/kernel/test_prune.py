@@ -179,7 +179,7 @@ def test_per_cpu_prune_goes_by_the_newest_cpu(mode):
         for k in range(cpus):
             values[k, k, 1] = now
         cursor.update(m, np.arange(n, dtype=np.uint32), values, n)
-        predicate = prune.prune_predicate(m, "last_seen_ns", 60 * 10**9)
+        predicate = prune.prune_predicate(m, "last_seen_ns", 10**9)
         [r] = prune.prune_rounds(m, predicate, mode=mode)
         assert r.result.deleted == 5
         assert sorted(np.frombuffer(cursor.read_all(m)[0].tobytes(), "<u4")) == list(range(cpus))
