@@ -344,9 +344,11 @@ class _JsonArray:
             raise InputError("expected a JSON array of entries", obj=f"{source}:1")
 
     def chunks(self) -> Iterator[Chunk]:
-        """The elements in chunks, without their lines (:meth:`line_of` finds them)."""
-        for start in range(0, len(self.entries), _CHUNK):
-            yield None, self.entries[start:start + _CHUNK]
+        """The elements in chunks, without their lines (:meth:`line_of` finds them). They
+        are handed over, not kept: :meth:`line_of` needs only the text."""
+        entries, self.entries = self.entries, None
+        for start in range(0, len(entries), _CHUNK):
+            yield None, entries[start:start + _CHUNK]
 
     def line_of(self, index: int) -> int:
         """The line element ``index`` starts on (the text is known to be valid JSON)."""
