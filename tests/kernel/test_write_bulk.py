@@ -10,6 +10,7 @@ import functools
 import multiprocessing
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -212,18 +213,23 @@ def test_if_absent_partial_failure_names_key(maps):
 # -- drain ---------------------------------------------------------------------------------
 
 
-def _writer(map_id: int, lo: int, hi: int, ready) -> None:
+def _writer(map_id: int, lo: int, hi: int, ready, drained_one) -> None:
+    """Write keys ``lo..hi-1``. Halfway, wait until the drain has taken one of them, so the
+    two provably overlap; exit code 3 if that never happens."""
     m = Map.open_id(map_id)
     ready.set()
     for k in range(lo, hi):
+        if k == (lo + hi) // 2 and not drained_one.wait(30):
+            sys.exit(3)
         m.update(k.to_bytes(4, "little"), k.to_bytes(8, "little"))
 
 
 def test_drain_with_concurrent_writer_loses_nothing_and_repeats_nothing(maps):
     m = maps(max_entries=1 << 16)
     load_u64(m, range(20000))
-    ready = multiprocessing.Event()
-    writer = multiprocessing.Process(target=_writer, args=(m.info.id, 20000, 40000, ready))
+    ready, drained_one = multiprocessing.Event(), multiprocessing.Event()
+    writer = multiprocessing.Process(target=_writer,
+                                     args=(m.info.id, 20000, 40000, ready, drained_one))
     writer.start()
     drained: list[int] = []
 
@@ -232,14 +238,18 @@ def test_drain_with_concurrent_writer_loses_nothing_and_repeats_nothing(maps):
         values = np.frombuffer(batch.values, np.uint64)
         assert (keys == values).all()
         drained.extend(keys.tolist())
+        if (keys >= 20000).any():
+            drained_one.set()
 
     try:
-        ready.wait(10)
-        while writer.is_alive():
+        assert ready.wait(10), "the writer did not start"
+        while writer.is_alive():  # the writer cannot finish before a drain took its keys
             bulk.drain(m, sink, batch_size=256)
     finally:
+        drained_one.set()
         writer.join(60)
     assert writer.exitcode == 0
+    assert any(k >= 20000 for k in drained), "no key of the writer was drained"
     left = contents(m)
     assert len(drained) == len(set(drained)), "an entry was drained twice"
     assert not set(drained) & set(left)
