@@ -460,7 +460,7 @@ def _conform(values: Sequence, ok: Callable[[object], bool], blank, bad: np.ndar
 def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray) -> np.ndarray:
     """``values`` as an integer column (two's complement bits) where each is an exact ``int``
     or ``bool`` in ``[lo, hi)``; the others are flagged (and read as 0)."""
-    if values and set(map(type, values)) <= _INT_TYPES:
+    if len(values) and set(map(type, values)) <= _INT_TYPES:
         for dtype in (np.int64, np.uint64):  # a given dtype converts twice as fast
             try:
                 column = np.array(values, dtype=dtype)
@@ -471,6 +471,27 @@ def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray) -> np.ndarr
             break
     clean = _conform(values, lambda v: type(v) in _INT_TYPES and lo <= v < hi, 0, bad)
     return np.array([v & _U64 for v in clean], dtype=np.uint64)
+
+
+def _float_column(values: Sequence, bad: np.ndarray) -> np.ndarray:
+    """``values`` as doubles where each is an exact ``int`` or ``float`` a double holds; the
+    others (bools, strings, ints beyond the float range, ...) are flagged."""
+    if set(map(type, values)) <= _NUMBER_TYPES:
+        try:
+            return np.array(values, dtype=np.float64)
+        except OverflowError:
+            pass
+    return np.array(_conform(values, _is_double, 0.0, bad), dtype=np.float64)
+
+
+def _is_double(value) -> bool:
+    if type(value) not in _NUMBER_TYPES:
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _signed_range(nbits: int) -> tuple[int, int]:
@@ -661,21 +682,7 @@ class Float(Node):
         return self.code in ("<f", "<d")  # half floats round and overflow in struct's way
 
     def fill(self, rows, values, bad):
-        column = None
-        if set(map(type, values)) <= _NUMBER_TYPES:
-            try:
-                column = np.array(values, dtype=np.float64)
-            except OverflowError:  # an int beyond the float range
-                pass
-        if column is None:
-            column = np.zeros(len(values))
-            for i, value in enumerate(values):
-                try:
-                    if type(value) not in _NUMBER_TYPES:
-                        raise TypeError
-                    column[i] = float(value)
-                except (TypeError, OverflowError):
-                    bad[i] = True
+        column = _float_column(values, bad)
         if self.code == "<f":
             with np.errstate(over="ignore"):
                 narrow = column.astype("<f4")
@@ -774,7 +781,7 @@ class Array(Node):
         if not (set(map(type, values)) <= _SEQUENCE_TYPES and set(map(len, values)) <= {n}):
             values = _conform(values, lambda v: type(v) in _SEQUENCE_TYPES and len(v) == n,
                               self.blank(), bad)
-        columns = list(zip(*values)) if values else [()] * n
+        columns = list(zip(*values)) if len(values) else [()] * n
         for elem, column in zip(self.elems, columns):
             elem.fill(rows, column, bad)
 

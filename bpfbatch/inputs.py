@@ -31,6 +31,7 @@ import stat
 import sys
 from array import array
 from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
 
 from .codecs import Codec, PerCpuCodec, RawCodec, map_codecs
 from .errors import InputError
@@ -69,7 +70,11 @@ def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
     if fmt not in FORMATS:
         raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})", obj="--format")
     source = "<stdin>" if path == "-" else path
-    text = _jsonl_pieces(path, source) if fmt == "jsonl" else _read_text(path, source)
+    # Read first: an unreadable file or bad UTF-8 is reported before anything else.
+    if fmt == "jsonl":
+        pieces = _jsonl_pieces(path, source)
+    else:
+        text = _read_text(path, source)
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
     else:
@@ -84,7 +89,7 @@ def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
             chunks, line_of = json_array.chunks(), json_array.line_of
         else:
             chunks = (_csv_chunks(text, source, key_codec, value_codec) if fmt == "csv"
-                      else _jsonl_chunks(text, source))
+                      else _jsonl_chunks(pieces, source))
             line_of = lines.__getitem__
         keys: list[bytes] = []
         values: list[bytes] = []
@@ -138,24 +143,30 @@ class _Encoder:
         """``where(i)``: ``file:line`` of entry ``i``; ``lazy_lines``: it is costly (a JSON
         array), so the record-by-record pass names the file only until a record fails."""
         try:
-            return self._batch(entries, where)
+            packed = self._batch(entries)
         except Exception:  # noqa: BLE001 -- the record-by-record pass decides
-            return self._one_by_one(entries, where, lazy_lines)
+            packed = None
+        return packed or self._one_by_one(entries, where, lazy_lines)
 
-    def _batch(self, entries: list, where: Callable[[int], str]) -> tuple[bytes, bytes | None]:
+    def _batch(self, entries: list) -> tuple[bytes, bytes | None] | None:
+        """The chunk encoded side by side; ``None`` for entries of unusual shape. Its errors
+        are not the ones reported (see the class), so they name nothing."""
         members = _members(entries, self.allowed)
         if members is None or "key" not in members:
-            raise InputError("entries of unusual shape")
-        keys = self.key_codec.encode_batch(members["key"], lambda i: f"{where(i)}: key")
+            return None
+
+        def unnamed(i: int) -> str:
+            return self.source
+
+        keys = self.key_codec.encode_batch(members["key"], unnamed)
         if not self.with_values:
             return keys, None
         if "values" in members:
-            values = [_cpu_values(slots, self.value_codec, self.source)  # errors: redone
+            values = [_cpu_values(slots, self.value_codec, self.source)
                       for slots in members["values"]]
-            label = "values"
         else:
-            values, label = members["value"], "value"
-        return keys, self.value_codec.encode_batch(values, lambda i: f"{where(i)}: {label}")
+            values = members["value"]
+        return keys, self.value_codec.encode_batch(values, unnamed)
 
     def _one_by_one(self, entries: list, where: Callable[[int], str],
                     lazy_lines: bool) -> tuple[bytes, bytes | None]:
@@ -252,8 +263,7 @@ def _jsonl_pieces(path: str, source: str) -> Iterator[str]:
     return _decoded_pieces(data, source, close=True)
 
 
-def _decoded_pieces(data: io.RawIOBase | io.BytesIO, source: str,
-                    close: bool = False) -> Iterator[str]:
+def _decoded_pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[str]:
     offset, pending = 0, []
     try:
         for block in iter(lambda: data.read(_JSONL_CHUNK), b""):
