@@ -133,7 +133,9 @@ def test_clear_lpm_trie_with_batch_delete(maps):
     assert cursor.read_all(m)[0].shape[0] == 0
 
 
-def test_clear_other_types_walks_next_key_before_delete(maps):
+def test_clear_map_of_maps_empties_every_slot_key_by_key(maps):
+    """Map-in-map types have no batch delete: the per-key path. (Whether it fetches the next
+    key before deleting cannot show here: an array's next key does not depend on deletes.)"""
     inner = [maps(MapType.ARRAY, value_size=4, max_entries=1) for _ in range(3)]
     outer = maps(MapType.ARRAY_OF_MAPS, value_size=4, max_entries=8, inner_map_fd=inner[0].fd)
     for slot, child in zip((1, 4, 6), inner):
