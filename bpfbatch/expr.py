@@ -332,7 +332,10 @@ class _Parser:
             offset = 0
             if self.peek().kind == "punct" and self.peek().text in "+-":
                 sign = -1 if self.take().text == "-" else 1
-                offset = sign * self.number(self.take(), duration=True)
+                token = self.take()
+                offset = sign * self.number(token, duration=True)
+                if abs(offset) >= 1 << 62:  # now ± offset must stay a 64-bit signed number
+                    raise self.error(token, "duration too large (at most about 146 years)")
             return Term(field, op, offset, relative=True)
         first = token
         negative = token.kind == "punct" and token.text == "-"

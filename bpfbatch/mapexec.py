@@ -6,8 +6,8 @@ selects — in the kernel, or in a user-space emulation with the same semantics.
 ``bpf_for_each_map_elem``, evaluates the compiled predicate (:mod:`bpfbatch.expr`) and deletes a
 selected element in the same visit, after re-reading it by key (an update that replaced the
 element since the walk reached it is judged again). Selected records go to an mmap-able array
-(the "out" map) that Python reads without a copy; when it fills, the pass stops, Python hands
-the records on and runs the program again (deleted elements are gone; a dump skips what it
+(the "out" map) that Python reads through the mapping, with no syscall; when it fills, the pass
+stops, Python hands the records on and runs the program again (deleted elements are gone; a dump skips what it
 already emitted). One object is loaded per target map (``bpf_map__reuse_fd``), so the verifier
 checks every access against that map's sizes; a :class:`KernelWalker` is reused across rounds.
 Why not an ``iter/bpf_map_elem`` iterator: on some kernels attaching one is refused (EPERM)
@@ -204,9 +204,10 @@ class KernelWalker:
     def _hand_over(self, count: int, sink: Sink) -> None:
         info = self.map.info
         recs = np.frombuffer(self._out, np.uint8, count * self.rec_size).reshape(count, -1)
-        keys = np.ascontiguousarray(recs[:, :info.key_size])
-        values = np.ascontiguousarray(recs[:, self.key_stride:self.key_stride + info.value_stride])
-        del recs  # no export may outlive the mmap
+        # Copies: the out map is overwritten by the next run, and no view may outlive the mmap.
+        keys = recs[:, :info.key_size].copy()
+        values = recs[:, self.key_stride:self.key_stride + info.value_stride].copy()
+        del recs
         sink(cursor.Batch(count, memoryview(keys).cast("B"), memoryview(values).cast("B")))
 
     def close(self) -> None:

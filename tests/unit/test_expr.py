@@ -162,6 +162,7 @@ ERRORS = [
     ("state == OPENED", 10, "OPENED", "enumerators: IDLE, OPEN, CLOSED"),
     ("packets == IDLE", 12, "IDLE", "not a number or an enumerator of field 'packets'"),
     ("packets < $", 11, "$", "unexpected character"),
+    ("t.last_ns < now - 2000000h", 19, "2000000h", "duration too large"),
 ]
 
 
