@@ -252,3 +252,23 @@ def test_scalar_key_and_value_smaller_than_a_u64(mode):
         result, records, _ = run_collect(m, "value < 100 or key > 490", "delete", mode)
         assert set(records) == want and result.deleted == len(want)
         assert set(decoded(m)) == set(range(500)) - want
+
+
+@pytest.mark.skipif(not shutil.which("bpftool"), reason="needs bpftool")
+@pytest.mark.parametrize("mode", ["kernel", "user"])
+def test_dump_matches_bpftools_entries(mode):
+    """The selected records, printed as bpftool prints them, are exactly the entries of
+    ``bpftool -j map dump`` whose decoded value passes the predicate."""
+    with make_map(MapType.PERCPU_HASH, 500) as m:
+        out = subprocess.run([sys.executable, "-m", "bpfbatch", "exec", "--map-id",
+                              str(m.info.id), "--where", "packets < 40", "--action", "dump",
+                              "--mode", mode, "-o", "bpftool-json"],
+                             capture_output=True, text=True, check=True)
+        ours = json.loads(out.stdout)
+        theirs = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(m.info.id)],
+                                           capture_output=True, text=True, check=True).stdout)
+        selected = [e for e in theirs
+                    if max(cpu["value"]["packets"] for cpu in e["formatted"]["values"]) < 40]
+        assert 0 < len(selected) < len(theirs)
+        key = lambda e: json.dumps(e, sort_keys=True)  # noqa: E731
+        assert sorted(map(key, ours)) == sorted(map(key, selected))
