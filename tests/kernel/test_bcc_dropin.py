@@ -7,8 +7,7 @@ import pytest
 
 from bpfbatch import bcc as batched
 from bpfbatch.errors import InputError
-
-from bcc_setup import load_bcc
+from tools.bcc_setup import load_bcc
 
 bcc = load_bcc()
 pytestmark = pytest.mark.skipif(bcc is None, reason="bcc or kernel headers not available")

@@ -36,7 +36,7 @@ from bpfbatch import bcc as batched
 from bpfbatch._abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.maps import Map
-from tests.kernel.bcc_setup import load_bcc
+from tools.bcc_setup import load_bcc
 from tools.bench.harness import Command, InProcess, interleave, report, summarize
 
 HERE = Path(__file__).parent

@@ -1,4 +1,5 @@
-"""Make bcc usable on this machine for tests and benchmarks, idempotently.
+"""Make bcc usable on this machine for the tests and benchmarks, idempotently. A dev-only
+helper: it creates links under ``/lib/modules``, which the package itself must never do.
 
 bcc compiles its C text against the running kernel's headers, which it finds through
 ``/lib/modules/$(uname -r)/build`` and ``.../source``. A kernel without a matching Debian
