@@ -163,7 +163,6 @@ BPF_PROG_TYPE_RAW_TRACEPOINT = 17
 BPF_PROG_TYPE_TRACING = 26
 BPF_PROG_TYPE_SYSCALL = 31
 BPF_TRACE_RAW_TP = 23
-BPF_TRACE_ITER = 28
 BPF_F_SLEEPABLE = 1 << 4
 
 
@@ -185,21 +184,47 @@ class BpfProgLoadOpts(ctypes.Structure):
     ]
 
 
-class BpfIterLinkInfo(ctypes.Structure):
-    """``union bpf_iter_link_info``, map member (the only one the package uses)."""
-
-    _fields_ = [("map_fd", ctypes.c_uint32)]
-
-
-class BpfLinkCreateOpts(ctypes.Structure):
-    """``struct bpf_link_create_opts`` up to ``target_btf_id``."""
+class BpfProgInfo(ctypes.Structure):
+    """``struct bpf_prog_info`` (linux/bpf.h) up to ``recursion_misses`` (5.12+): the kernel
+    fills what it knows of the ``info_len`` it is given. Pointer members stay zero (no arrays
+    asked for)."""
 
     _fields_ = [
-        ("sz", ctypes.c_size_t),
-        ("flags", ctypes.c_uint32),
-        ("iter_info", ctypes.POINTER(BpfIterLinkInfo)),
-        ("iter_info_len", ctypes.c_uint32),
-        ("target_btf_id", ctypes.c_uint32),
+        ("type", ctypes.c_uint32),
+        ("id", ctypes.c_uint32),
+        ("tag", ctypes.c_uint8 * 8),
+        ("jited_prog_len", ctypes.c_uint32),
+        ("xlated_prog_len", ctypes.c_uint32),
+        ("jited_prog_insns", ctypes.c_uint64),
+        ("xlated_prog_insns", ctypes.c_uint64),
+        ("load_time", ctypes.c_uint64),
+        ("created_by_uid", ctypes.c_uint32),
+        ("nr_map_ids", ctypes.c_uint32),
+        ("map_ids", ctypes.c_uint64),
+        ("name", ctypes.c_char * BPF_OBJ_NAME_LEN),
+        ("ifindex", ctypes.c_uint32),
+        ("gpl_compatible", ctypes.c_uint32),
+        ("netns_dev", ctypes.c_uint64),
+        ("netns_ino", ctypes.c_uint64),
+        ("nr_jited_ksyms", ctypes.c_uint32),
+        ("nr_jited_func_lens", ctypes.c_uint32),
+        ("jited_ksyms", ctypes.c_uint64),
+        ("jited_func_lens", ctypes.c_uint64),
+        ("btf_id", ctypes.c_uint32),
+        ("func_info_rec_size", ctypes.c_uint32),
+        ("func_info", ctypes.c_uint64),
+        ("nr_func_info", ctypes.c_uint32),
+        ("nr_line_info", ctypes.c_uint32),
+        ("line_info", ctypes.c_uint64),
+        ("jited_line_info", ctypes.c_uint64),
+        ("nr_jited_line_info", ctypes.c_uint32),
+        ("line_info_rec_size", ctypes.c_uint32),
+        ("jited_line_info_rec_size", ctypes.c_uint32),
+        ("nr_prog_tags", ctypes.c_uint32),
+        ("prog_tags", ctypes.c_uint64),
+        ("run_time_ns", ctypes.c_uint64),
+        ("run_cnt", ctypes.c_uint64),
+        ("recursion_misses", ctypes.c_uint64),
     ]
 
 

@@ -119,29 +119,6 @@ def raw_tp(tracepoint: str) -> Support:
 
 
 @functools.cache
-def map_iterator() -> Support:
-    """Whether an ``iter/bpf_map_elem`` program loads, attaches to a map and runs (5.9+)."""
-    from .maps import Map
-
-    def steps(fds):
-        btf_id = _vmlinux_btf_id("bpf_map_elem", _abi.BPF_TRACE_ITER, "iterator bpf_map_elem")
-        fd = _load(fds, _abi.BPF_PROG_TYPE_TRACING, "iter/bpf_map_elem",
-                   expected_attach_type=_abi.BPF_TRACE_ITER, attach_btf_id=btf_id)
-        with Map.create(MapType.HASH, 4, 4, 1, name="bpfbatch_probe") as target:
-            info = _abi.BpfIterLinkInfo(map_fd=target.fd)
-            link_opts = _abi.opts(_abi.BpfLinkCreateOpts, iter_info=ctypes.pointer(info),
-                                  iter_info_len=ctypes.sizeof(info))
-            link = check(lib.bpf_link_create(fd, 0, _abi.BPF_TRACE_ITER, ctypes.byref(link_opts)),
-                         "attach iter/bpf_map_elem")
-            fds.append(link)
-        reader = check(lib.bpf_iter_create(link), "create iterator")
-        fds.append(reader)
-        while os.read(reader, 4096):
-            pass
-    return _attempt(steps)
-
-
-@functools.cache
 def syscall_program() -> Support:
     """Whether a (sleepable) ``BPF_PROG_TYPE_SYSCALL`` program loads and runs (5.14+)."""
     def steps(fds):

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _libbpf, features
+from . import _abi, _libbpf, features
+from ._abi import MapType
 from ._libbpf import check, check_ptr, lib
 from .btf import Btf, BtfType, Kind
 from .codecs import codec_for
@@ -41,7 +42,7 @@ from .maps import Map
 PROGS_DIR = Path(__file__).with_name("progs")
 
 #: Section prefixes of the two ways to hook a tracepoint, in order of preference.
-_TRACEPOINT_KINDS = ("tp_btf", "raw_tp")
+HOOK_KINDS = ("tp_btf", "raw_tp")
 _PROBES = {"tp_btf": features.tp_btf, "raw_tp": features.raw_tp}
 
 
@@ -57,7 +58,7 @@ class Program:
     def tracepoint(self) -> tuple[str, str] | None:
         """``("tp_btf", "sock_send_length")`` for a tracepoint section, else ``None``."""
         kind, _, target = self.section.partition("/")
-        return (kind, target) if kind in _TRACEPOINT_KINDS and target else None
+        return (kind, target) if kind in HOOK_KINDS and target else None
 
 
 class BpfObject:
@@ -73,6 +74,7 @@ class BpfObject:
         self._obj = check_ptr(opened, "open BPF object", self.label)
         self._links: list[int] = []
         self._maps: dict[str, Map] = {}
+        self._templates: list[Map] = []
         self.loaded = False
         #: ``tracepoint -> "tp_btf" | "raw_tp"``, decided by :meth:`load`.
         self.hooks: dict[str, str] = {}
@@ -130,9 +132,11 @@ class BpfObject:
             ctypes.memmove(base + offset, data, var_size)
 
     def configure_map(self, name: str, *, reuse_fd: int | None = None,
-                      value_size: int | None = None, max_entries: int | None = None) -> None:
+                      value_size: int | None = None, max_entries: int | None = None,
+                      inner_max_entries: int | None = None) -> None:
         """Before :meth:`load`: make map ``name`` an existing map (``reuse_fd``, which libbpf
-        dups), or resize it."""
+        dups), or resize it; ``inner_max_entries`` resizes the template of a map-in-map's
+        inner maps, which every map put in a slot must match."""
         if self.loaded:
             raise BpfBatchError("maps are fixed once the object is loaded", obj=self.label)
         handle, what = self._map_handle(name), f"{self.label}: {name}"
@@ -142,6 +146,24 @@ class BpfObject:
             check(lib.bpf_map__set_value_size(handle, value_size), "set map value size", what)
         if max_entries is not None:
             check(lib.bpf_map__set_max_entries(handle, max_entries), "set map max_entries", what)
+        if inner_max_entries is not None:
+            self._resize_inner_template(handle, inner_max_entries, what)
+
+    def _resize_inner_template(self, handle: int, max_entries: int, what: str) -> None:
+        """Give a map-in-map an inner template of ``max_entries``. libbpf (1.1) cannot resize
+        the template it built from the BTF definition (``bpf_map__set_max_entries`` reads the
+        template's object pointer, which it never sets), so hand it a map of the same
+        definition and the new size; the kernel only compares definitions with it."""
+        inner = lib.bpf_map__inner_map(handle)
+        if not inner:
+            raise InputError("not a map-in-map: it has no inner map template", obj=what)
+        template = Map.create(MapType.parse(lib.bpf_map__type(inner)),
+                              lib.bpf_map__key_size(inner), lib.bpf_map__value_size(inner),
+                              max_entries, flags=lib.bpf_map__map_flags(inner),
+                              name="inner_template")
+        self._templates.append(template)  # the outer map is created at load: keep it open
+        check(lib.bpf_map__set_inner_map_fd(handle, template.fd), "set inner map template",
+              what)
 
     def program_fd(self, name: str) -> int:
         """The fd of loaded program ``name`` (owned by the object)."""
@@ -153,7 +175,7 @@ class BpfObject:
 
     # -- load and attach -----------------------------------------------------------------
 
-    def load(self, *, hook_kinds: tuple[str, ...] = _TRACEPOINT_KINDS) -> None:
+    def load(self, *, hook_kinds: tuple[str, ...] = HOOK_KINDS) -> None:
         """Choose each tracepoint's hook, then load every program and map into the kernel.
 
         ``hook_kinds`` is the order of preference (``("raw_tp",)`` forces the fallback).
@@ -224,6 +246,21 @@ class BpfObject:
             self._links.append(check_ptr(link, f"attach {prog.section}",
                                          f"{self.label}: {prog.name}"))
 
+    def recursion_misses(self) -> int:
+        """Events the kernel skipped the loaded programs for, summed: a tracing program that
+        would run while it is already running on that CPU is not run (``recursion_misses``
+        of ``bpf_prog_info``, 5.12+; older kernels leave it 0)."""
+        self._require_loaded("recursion misses")
+        total = 0
+        for prog in self.programs():
+            if lib.bpf_program__autoload(prog.handle):
+                what = f"{self.label}: {prog.name}"
+                info = _abi.BpfProgInfo()
+                _libbpf.obj_info(check(lib.bpf_program__fd(prog.handle), "program fd", what),
+                                 info, what)
+                total += info.recursion_misses
+        return total
+
     # -- after load ----------------------------------------------------------------------
 
     def map(self, name: str) -> Map:
@@ -260,9 +297,10 @@ class BpfObject:
         for link in reversed(self._links):
             lib.bpf_link__destroy(link)
         self._links.clear()
-        for m in self._maps.values():
+        for m in (*self._maps.values(), *self._templates):
             m.close()
         self._maps.clear()
+        self._templates.clear()
         if self._obj:
             lib.bpf_object__close(self._obj)
             self._obj = None
