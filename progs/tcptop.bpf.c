@@ -20,6 +20,7 @@
 #define AF_INET 2
 #define AF_INET6 10
 #define MSG_PEEK 2
+#define MSG_ERRQUEUE 0x2000
 
 /* Set by the loader before load; 0 means "no filter". */
 const volatile __u32 target_pid = 0;
@@ -53,7 +54,9 @@ static __always_inline int count(struct sock *sk, int ret, int flags, bool sent)
 	__u16 family;
 	void *flows;
 
-	if (ret <= 0 || (flags & MSG_PEEK))
+	/* Errors are negative; peeked data is read again later; an error-queue read returns
+	 * notifications or looped-back headers, not bytes of the stream. */
+	if (ret <= 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)))
 		return 0;
 	if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) != IPPROTO_TCP)
 		return 0;
@@ -74,7 +77,9 @@ static __always_inline int count(struct sock *sk, int ret, int flags, bool sent)
 	if (family == AF_INET) {
 		BPF_CORE_READ_INTO((__u32 *)key.saddr, sk, __sk_common.skc_rcv_saddr);
 		BPF_CORE_READ_INTO((__u32 *)key.daddr, sk, __sk_common.skc_daddr);
-	} else {
+	} else if (bpf_core_field_exists(sk->__sk_common.skc_v6_rcv_saddr)) {
+		/* Absent without CONFIG_IPV6: the guard makes the load drop this branch instead of
+		 * failing on a relocation the kernel cannot satisfy. */
 		BPF_CORE_READ_INTO(&key.saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
 		BPF_CORE_READ_INTO(&key.daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
 	}

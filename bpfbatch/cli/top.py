@@ -39,8 +39,10 @@ def _header(noclear: bool, summary: bool) -> None:
 
 
 def _warn_dropped(tool: str, events: int, what: str) -> None:
+    """One stderr line for an interval that lost events (``events`` counts this interval's
+    only, so a past overflow is not repeated every interval)."""
     if events:
-        print(f"{tool}: {events} events not counted so far: {what}", file=sys.stderr)
+        print(f"{tool}: {events} events not counted in this interval: {what}", file=sys.stderr)
 
 
 @top.command("tcp")
@@ -63,7 +65,6 @@ def tcp(
     screen.check_choice(sort, tcptop.SORT_KEYS, "-s/--sort")
     family = 4 if ipv4 else 6 if ipv6 else None
     with tcptop.TcpTop(pid=pid, family=family) as tool:
-        print(f"Tracing... Output every {interval:g} secs. Hit Ctrl-C to end", flush=True)
         for _ in screen.ticks(interval, count):
             sample = tool.sample()
             _header(noclear, not nosummary)
@@ -71,7 +72,7 @@ def tcp(
                 print(line)
             sys.stdout.flush()
             _warn_dropped("tcptop", sample.dropped_events,
-                          f"flow map full ({sample.dropped_bytes} bytes)")
+                          f"flow map full or program skipped ({sample.dropped_bytes} bytes known)")
 
 
 @top.command("slab")
@@ -87,14 +88,14 @@ def slab(
     _check(interval, count, rows)
     screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
     with slabratetop.SlabRateTop(pid=pid) as tool:
-        print(f"Tracing... Output every {interval:g} secs. Hit Ctrl-C to end", flush=True)
         for _ in screen.ticks(interval, count):
             sample = tool.sample()
             _header(noclear, True)
             for line in slabratetop.table(sample.caches, sort=sort, rows=rows):
                 print(line)
             sys.stdout.flush()
-            _warn_dropped("slabratetop", sample.dropped_events, "cache map full")
+            _warn_dropped("slabratetop", sample.dropped_events,
+                          "cache map full or program skipped")
 
 
 def run_as_tool(command: str) -> None:

@@ -19,7 +19,9 @@ owns two identical inner maps:
 
 Each event is therefore counted in exactly one interval: the first whose swap came after the
 program fetched the slot. What the programs could not count at all (the active map was full)
-they count in a global, which the tools report instead of hiding.
+they count in a global, which the tools report instead of hiding, together with the events the
+kernel did not run a program for at all (a tracing program is not re-entered on a CPU where
+it is running: ``recursion_misses`` of each program's ``bpf_prog_info``).
 
 Limits: the wait covers non-sleepable programs only (the kernel does not wait for sleepable
 ones; the tools have none), and it costs one RCU grace period per interval (about 10 ms here;
@@ -31,8 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..cursor import read_all
+from ..errors import InputError
 from ..maps import Map
-from ..objects import BpfObject
+from ..objects import HOOK_KINDS, BpfObject
 
 _SLOT = (0).to_bytes(4, "little")
 
@@ -62,20 +65,50 @@ class SwappedMaps:
 class IntervalTool:
     """A package object loaded with ``rodata``, attached, and read out through
     :class:`SwappedMaps` over its ``active`` slot and the two maps named in ``buffers``.
-    Closing detaches the programs and frees the maps."""
+    Closing detaches the programs and frees the maps.
 
-    def __init__(self, name: str, buffers: tuple[str, str], rodata: dict[str, int],
-                 hook_kinds: tuple[str, ...] | None = None):
+    ``pid`` (positive) becomes the object's ``target_pid`` (0: every process); ``records``
+    names the structs whose numpy dtypes the tool needs (:attr:`dtypes`); ``capacity``, if
+    given, resizes both buffers (and the slot's template) to that many entries. Everything
+    that can fail happens before the constructor returns, and a failure leaves nothing
+    attached.
+    """
+
+    def __init__(self, name: str, buffers: tuple[str, str], rodata: dict[str, int], *,
+                 records: tuple[str, ...], pid: int | None = None,
+                 hook_kinds: tuple[str, ...] = HOOK_KINDS, capacity: int | None = None):
+        if pid is not None and pid <= 0:
+            raise InputError(f"PID must be positive, got {pid}", obj="-p")
         self.obj = BpfObject.package(name)
+        self._totals: dict[str, int] = {}
         try:
-            self.obj.set_rodata(**rodata)
-            self.obj.load(**({"hook_kinds": hook_kinds} if hook_kinds else {}))
+            self.dtypes = {record: self.obj.dtype(record) for record in records}
+            self.obj.set_rodata(target_pid=pid or 0, **rodata)
+            if capacity is not None:
+                for buffer in buffers:
+                    self.obj.configure_map(buffer, max_entries=capacity)
+                self.obj.configure_map("active", inner_max_entries=capacity)
+            self.obj.load(hook_kinds=hook_kinds)
             self.obj.attach()
             self.maps = SwappedMaps(self.obj.map("active"),
                                     (self.obj.map(buffers[0]), self.obj.map(buffers[1])))
         except BaseException:
             self.obj.close()
             raise
+
+    def dropped(self, counter: str) -> int:
+        """How much the ``.bss`` counter ``counter`` (what the programs could not record) grew
+        since the previous call for it (since loading, the first time)."""
+        return self._grown(counter, self.obj.global_value(".bss", counter))
+
+    def missed(self) -> int:
+        """Events the kernel did not run the programs for (recursion on a CPU), since the
+        previous call: counted nowhere else, so the tools add them to what they dropped."""
+        return self._grown("recursion misses", self.obj.recursion_misses())
+
+    def _grown(self, name: str, total: int) -> int:
+        grown, self._totals[name] = total - self._totals.get(name, 0), total
+        return grown
 
     def close(self) -> None:
         self.obj.close()

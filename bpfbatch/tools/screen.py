@@ -18,21 +18,25 @@ def loadavg_line() -> str:
     return "%-8s loadavg: %s" % (time.strftime("%H:%M:%S"), Path("/proc/loadavg").read_text())
 
 
-def ticks(interval: float, count: int | None) -> Iterator[bool]:
-    """Sleep ``interval`` seconds, then yield; ``count`` times, or forever with ``None``.
+def ticks(interval: float, count: int | None) -> Iterator[None]:
+    """Print bcc's "Tracing..." line, then sleep ``interval`` seconds and yield; ``count``
+    times, or forever with ``None``.
 
-    Ctrl-C during a sleep ends the loop after one last yield, so the partial interval is still
-    reported (bcc does the same). Yields ``True`` for the last interval.
+    Ctrl-C from the banner on ends the loop after one last yield, so the partial interval is
+    still reported (bcc does the same). The banner is printed under the same guard because a
+    caller may send the Ctrl-C as soon as it reads it.
     """
     done = 0
     while count is None or done < count:
         try:
+            if not done:
+                print(f"Tracing... Output every {interval:g} secs. Hit Ctrl-C to end", flush=True)
             time.sleep(interval)
         except KeyboardInterrupt:
-            yield True
+            yield
             return
         done += 1
-        yield count is not None and done >= count
+        yield
 
 
 def check_choice(value: str, choices: tuple[str, ...], option: str) -> str:

@@ -13,7 +13,7 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import InputError
+from ..objects import HOOK_KINDS
 from . import screen
 from .intervals import IntervalTool
 
@@ -23,8 +23,8 @@ SORT_KEYS = ("name", "count", "size")
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """One interval: ``caches`` is a structured array (``name``, ``count``, ``bytes``), one
-    row per cache name; ``dropped_events`` counts allocations the programs could not record
-    (cache map full) since the tool started."""
+    row per cache name; ``dropped_events`` counts allocations not recorded in the interval
+    (cache map full, or the kernel skipped the program)."""
 
     caches: np.ndarray
     dropped_events: int
@@ -32,19 +32,19 @@ class Sample:
 
 class SlabRateTop(IntervalTool):
     """The loaded and attached slabratetop program; ``pid`` filters in the kernel (libbpf-tools'
-    ``-p``; the allocating task's process, which is not always who asked for the memory)."""
+    ``-p``; the allocating task's process, which is not always who asked for the memory).
+    ``capacity`` bounds the caches one interval can hold (default ``SLAB_MAX_CACHES``)."""
 
-    def __init__(self, *, pid: int | None = None, hook_kinds: tuple[str, ...] | None = None):
-        if pid is not None and pid <= 0:
-            raise InputError(f"PID must be positive, got {pid}", obj="-p")
-        super().__init__("slabratetop", ("slabs_a", "slabs_b"), {"target_pid": pid or 0},
-                         hook_kinds)
-        self._value_dtype = self.obj.dtype("slab_value")
+    def __init__(self, *, pid: int | None = None, hook_kinds: tuple[str, ...] = HOOK_KINDS,
+                 capacity: int | None = None):
+        super().__init__("slabratetop", ("slabs_a", "slabs_b"), {}, records=("slab_value",),
+                         pid=pid, hook_kinds=hook_kinds, capacity=capacity)
+        self._value_dtype = self.dtypes["slab_value"]
 
     def sample(self) -> Sample:
         _, values = self.maps.drain()
         return Sample(by_name(values.view(self._value_dtype)[:, 0]),
-                      self.obj.global_value(".bss", "dropped_events"))
+                      self.dropped("dropped_events") + self.missed())
 
 
 def by_name(records: np.ndarray) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 Counting (``progs/tcptop.bpf.c``): the return values of ``sock_sendmsg``/``sock_recvmsg`` from
 the ``sock:sock_send_length``/``sock:sock_recv_length`` tracepoints — TCP sockets only, only
-``ret > 0`` (errors are negative), no ``MSG_PEEK`` (peeked data is read again later), added
-atomically. bcc's kprobe version counted the *requested* send size and libbpf-tools counts
+``ret > 0`` (errors are negative), no ``MSG_PEEK`` (peeked data is read again later) and no
+``MSG_ERRQUEUE`` (notifications and looped-back headers, not stream bytes), added atomically. bcc's kprobe version counted the *requested* send size and libbpf-tools counts
 ``tcp_cleanup_rbuf``'s cumulative ``copied``; both over-count.
 
 Every interval is read out with :class:`~bpfbatch.tools.intervals.SwappedMaps`: nothing sent or
@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import InputError
+from ..objects import HOOK_KINDS
 from . import screen
 from .intervals import IntervalTool
 
@@ -29,8 +30,9 @@ FAMILIES = {4: socket.AF_INET, 6: socket.AF_INET6}
 @dataclasses.dataclass(frozen=True)
 class Sample:
     """One interval: ``flows`` is a numpy structured array with the key's fields (from
-    ``struct tcptop_key``) plus ``sent`` and ``received``; ``dropped_*`` count what the
-    programs could not record (flow map full) since the tool started."""
+    ``struct tcptop_key``) plus ``sent`` and ``received``; ``dropped_events`` counts the
+    send/recv calls not recorded in the interval (flow map full, or the kernel skipped the
+    program), ``dropped_bytes`` their bytes when known (map full)."""
 
     flows: np.ndarray
     dropped_events: int
@@ -39,19 +41,19 @@ class Sample:
 
 class TcpTop(IntervalTool):
     """The loaded and attached tcptop programs. ``pid`` and ``family`` (4 or 6) filter in the
-    kernel; :meth:`sample` returns what was counted since the previous call."""
+    kernel; :meth:`sample` returns what was counted since the previous call. ``capacity``
+    bounds the flows one interval can hold (default ``TCPTOP_MAX_FLOWS``)."""
 
     def __init__(self, *, pid: int | None = None, family: int | None = None,
-                 hook_kinds: tuple[str, ...] | None = None):
-        if pid is not None and pid <= 0:
-            raise InputError(f"PID must be positive, got {pid}", obj="-p")
+                 hook_kinds: tuple[str, ...] = HOOK_KINDS, capacity: int | None = None):
         if family is not None and family not in FAMILIES:
             raise InputError(f"family must be 4 or 6, got {family}", obj="family")
         super().__init__("tcptop", ("flows_a", "flows_b"),
-                         {"target_pid": pid or 0,
-                          "target_family": FAMILIES[family] if family else 0}, hook_kinds)
-        self._key_dtype = self.obj.dtype("tcptop_key")
-        self._value_dtype = self.obj.dtype("tcptop_value")
+                         {"target_family": FAMILIES[family] if family else 0},
+                         records=("tcptop_key", "tcptop_value"), pid=pid,
+                         hook_kinds=hook_kinds, capacity=capacity)
+        self._key_dtype = self.dtypes["tcptop_key"]
+        self._value_dtype = self.dtypes["tcptop_value"]
         self.flow_dtype = flow_dtype(self._key_dtype, self._value_dtype)
 
     def sample(self) -> Sample:
@@ -63,8 +65,8 @@ class TcpTop(IntervalTool):
             flows[name] = k[name]
         for name in self._value_dtype.names:
             flows[name] = v[name]
-        return Sample(flows, self.obj.global_value(".bss", "dropped_events"),
-                      self.obj.global_value(".bss", "dropped_bytes"))
+        return Sample(flows, self.dropped("dropped_events") + self.missed(),
+                      self.dropped("dropped_bytes"))
 
 
 def flow_dtype(key: np.dtype, value: np.dtype) -> np.dtype:
@@ -108,11 +110,10 @@ def table(flows: np.ndarray, family: int, *, sort: str = "all", rows: int | None
     return lines
 
 
-def report(sample: Sample, *, families=(4, 6), sort: str = "all",
-           rows: int | None = 20) -> Iterator[str]:
+def report(sample: Sample, *, sort: str = "all", rows: int | None = 20) -> Iterator[str]:
     """The lines of one interval's tables: IPv4, then IPv6 after a blank line (bcc's layout)."""
-    v4 = table(sample.flows, socket.AF_INET, sort=sort, rows=rows) if 4 in families else []
-    v6 = table(sample.flows, socket.AF_INET6, sort=sort, rows=rows) if 6 in families else []
+    v4 = table(sample.flows, socket.AF_INET, sort=sort, rows=rows)
+    v6 = table(sample.flows, socket.AF_INET6, sort=sort, rows=rows)
     yield from v4
     if v6:
         yield ""

@@ -14,9 +14,9 @@ value layout, from the object's BTF), refilled untimed before every round:
 - ``libbpf-tools two-pass (C)``: libbpf-tools' tcptop ``print_stat`` loop in C —
   ``get_next_key`` + ``lookup`` into an array, then ``get_next_key`` + ``delete``.
 
-Part 2 — bytes lost under the loopback load of the kernel test (``tests/kernel/test_tcptop.py``
-run as a script: IPv4 and IPv6 connections, both directions, sampled back to back), compared
-with the application's own ``send()``/``recv()`` totals, for three read-out styles over the
+Part 2 — bytes lost under the loopback load the kernel test uses (:mod:`bpfbatch.tools.loopback`:
+IPv4 and IPv6 connections, both directions, sampled back to back), compared with the
+application's own ``send()``/``recv()`` totals, for three read-out styles over the
 same tcptop programs: read-then-clear (bcc/libbpf-tools), drain without swap, swap+drain.
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,13 +36,13 @@ from bpfbatch import cursor
 from bpfbatch._abi import MapType
 from bpfbatch.maps import Map
 from bpfbatch.objects import BpfObject
+from bpfbatch.tools import loopback
 from bpfbatch.tools.intervals import SwappedMaps
 from bpfbatch.tools.tcptop import TcpTop
 
 from . import harness
 
 ROOT = Path(__file__).resolve().parents[2]
-LOAD_SCRIPT = ROOT / "tests" / "kernel" / "test_tcptop.py"
 
 # libbpf-tools' tcptop print_stat(): a read pass, then a delete pass, key by key.
 TWO_PASS_C = r"""
@@ -147,7 +146,7 @@ def _bcc_table(bcc, flows: FlowMaps):
 
 
 def readout(args, out_dir: Path | None) -> str:
-    from tests.kernel.bcc_setup import load_bcc
+    from tools.bcc_setup import load_bcc
 
     flows = FlowMaps(args.flows)
     bcc = load_bcc()
@@ -230,8 +229,7 @@ STYLES = {
 
 
 def _measure_loss(style, interval: float) -> dict:
-    child = subprocess.Popen([sys.executable, str(LOAD_SCRIPT)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = loopback.spawn()
     try:
         with TcpTop(pid=child.pid) as tool:
             if style is not None:
