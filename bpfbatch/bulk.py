@@ -79,9 +79,19 @@ def _zero_array(map: Map, batch_size: int) -> int:
 
 
 def _clear_per_key(map: Map) -> int:
+    """Delete key by key, asking for the next key before deleting the current one.
+
+    Not the cursor's per-key walk: that looks every value up, and several of the types that
+    end here refuse a lookup from a syscall (perf event, cgroup and xsk arrays: ENOTSUPP;
+    sockmap/sockhash with 4-byte values: ENOSPC), while a clear needs only the keys. Bounded
+    like the cursor's walk: after ``max_entries`` steps it stops, so a writer that keeps
+    inserting cannot keep it going forever.
+    """
     removed = 0
     key = map.next_key(None)
-    while key is not None:
+    for _ in range(max(map.info.max_entries, 1)):
+        if key is None:
+            break
         following = map.next_key(key)
         removed += map.delete(key)
         key = following

@@ -47,18 +47,9 @@ def _fill(m: Map, entries: int) -> np.ndarray:
 
 
 def _per_key_walk(m: Map, delete: bool) -> int:
-    """get_next_key + lookup (+ delete) per element; the next key is fetched before the
-    delete so the walk stays linear."""
-    seen = 0
-    key = m.next_key(None)
-    while key is not None:
-        following = m.next_key(key)
-        m.lookup(key)
-        if delete:
-            m.delete(key)
-        seen += 1
-        key = following
-    return seen
+    """get_next_key + lookup (+ delete) per element: the cursor's per-key walk, which
+    fetches the next key before deleting so the walk stays linear."""
+    return sum(b.count for b in cursor.BatchCursor(m, delete=delete, force_fallback=True))
 
 
 def _run(m: Map, op: str, mode: Mode, keys: np.ndarray) -> Callable[[], int]:

@@ -144,6 +144,27 @@ def test_clear_map_of_maps_empties_every_slot_key_by_key(maps):
     assert all(outer.lookup(i.to_bytes(4, "little")) is None for i in range(8))
 
 
+def _cgroup2_mount() -> str | None:
+    with open("/proc/self/mounts") as mounts:
+        return next((line.split()[1] for line in mounts if line.split()[2] == "cgroup2"), None)
+
+
+def test_clear_a_map_whose_values_cannot_be_looked_up(maps):
+    """A cgroup array refuses lookups from a syscall (ENOTSUPP): clear needs only keys."""
+    mount = _cgroup2_mount()
+    if mount is None:
+        pytest.skip("no cgroup2 mount")
+    m = maps(MapType.CGROUP_ARRAY, value_size=4, max_entries=4)
+    cgroup = os.open(mount, os.O_RDONLY)
+    try:
+        for slot in (1, 3):
+            m.update(slot.to_bytes(4, "little"), cgroup.to_bytes(4, "little"))
+    finally:
+        os.close(cgroup)
+    assert bulk.clear(m) == 2
+    assert not any(m.delete(i.to_bytes(4, "little")) for i in range(4))  # all were empty
+
+
 # -- BPF_F_LOCK ----------------------------------------------------------------------------
 
 
