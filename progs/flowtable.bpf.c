@@ -9,6 +9,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
+#include "maps.bpf.h"
 #include "flowtable.h"
 
 #define ETH_P_IP 0x0800
@@ -45,15 +46,10 @@ int record_flow(struct __sk_buff *skb)
 	key.dport = ports[1];
 	key.proto = ip->protocol;
 
-	stats = bpf_map_lookup_elem(&flows, &key);
-	if (!stats) {
-		fresh.first_seen_ns = now;
-		/* Another CPU may insert it first: then ours fails and the lookup finds theirs. */
-		bpf_map_update_elem(&flows, &key, &fresh, BPF_NOEXIST);
-		stats = bpf_map_lookup_elem(&flows, &key);
-		if (!stats)
-			return TC_ACT_OK;
-	}
+	fresh.first_seen_ns = now;
+	stats = lookup_or_try_init(&flows, &key, &fresh);
+	if (!stats)
+		return TC_ACT_OK;
 	__sync_fetch_and_add(&stats->packets, 1);
 	__sync_fetch_and_add(&stats->bytes, skb->len);
 	stats->last_seen_ns = now;

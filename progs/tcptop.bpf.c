@@ -2,10 +2,7 @@
 /* tcptop: TCP bytes per process and flow, counted from the return values of
  * sock_sendmsg/sock_recvmsg (tracepoints sock:sock_send_length / sock:sock_recv_length).
  *
- * Counters live in one of two identical hash maps, flows_a and flows_b; the one-slot
- * array-of-maps `active` says which one the programs write. User space swaps the slot and
- * drains the other map: the kernel returns from a map-in-map update only after a
- * synchronize_rcu(), so when the swap returns no program still holds the drained map.
+ * Counters live in the double buffer of maps.bpf.h (flows_a, flows_b, `active`).
  *
  * Each tracepoint has a tp_btf and a raw_tp program with the same body; the loader keeps the
  * one the kernel supports.
@@ -15,6 +12,7 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include "maps.bpf.h"
 #include "tcptop.h"
 
 #define AF_INET 2
@@ -30,21 +28,7 @@ const volatile __u16 target_family = 0;
 __u64 dropped_events = 0;
 __u64 dropped_bytes = 0;
 
-struct flows {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TCPTOP_MAX_FLOWS);
-	__type(key, struct tcptop_key);
-	__type(value, struct tcptop_value);
-} flows_a SEC(".maps"), flows_b SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__array(values, struct flows);
-} active SEC(".maps") = {
-	.values = { &flows_a },
-};
+DOUBLE_BUFFERED_HASH(flows, struct tcptop_key, struct tcptop_value, TCPTOP_MAX_FLOWS);
 
 static __always_inline int count(struct sock *sk, int ret, int flags, bool sent)
 {
@@ -88,15 +72,9 @@ static __always_inline int count(struct sock *sk, int ret, int flags, bool sent)
 	flows = bpf_map_lookup_elem(&active, &zero);
 	if (!flows)
 		goto drop;
-	value = bpf_map_lookup_elem(flows, &key);
-	if (!value) {
-		/* Another CPU may insert the same key first: then ours fails and the lookup finds
-		 * theirs. Only a full map leaves nothing to add to. */
-		bpf_map_update_elem(flows, &key, &zero_value, BPF_NOEXIST);
-		value = bpf_map_lookup_elem(flows, &key);
-		if (!value)
-			goto drop;
-	}
+	value = lookup_or_try_init(flows, &key, &zero_value);
+	if (!value)
+		goto drop;
 	if (sent)
 		__sync_fetch_and_add(&value->sent, ret);
 	else

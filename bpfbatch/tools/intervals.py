@@ -7,7 +7,8 @@ to the deleted element afterwards, and that add is lost.
 
 Here the programs never write a map user space is draining. They fetch the map they write from
 slot 0 of a one-slot ``BPF_MAP_TYPE_ARRAY_OF_MAPS`` (``active``) at every event, and user space
-owns two identical inner maps:
+owns two identical inner maps (``progs/maps.bpf.h``'s ``DOUBLE_BUFFERED_HASH`` declares all
+three):
 
 1. point the slot at the idle map B (``bpf_map_update_elem`` on the outer map). The kernel
    calls ``synchronize_rcu()`` before a map-in-map update returns (``maybe_wait_bpf_programs``
