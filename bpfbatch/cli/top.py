@@ -84,7 +84,11 @@ def slab(
     rows: MaxRows = 20,
     sort: Annotated[str, typer.Option("-s", "--sort", help="Sort by name, count or size.")] = "size",
 ) -> None:
-    """Kernel slab allocation rate by cache (bcc's slabratetop)."""
+    """Kernel slab allocation rate by cache (bcc's slabratetop).
+
+    kmalloc() allocations show per size class (kmalloc-64, kmalloc-1k, ...): the kernel does
+    not say which of the kmalloc caches of that size served them.
+    """
     _check(interval, count, rows)
     screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
     with slabratetop.SlabRateTop(pid=pid) as tool:

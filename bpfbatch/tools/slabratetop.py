@@ -1,10 +1,15 @@
 """slabratetop: kernel slab allocations per cache, every interval, like bcc's slabratetop.
 
-Counting (``progs/slabratetop.bpf.c``): the ``kmem:kmem_cache_alloc`` tracepoint (every SLUB
-allocation path since 6.1, where bcc's kprobe on ``kmem_cache_alloc`` saw only some, and bcc's
-version no longer builds on 6.8+), one per successful allocation; bytes are the cache's
-``size`` (what it really hands out per object). Counters are keyed by the cache's address and
-merged here by name, so caches sharing a name show as one line, as in bcc.
+Counting (``progs/slabratetop.bpf.c``), one per successful allocation, from two tracepoints:
+``kmem:kmem_cache_alloc`` for allocations from named caches (bytes are the cache's ``size``,
+what it really hands out per object), and ``kmem:kmalloc`` for ``kmalloc()``, which since 6.1
+no longer fires the first one. ``kmalloc`` does not say which kmalloc cache served it, only
+its object size, so those rows are size classes labelled as the kernel names the caches
+(``kmalloc-96``, ``kmalloc-1k``), the ``-cg``/``-rcl``/dma/random variants of a size merged;
+kmallocs larger than the biggest kmalloc cache come from the page allocator and are not
+counted. bcc's kprobe on ``kmem_cache_alloc`` saw only some of these paths, and it no longer
+builds on 6.8+. Counters are keyed by cache address (or size class) and merged here by name,
+so caches sharing a name show as one line, as in bcc.
 """
 
 from __future__ import annotations

@@ -79,6 +79,26 @@ def test_unfiltered_counts_at_least_ours():
     assert len(np.unique(caches["name"])) == len(caches)  # merged by name
 
 
+def test_kmalloc_counted_by_size_class():
+    """kmalloc() (pipe buffers, pipe_inode_info...) fires kmem:kmalloc, not kmem_cache_alloc:
+    the rows are size classes the kernel has kmalloc caches for, BYTES = ALLOCS x size."""
+    with SlabRateTop(pid=os.getpid()) as tool:
+        tool.sample()
+        for _ in range(SOCKETS):
+            for fd in os.pipe():
+                os.close(fd)
+        caches = tool.sample().caches
+    kmalloc = caches[np.char.startswith(caches["name"], b"kmalloc-")]
+    assert kmalloc["count"].sum() >= SOCKETS
+    existing = {line.split()[0] for line in Path("/proc/slabinfo").read_text().splitlines()}
+    for row in kmalloc:
+        name = row["name"].decode()
+        size = name.removeprefix("kmalloc-")
+        size = int(size[:-1]) * 1024 if size.endswith("k") else int(size)
+        assert name in existing
+        assert row["bytes"] == row["count"] * size, name
+
+
 def test_cli_prints_bcc_columns():
     proc = subprocess.run([sys.executable, "-m", "bpfbatch", "top", "slab", "-C", "-r", "3",
                            "-s", "count", "0.2", "2"], capture_output=True, text=True, timeout=60)
