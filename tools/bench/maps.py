@@ -14,8 +14,6 @@ created, so bcc reads its own table; everyone else reads the same map by id.
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,19 +25,11 @@ from bpfbatch._abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.maps import Map
 from tools.bcc_setup import load_bcc
-from tools.bench.harness import Command, InProcess, interleave, report, summarize
+from tools.bench.harness import (BPFBATCH, Command, InProcess, build_c, interleave, report,
+                                 summarize)
 
-HERE = Path(__file__).parent
-BPFBATCH = [sys.executable, "-m", "bpfbatch"]
 BCC_TEXT = "struct val {{ u64 a; u64 b; }};\nBPF_HASH(bench, u32, struct val, {n});\n"
 FLOOR = "C lookup_batch loop (floor)"
-
-
-def build_floor(tmp: Path) -> str:
-    binary = tmp / "map_floor"
-    subprocess.run(["gcc", "-O2", "-o", str(binary), str(HERE / "c" / "map_floor.c"), "-lbpf"],
-                   check=True)
-    return str(binary)
 
 
 def btf_map(entries: int) -> Map:
@@ -70,7 +60,7 @@ def main(argv: list[str]) -> int:
     bcc = None if args.no_bcc else load_bcc()
     program = bcc.BPF(text=BCC_TEXT.format(n=args.entries).encode()) if bcc else None
     with tempfile.TemporaryDirectory() as tmp:
-        floor = build_floor(Path(tmp))
+        floor = build_c("map_floor.c", Path(tmp))
         if program:
             table = program[b"bench"]
             m = Map(table.map_fd, owned=False)

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -37,18 +35,8 @@ from bpfbatch._abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.maps import Map
 from tools.bcc_setup import load_bcc
-from tools.bench.harness import Command, InProcess, interleave, report, summarize
-
-HERE = Path(__file__).parent
-BPFBATCH = [sys.executable, "-m", "bpfbatch"]
-
-
-def compile_floor(tmp: Path) -> str:
-    binary = tmp / "write_floor"
-    subprocess.run(["gcc", "-O2", "-o", str(binary), str(HERE / "c" / "write_floor.c"), "-lbpf"],
-                   check=True)
-    return str(binary)
-
+from tools.bench.harness import (BPFBATCH, Command, InProcess, build_c, interleave, report,
+                                 summarize)
 
 def fill(m: Map, n: int) -> None:
     """``n`` entries: key = index (first 4 bytes), value = index (first 8 bytes)."""
@@ -202,7 +190,7 @@ def main(argv: list[str]) -> int:
     sizes = [int(s) for s in args.bcc_sizes.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="bpfbatch-bench-"))
     try:
-        floor = compile_floor(tmp)
+        floor = build_c("write_floor.c", tmp)
         bcc_fit = bench_bcc_clear(sizes, args.rounds, args.out)
         ours = bench_clear_drain(args.entries, floor, args.rounds, args.out)
         ours |= bench_load(args.entries, floor, args.rounds, tmp, args.out)

@@ -27,6 +27,13 @@ static size_t floor_value_stride(const struct bpf_map_info *info)
 	}
 }
 
+/* The batch calls' in/out token: a u32 bucket index for the hash family but a whole key for
+ * the generic batch ops (arrays, LPM trie), so max(key_size, 4) bytes; NULL if out of memory. */
+static inline void *floor_token(const struct bpf_map_info *info)
+{
+	return calloc(1, info->key_size > 4 ? info->key_size : 4);
+}
+
 /* The fd of map ``id`` with its info filled in, or -1 after printing why. */
 static int floor_open(const char *prog, const char *id, struct bpf_map_info *info)
 {

@@ -15,20 +15,20 @@ static int lookup_batch(int fd, const struct bpf_map_info *info, __u32 batch)
 {
 	char *keys = malloc((size_t)batch * info->key_size);
 	char *values = malloc(batch * floor_value_stride(info));
-	__u32 token = 0, count;
-	void *in = NULL;
+	void *token = floor_token(info), *in = NULL;
+	__u32 count;
 	long total = 0;
 	int err;
 
-	if (!keys || !values)
+	if (!keys || !values || !token)
 		return floor_fail(prog, "malloc", ENOMEM);
 	do {
 		count = batch;
-		err = bpf_map_lookup_batch(fd, in, &token, keys, values, &count, NULL);
+		err = bpf_map_lookup_batch(fd, in, token, keys, values, &count, NULL);
 		if (err && err != -ENOENT)
 			return floor_fail(prog, "bpf_map_lookup_batch", err);
 		total += count;
-		in = &token;
+		in = token;
 	} while (!err);
 	printf("%ld\n", total);
 	return 0;

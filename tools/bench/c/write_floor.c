@@ -21,18 +21,18 @@ static int pass(int fd, const struct bpf_map_info *info, __u32 batch, int and_de
 {
 	char *keys = malloc((size_t)batch * info->key_size);
 	char *values = malloc((size_t)batch * floor_value_stride(info));
-	__u32 token = 0, count, deleted;
-	void *in = NULL;
+	void *token = floor_token(info), *in = NULL;
+	__u32 count, deleted;
 	long total = 0;
 	int err, del;
 
-	if (!keys || !values)
+	if (!keys || !values || !token)
 		return floor_fail(PROG, "malloc", ENOMEM);
 	do {
 		count = batch;
 		err = and_delete ?
-			bpf_map_lookup_and_delete_batch(fd, in, &token, keys, values, &count, NULL) :
-			bpf_map_lookup_batch(fd, in, &token, keys, values, &count, NULL);
+			bpf_map_lookup_and_delete_batch(fd, in, token, keys, values, &count, NULL) :
+			bpf_map_lookup_batch(fd, in, token, keys, values, &count, NULL);
 		if (err && err != -ENOENT)
 			return floor_fail(PROG, and_delete ? "bpf_map_lookup_and_delete_batch" :
 					"bpf_map_lookup_batch", err);
@@ -43,7 +43,7 @@ static int pass(int fd, const struct bpf_map_info *info, __u32 batch, int and_de
 				return floor_fail(PROG, "bpf_map_delete_batch", del);
 		}
 		total += count;
-		in = &token;
+		in = token;
 	} while (!err);
 	printf("%ld\n", total);
 	return 0;
