@@ -95,8 +95,12 @@ def _serve(config: Config) -> int:
 
     with Server(config) as server:
         print(f"listening on {describe(server.address)}", file=sys.stderr, flush=True)
-        server.serve(config.connections, on_result=show)
-    return 1 if failed.is_set() else 0
+        results = server.serve(config.connections, on_result=show)
+        missing = server.accepted - len(results)
+    if missing:
+        print(f"{PROG}: error: {missing} of {server.accepted} connections ended without a "
+              f"report", file=sys.stderr, flush=True)
+    return 1 if failed.is_set() or missing else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

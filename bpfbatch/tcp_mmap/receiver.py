@@ -6,9 +6,10 @@ pages sit under their own page-table page, and so their own page-table lock), th
 ``TCP_ZEROCOPY_RECEIVE`` maps whole pages of payload at that address; what it cannot map (the
 ``recv_skip_hint``: headers in the linear part of an skb, compound pages, a tail shorter than
 a page) is read with recv(); the mapped range is released with ``MADV_DONTNEED`` right away.
-Whether anything gets mapped depends on the sender and the path: on loopback only a
-``MSG_ZEROCOPY`` sender with an MSS of one page (4096 + 12 bytes of TCP timestamp option)
-yields page-sized, page-aligned payloads.
+Whether anything gets mapped depends on the sender and the path: on loopback a plain send()
+gives nothing to map; a ``MSG_ZEROCOPY`` sender gives most of the payload in whole pages with
+the default MSS (the rest comes through the skip hint), and all of it with an MSS of one page
+(4096 + 12 bytes of TCP timestamp option).
 
 ``SO_RCVLOWAT`` = chunk makes poll() wake once a whole chunk (or the FIN) is queued, so each
 wake-up moves a chunk. With ``-x`` the bytes are fed to SHA-256 as they arrive and, after the

@@ -195,17 +195,18 @@ def _send_stream(sock, config: Config, completions: ZeroCopyCompletions | None, 
 
 def _finish(sock: socket.socket, peer: str) -> bytes:
     """Shut down the sending half and read the receiver's reply until it closes."""
-    sock.shutdown(socket.SHUT_WR)
-    sock.settimeout(REPLY_TIMEOUT_S)
     reply = bytearray()
     try:
+        sock.shutdown(socket.SHUT_WR)  # ENOTCONN if the receiver has reset the connection
+        sock.settimeout(REPLY_TIMEOUT_S)
         while chunk := sock.recv(4096):
             reply += chunk
     except TimeoutError:
         raise KernelError("wait for the receiver to close", errno.ETIMEDOUT, obj=peer,
                           detail=f"no close within {REPLY_TIMEOUT_S:g} s") from None
     except OSError as exc:
-        raise from_errno("recv the receiver's reply", exc.errno, obj=peer) from None
+        raise from_errno("finish: shut down and read the receiver's reply", exc.errno,
+                         obj=peer) from None
     return bytes(reply)
 
 

@@ -29,6 +29,8 @@ class Server:
 
     def __init__(self, config: Config):
         self.config = config
+        #: Connections the last :meth:`serve` accepted; it returns one result for each.
+        self.accepted = 0
         self._stopping = threading.Event()
         address = resolve(config.host, config.port, config.family)
         self._listener = tcp_socket(config)
@@ -51,8 +53,10 @@ class Server:
     def serve(self, connections: int | None = None,
               on_result: Callable[[Result], None] | None = None) -> list[Result]:
         """Accept ``connections`` connections (None: until interrupted), each received in its
-        own thread; wait for all of them and return their reports or errors in completion order.
-        :meth:`stop` (from another thread) ends the accepting early.
+        own thread; wait for all of them and return their reports or errors in completion order,
+        one per accepted connection (any exception a receiver raises becomes a
+        :class:`~bpfbatch.errors.BpfBatchError` naming its peer). :meth:`stop` (from another
+        thread) ends the accepting early.
 
         ``on_result`` is called (serialised) from each thread as it finishes, e.g. to print.
         """
@@ -64,6 +68,8 @@ class Server:
                 result: Result = receive(conn, self.config, peer)
             except BpfBatchError as exc:
                 result = exc
+            except Exception as exc:  # noqa: BLE001 - a thread's failure must become a result
+                result = _unexpected(exc, peer)
             finally:
                 conn.close()
             with lock:
@@ -72,7 +78,7 @@ class Server:
                     on_result(result)
 
         threads: list[threading.Thread] = []
-        accepted = 0
+        accepted = self.accepted = 0
         while connections is None or accepted < connections:
             try:
                 conn, peer_address = self._listener.accept()
@@ -81,6 +87,7 @@ class Server:
                     break
                 raise from_errno("accept", exc.errno, obj=describe(self.address)) from None
             accepted += 1
+            self.accepted = accepted
             peer = describe(peer_address)
             thread = threading.Thread(target=run, args=(conn, peer), daemon=True,
                                       name=f"tcp_mmap {peer}")
@@ -103,3 +110,11 @@ class Server:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _unexpected(exc: Exception, peer: str) -> BpfBatchError:
+    """An exception the receiver did not translate (a raw OSError, MemoryError from mmap...)
+    as the one-line error of its connection."""
+    if isinstance(exc, OSError) and exc.errno:
+        return from_errno("receive", exc.errno, obj=peer)
+    return BpfBatchError(f"receive failed: {type(exc).__name__}: {exc}", obj=peer)

@@ -10,7 +10,10 @@ import contextlib
 import hashlib
 import os
 import re
+import resource
+import select
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -20,6 +23,7 @@ import pytest
 
 from bpfbatch.errors import BpfBatchError, KernelError
 from bpfbatch.tcp_mmap import Config, Server, send
+from bpfbatch.tcp_mmap.sender import _finish
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "tcp_mmap.py"
 LOOPBACK_MSS = 4096 + 12  # one page of payload plus the TCP timestamp option
@@ -62,7 +66,9 @@ def test_hash_equal_on_both_ends(zerocopy):
     [report] = results
     assert report.received == sent.sent == SIZE
     assert report.sha256 == sent.sha256 and len(sent.sha256) == 64
-    if not zerocopy:
+    if zerocopy:  # ~94 % here: whole pages map, the rest comes through the skip hint
+        assert 0 < report.mapped < report.received
+    else:
         assert report.mapped == 0
 
 
@@ -73,7 +79,7 @@ def test_loopback_recipe_maps_pages():
         sent = send(client(port, **options))
     [report] = results
     assert report.sha256 == sent.sha256
-    assert report.mapped_percent > 0
+    assert report.mapped_percent > 90  # ~99.9 % here: nearly every segment is one page
     assert 0 < report.rcv_mss <= LOOPBACK_MSS
     # Every MSG_ZEROCOPY send was completed, and loopback says it copied (it always does).
     assert sent.zerocopy_sends > 0
@@ -150,11 +156,18 @@ def _tool(*argv: str, **kwargs) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+def _first_line(pipe, timeout: float = 30) -> str:
+    """The next line of a child's pipe, or fail after ``timeout`` s instead of hanging."""
+    ready, _, _ = select.select([pipe], [], [], timeout)
+    assert ready, f"no output within {timeout:g} s"
+    return pipe.readline()
+
+
 def test_the_tool_end_to_end_over_ipv4():
     server = _tool("-4", "-s", "-H", "127.0.0.1", "-p", "0", "--connections", "1", "-z", "-x",
                    "-M", str(LOOPBACK_MSS))
     try:
-        port = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", server.stderr.readline())[1]
+        port = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", _first_line(server.stderr))[1]
         client_run = subprocess.run(
             [sys.executable, str(TOOL), "-4", "-H", "127.0.0.1", "-p", port, "-z", "-x", "-M",
              str(LOOPBACK_MSS), "-n", "32M"], capture_output=True, text=True, timeout=60)
@@ -193,3 +206,102 @@ def test_hash_asked_of_a_server_that_does_not_hash():
     with serving() as (port, _):
         with pytest.raises(BpfBatchError, match="not a SHA-256 digest"):
             send(client(port, hash=True, size=1 << 20))
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with SO_LINGER 0: the kernel sends RST instead of FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_stop_ends_a_server_serving_until_interrupted():
+    config = Config(server=True, host="::1", port=0).validate()
+    with Server(config) as server:
+        results = []
+        thread = threading.Thread(target=lambda: results.append(server.serve()), daemon=True)
+        thread.start()
+        send(client(server.address[1], size=1 << 20))
+        while server.accepted < 1:  # the connection is accepted before send() returns
+            thread.join(timeout=0.01)
+        server.stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    [[report]] = results
+    assert report.received == 1 << 20
+
+
+@pytest.mark.parametrize("zerocopy", [False, True], ids=["plain", "zerocopy"])
+def test_a_reset_by_the_sender_fails_the_server_with_one_line(zerocopy):
+    """The receiver's error names the peer; the tool exits 1 after its connections."""
+    args = ["-s", "-H", "::1", "-p", "0", "--connections", "1"] + (["-z"] if zerocopy else [])
+    server = _tool(*args)
+    try:
+        port = int(_first_line(server.stderr).rsplit(":", 1)[1])
+        with socket.create_connection(("::1", port)) as sock:
+            sock.sendall(os.urandom(1 << 20))
+            local = sock.getsockname()[1]
+            _reset(sock.dup())
+        out, err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+        server.wait()
+    assert server.returncode == 1
+    assert out == ""
+    [line] = err.splitlines()
+    assert line.startswith(f"tcp_mmap: error: [::1]:{local}: ")
+    assert "ECONNRESET" in line
+
+
+def test_an_untranslated_receiver_failure_is_one_line_and_exit_1():
+    """A 1 GiB receive buffer under a 1 GiB address-space limit: mmap() raises a raw
+    OSError(ENOMEM) in the receiving thread, which must still end as the connection's one
+    error line and a failed exit, not a thread traceback and status 0."""
+    def limit_address_space():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    server = _tool("-s", "-H", "::1", "-p", "0", "--connections", "1", "-C", "1G",
+                   preexec_fn=limit_address_space)
+    try:
+        port = int(_first_line(server.stderr).rsplit(":", 1)[1])
+        with socket.create_connection(("::1", port)) as sock:
+            sock.sendall(b"x" * 1000)
+            local = sock.getsockname()[1]
+        out, err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+        server.wait()
+    assert (server.returncode, out) == (1, "")
+    assert err.splitlines() == [f"tcp_mmap: error: [::1]:{local}: receive: kernel out of memory "
+                                f"(ENOMEM)"]
+
+
+def test_a_reset_by_the_receiver_fails_the_sender_with_one_line():
+    """Whether the RST meets send(), shutdown() or the wait for the reply, the sender raises
+    one error naming the peer, not a raw OSError."""
+    with socket.create_server(("::1", 0), family=socket.AF_INET6) as listener:
+        port = listener.getsockname()[1]
+
+        def reset_first_connection():
+            conn, _ = listener.accept()
+            conn.recv(1)
+            _reset(conn)
+
+        thread = threading.Thread(target=reset_first_connection, daemon=True)
+        thread.start()
+        with pytest.raises(BpfBatchError, match=rf"^\[::1\]:{port}: .*\((ECONNRESET|EPIPE|ENOTCONN)\)"):
+            send(client(port, size=64 << 20))
+        thread.join(timeout=30)
+
+
+def test_finish_on_a_reset_connection_names_the_peer():
+    """The deterministic case of the above: the RST has arrived before shutdown()."""
+    with socket.create_server(("::1", 0), family=socket.AF_INET6) as listener:
+        sock = socket.create_connection(listener.getsockname()[:2])
+        conn, _ = listener.accept()
+    with sock:
+        _reset(conn)
+        poller = select.poll()
+        poller.register(sock, select.POLLERR | select.POLLHUP)
+        assert poller.poll(30_000)  # the RST is in: the socket is closed, the error pending
+        with pytest.raises(BpfBatchError, match=r"^\[::1\]:1: finish: .*\(E[A-Z]+\)$"):
+            _finish(sock, "[::1]:1")
