@@ -58,10 +58,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     bcc = None if args.no_bcc else load_bcc()
+    # Not "if program": a bcc.BPF with no table opened yet has len() 0, so it is falsy.
     program = bcc.BPF(text=BCC_TEXT.format(n=args.entries).encode()) if bcc else None
     with tempfile.TemporaryDirectory() as tmp:
         floor = build_c("map_floor.c", Path(tmp))
-        if program:
+        if program is not None:
             table = program[b"bench"]
             m = Map(table.map_fd, owned=False)
         else:
@@ -79,18 +80,18 @@ def main(argv: list[str]) -> int:
                 "C get_next_key+lookup loop": Command([floor, "lookup-perkey", map_id]),
                 "bpftool -j map dump": Command(["bpftool", "-j", "map", "dump", "id", map_id]),
             }
-            if program:
+            if program is not None:
                 cases["bcc items_lookup_batch()"] = InProcess(lambda: list(table.items_lookup_batch()))
                 cases["bcc items()"] = InProcess(lambda: table.items())
             rows = summarize(interleave(cases, rounds=args.rounds), baseline=FLOOR)
         finally:
-            if program:
+            if program is not None:
                 program.cleanup()
             else:
                 m.close()
     report(f"read {args.entries:,} entries (u32 key, 16-byte struct value)", rows, FLOOR,
            out_dir=args.out, params={"entries": args.entries, "batch": args.batch,
-                                     "bcc": bool(program)})
+                                     "bcc": program is not None})
     wall = {r["case"]: r["wall_s"] for r in rows}
     targets = [
         ["API → arrays ÷ C floor", f"{wall['bpfbatch API → numpy arrays'] / wall[FLOOR]:.2f}×", "≤ 1.10×"],
@@ -98,7 +99,7 @@ def main(argv: list[str]) -> int:
         ["bpftool ÷ dump -o bpftool-json",
          f"{wall['bpftool -j map dump'] / wall['bpfbatch dump -o bpftool-json']:.1f}×", "≥ 2×"],
     ]
-    if program:
+    if program is not None:
         targets.append(["bcc items() ÷ API → arrays",
                         f"{wall['bcc items()'] / wall['bpfbatch API → numpy arrays']:.0f}×", ""])
     print(tabulate(targets, headers=["target", "measured", "goal"], tablefmt="github"))
