@@ -249,7 +249,8 @@ def _jsonl_pieces(path: str, source: str) -> Iterator[str]:
     held as bytes."""
     try:
         if path == "-":
-            data = io.BytesIO(sys.stdin.buffer.read())
+            binary = getattr(sys.stdin, "buffer", None)  # None: a text stream (a StringIO)
+            data = io.BytesIO(binary.read() if binary else sys.stdin.read().encode())
         else:
             data = open(path, "rb")  # noqa: SIM115 -- closed by the generator
             if not stat.S_ISREG(os.fstat(data.fileno()).st_mode):

@@ -5,6 +5,7 @@ Also the loader on top of it: chunk boundaries, line numbers and which error com
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -405,3 +406,13 @@ def test_jsonl_from_a_pipe_is_read_once(tmp_path):
         writer.join()
         os.close(read_end)
     assert records.count == 40000 and records.keys == bytes.fromhex("0100000000000000") * 40000
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_jsonl_from_stdin_binary_or_text(monkeypatch, binary):
+    data = GOOD * 3
+    stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8") if binary else \
+        io.StringIO(data.decode())
+    monkeypatch.setattr("sys.stdin", stream)
+    records = inputs.read("-", RAW)
+    assert records.count == 3 and records.where(2) == "<stdin>:3"
