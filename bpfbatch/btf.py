@@ -162,6 +162,11 @@ class Btf:
 
     # -- walking -------------------------------------------------------------------------
 
+    def find(self, kind: Kind, name: str) -> BtfType | None:
+        """The first type of ``kind`` named ``name`` (libbpf's ``btf__find_by_name_kind``), or
+        None."""
+        return next((t for t in self.types if t.kind == kind and t.name == name), None)
+
     def resolve(self, type_id: int) -> int:
         """Skip typedefs, modifiers and VARs (libbpf's ``btf__resolve_type``)."""
         seen = 0

@@ -285,10 +285,7 @@ class BpfObject:
 
     def struct(self, name: str) -> BtfType:
         """The object's BTF ``struct name`` (a record layout from a ``progs/<name>.h``)."""
-        for t in self.btf.types:
-            if t.kind == Kind.STRUCT and t.name == name:
-                return t
-        raise NotFoundError("no such struct in the object's BTF", obj=f"{self.label}: {name}")
+        return self._find(Kind.STRUCT, name, "no such struct in the object's BTF")
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -324,10 +321,13 @@ class BpfObject:
         return handle
 
     def _section(self, name: str) -> BtfType:
-        for t in self.btf.types:
-            if t.kind == Kind.DATASEC and t.name == name:
-                return t
-        raise NotFoundError("the object has no such data section", obj=f"{self.label}: {name}")
+        return self._find(Kind.DATASEC, name, "the object has no such data section")
+
+    def _find(self, kind: Kind, name: str, missing: str) -> BtfType:
+        found = self.btf.find(kind, name)
+        if found is None:
+            raise NotFoundError(missing, obj=f"{self.label}: {name}")
+        return found
 
     def _variable(self, section: BtfType, name: str) -> tuple[int, int, bool]:
         """``(offset, size, signed)`` of integer variable ``name`` in a DATASEC."""

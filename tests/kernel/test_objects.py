@@ -117,6 +117,16 @@ def test_maps_by_name_and_close_releases_every_fd():
     obj.close()  # a second close is harmless
 
 
+def test_structs_and_sections_are_found_by_kind_and_name():
+    with BpfObject.package("tcptop") as obj:
+        assert obj.struct("tcptop_key").size == obj.dtype("tcptop_key").itemsize
+        with pytest.raises(NotFoundError, match="tcptop.bpf.o: no_such: no such struct"):
+            obj.struct("no_such")
+        with pytest.raises(NotFoundError, match="tcptop.bpf.o: .nope: the object has no such "
+                                                "data section"):
+            obj.global_value(".nope", "x")
+
+
 def test_missing_package_object_says_how_to_build():
     with pytest.raises(NotFoundError, match="make -C progs"):
         BpfObject.package("no_such_tool")
