@@ -6,7 +6,8 @@ A :class:`Codec` is compiled once per map from its BTF type into a small layout 
 * :meth:`Codec.decode` / :meth:`Codec.encode` — one record <-> Python values (ints, bools,
   strings for printable char arrays, enum names, dicts for structs and unions, lists for
   arrays). ``encode`` also accepts what the JSON output prints (``"0x.."`` strings for 128-bit
-  ints and bitfields), so a dump can be loaded back.
+  ints and bitfields), so a dump can be loaded back. :meth:`Codec.encode_batch` encodes a
+  whole batch with one numpy column per leaf field, to the same bytes and errors.
 * :attr:`Codec.dtype` — a numpy structured dtype when the layout is representable (no
   bitfields), for zero-copy ``np.frombuffer`` views over a batch.
 * :meth:`Codec.template` — JSON text as bpftool's ``btf_dumper.c`` prints it, as a

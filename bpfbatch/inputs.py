@@ -14,6 +14,10 @@ are what :mod:`bpfbatch.formats` prints, so a dump loads back unchanged:
   text; raw sides are hex strings.
 - ``bpftool-json``: what ``bpftool -j map dump`` prints; its raw ``key``/``value`` byte lists
   are used (``formatted`` is ignored), so it loads into any map of the same sizes.
+
+Records are parsed and encoded in chunks (JSONL: pieces of the file, so it is never held
+whole), each side of a chunk with one :meth:`~bpfbatch.codecs.Codec.encode_batch`; a chunk
+with a bad record is redone record by record, which names the first one.
 """
 
 from __future__ import annotations
