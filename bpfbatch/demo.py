@@ -100,7 +100,7 @@ def run(entries: int, *, out=sys.stdout, pin: str | None = None) -> None:
         say()
         rows = _compare(m, key_codec, value_codec)
         base = rows[0][1]
-        say(f"reading all {entries:,} entries (to /dev/null), fastest first is the baseline:\n")
+        say(f"reading all {entries:,} entries (to /dev/null), the first row is the baseline:\n")
         say(tabulate([[what, f"{secs:.2f}", f"{secs / base:.1f}×", how] for what, secs, how in rows],
                      headers=["reader", "seconds", "÷ batch", "syscalls"], tablefmt="github"))
         say("\nA dump is not an atomic snapshot: each hash bucket is read atomically, the map "

@@ -22,7 +22,7 @@ from tabulate import tabulate
 
 from .. import cursor
 from .._abi import MapType
-from ..errors import InputError
+from ..errors import BpfBatchError, InputError
 from ..maps import Map
 from . import app
 
@@ -78,11 +78,10 @@ def measure(entries: int, rounds: int) -> dict[tuple[str, str], float]:
                     handled = timed()
                     elapsed = time.perf_counter() - start
                     if handled != entries:
-                        raise InputError(f"{op} ({mode.label}) handled {handled} of {entries} "
-                                         "entries: is something else writing the map?",
-                                         obj=m.info.label)
+                        raise BpfBatchError(f"{op} ({mode.label}) handled {handled} of "
+                                            f"{entries} entries: is something else writing "
+                                            "the map?", obj=m.info.label)
                     results.setdefault((op, mode.label), []).append(elapsed)
-            cursor.delete(m, keys, entries)
     return {cell: statistics.median(times) for cell, times in results.items()}
 
 

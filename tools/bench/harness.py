@@ -1,7 +1,8 @@
 """Side-by-side timing: peers and bpfbatch on the same data, in the same run, interleaved.
 
 These machines are shared and noisy, so absolute seconds mean little; what is reported is the
-median of several interleaved rounds and the ratio *peer / bpfbatch* against a named baseline.
+median of several interleaved rounds and, for each case, its ratio to a named baseline (each
+case ÷ the baseline: above 1 is slower than it).
 Each case is either an external command (timed with ``wait4``: wall, user, sys, peak RSS of that
 child alone) or an in-process callable (wall and this process's CPU time).
 Results print as a table and are written as JSON so runs can be compared over time.
