@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -115,6 +116,7 @@ def test_cli_reports_the_partial_interval_on_ctrl_c():
                                 "-p", str(os.getpid()), "60"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
+            assert select.select([cli.stdout], [], [], 30)[0], "the CLI printed nothing"
             assert cli.stdout.readline().startswith("Tracing...")  # attached from here on
             client.sendall(b"x" * 300_000)
             _receive(peer, 300_000)
