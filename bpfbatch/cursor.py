@@ -36,14 +36,16 @@ import errno as E
 import queue
 import threading
 from collections.abc import Iterable, Iterator
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import _abi, features
 from ._libbpf import lib
 from .errors import (ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError,
                      RetryBudgetError, from_errno)
 from .maps import Map
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_BATCH = 8192
 #: Upper bound of one batch's buffers: a per-CPU map with large values on a many-CPU host
@@ -306,13 +308,15 @@ class BatchCursor:
 
 
 def read_all(map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
-             **options) -> tuple[np.ndarray, np.ndarray]:
+             **options) -> tuple["np.ndarray", "np.ndarray"]:
     """Every element as two ``uint8`` arrays of shape ``(n, key_size)`` and
     ``(n, value_stride)`` — one copy per batch, no Python object per element.
 
     The result arrays are reserved for ``max_entries`` elements up front; pages never written
     (a sparse map) are never committed, so this costs what the map holds, not its capacity.
     """
+    import numpy as np  # here, not at module level: commands that make no arrays start faster
+
     info = map.info
     capacity = max(info.max_entries, 1)
     keys = np.empty((capacity, info.key_size), np.uint8)

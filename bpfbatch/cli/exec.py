@@ -14,12 +14,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import formats, mapexec, prune
-from ..codecs import map_codecs
 from ..errors import InputError
-from ..expr import parse_duration
 from . import app
-from .maps import MapId, Name, Pinned, open_map
+from .maps import OUTPUT_FORMATS, MapId, Name, Pinned, open_map
 
 Mode = Annotated[str, typer.Option("--mode", help="kernel, user or auto (kernel when it runs "
                                                   "here).")]
@@ -29,13 +26,8 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _check_format(output: str | None) -> None:
-    if output is not None and output not in formats.FORMATS:
-        raise InputError(f"unknown format '{output}' (use {', '.join(formats.FORMATS)})",
-                         obj="--output")
-
-
-def _summary(label: str, r: mapexec.ExecResult) -> str:
+def _summary(label: str, r) -> str:
+    """One line of what an exec did (``r``: :class:`bpfbatch.mapexec.ExecResult`)."""
     did = {"count": "matched", "dump": "dumped", "delete": "deleted"}[r.action]
     n = r.deleted if r.action == "delete" else r.selected
     kept = f", {r.kept} refreshed since read and kept" if r.kept else ""
@@ -51,7 +43,7 @@ def exec_command(
     action: Annotated[str, typer.Option("--action", help="count, dump or delete.")] = "count",
     mode: Mode = "auto",
     output: Annotated[Optional[str], typer.Option(
-        "-o", "--output", help="Records format (" + ", ".join(formats.FORMATS) + "); dump "
+        "-o", "--output", help="Records format (" + OUTPUT_FORMATS + "); dump "
                                "defaults to json, delete prints records only when given.")] = None,
     max_selected: Annotated[int, typer.Option("--max", help="Stop after N selected "
                                               "(0: no limit).")] = 0,
@@ -65,7 +57,12 @@ def exec_command(
     are joined by and/or, with parentheses. Per-CPU maps compare each field's largest per-CPU
     value.
     """
-    _check_format(output)
+    from .. import formats, mapexec
+    from ..codecs import map_codecs
+
+    if output is not None and output not in formats.FORMATS:  # before anything is deleted
+        raise InputError(f"unknown format '{output}' (use {', '.join(formats.FORMATS)})",
+                         obj="--output")
     if action not in mapexec.ACTIONS:
         raise InputError(f"unknown action '{action}' (use {', '.join(mapexec.ACTIONS)})",
                          obj="--action")
@@ -121,6 +118,9 @@ def prune_command(
     Each round prints what it deleted and how long it took; per-CPU maps go by the newest
     timestamp across CPUs.
     """
+    from .. import prune
+    from ..expr import parse_duration
+
     older_ns = parse_duration(older_than, "--older-than")
     every_ns = parse_duration(every, "--every") if every is not None else None
     if max_deleted < 0:
@@ -150,6 +150,8 @@ def prune_demo(
     two throwaway network namespaces; every flow sends once, --active of them keep sending
     (every 100 ms), and a prune round each second deletes the idle ones. Needs root; removes
     everything on exit."""
+    from .. import mapexec, prune
+    from ..expr import parse_duration
     from ..flowtable import FlowTableLab
 
     if not 0 <= active <= flows or flows <= 0 or rounds <= 0:

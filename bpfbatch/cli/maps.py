@@ -12,10 +12,8 @@ import sys
 from typing import Annotated, Optional
 
 import typer
-from tabulate import tabulate
 
-from .. import cursor, formats
-from ..codecs import map_codecs
+from .. import cursor
 from ..cursor import check_batch_size
 from ..errors import InputError
 from ..maps import Map, MapInfo, iter_infos
@@ -25,6 +23,10 @@ MapId = Annotated[Optional[int], typer.Option("--map-id", help="Map id (as bpfto
 Pinned = Annotated[Optional[str], typer.Option("--pinned", help="Path of a map pinned on bpffs.")]
 Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; must match one map.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
+#: The renderers' names (formats.FORMATS, spelled out so that starting any command does not
+#: import the codecs; tests/unit check the two agree).
+OUTPUT_FORMATS = "table, json, jsonl, csv or bpftool-json"
+Output = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_FORMATS)]
 
 
 def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
@@ -62,6 +64,8 @@ def list_maps(
         json.dump(records, sys.stdout)
         sys.stdout.write("\n")
         return
+    from tabulate import tabulate
+
     headers = ["id", "type", "name", "flags", "key", "value", "max_entries", "memlock", "btf_id"]
     rows = [[r["id"], r["type"], r["name"], hex(r["flags"]), r["bytes_key"], r["bytes_value"],
              r["max_entries"], r["bytes_memlock"], r["btf_id"] or ""] for r in records]
@@ -81,7 +85,7 @@ def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
 @app.command("dump")
 def dump(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-    output: Annotated[str, typer.Option("-o", "--output", help=", ".join(formats.FORMATS))] = "json",
+    output: Output = "json",
     batch_size: BatchSize = cursor.DEFAULT_BATCH,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N elements.")] = None,
 ) -> None:
@@ -92,6 +96,9 @@ def dump(
     check_batch_size(batch_size)
     if limit is not None and limit < 0:
         raise InputError(f"must not be negative, got {limit}", obj="--limit")
+    from .. import formats
+    from ..codecs import map_codecs
+
     with open_map(map_id, pinned, name, read_only=True) as m:
         key_codec, value_codec = map_codecs(m.info)
         renderer = formats.make_renderer(output, m.info, key_codec, value_codec, sys.stdout.buffer)

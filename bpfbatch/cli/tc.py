@@ -9,11 +9,10 @@ import sys
 import typer
 
 from ..errors import InputError
-from ..tc import DEFAULT_BATCH_BYTES, Failure, Session, raise_for
 from . import app
 
 
-def _print_failure(failure: Failure) -> None:
+def _print_failure(failure) -> None:
     """As tc: the kernel's explanation (or errno text), then ``Command failed FILE:LINE``."""
     if failure.extack:
         print(f"Error: {failure.extack}.", file=sys.stderr)
@@ -32,12 +31,15 @@ def tc_batch(
                                help="Keep going after a failed command (exit status stays 1)."),
     netns: str = typer.Option(None, "-n", "--netns", metavar="NAME",
                               help="Network namespace (`ip netns` name) to configure."),
-    batch_bytes: int = typer.Option(DEFAULT_BATCH_BYTES, "--batch-bytes", metavar="N", min=1024,
-                                    help="Bytes per sendmsg (capped by the socket's send limit)."),
+    batch_bytes: int = typer.Option(None, "--batch-bytes", metavar="N", min=1024,
+                                    help="Bytes per sendmsg (default 256 KiB; capped by the "
+                                         "socket's send limit)."),
     coalesce: bool = typer.Option(False, "--coalesce",
                                   help="Pack consecutive `actions add` lines up to 32 per message."),
 ) -> None:
     """Send a tc batch file: qdisc/filter/actions lines, many rtnetlink messages per sendmsg."""
+    from ..tc import DEFAULT_BATCH_BYTES, Session, raise_for
+
     if batch == "-":
         stream, name = sys.stdin, "-"
     else:
@@ -45,7 +47,7 @@ def tc_batch(
             stream, name = open(batch, encoding="utf-8", errors="surrogateescape"), batch
         except OSError as exc:
             raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch) from None
-    with stream, Session(netns=netns, force=force, batch_bytes=batch_bytes, coalesce=coalesce,
-                         on_failure=_print_failure) as session:
+    with stream, Session(netns=netns, force=force, coalesce=coalesce, on_failure=_print_failure,
+                         batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
         report = session.send_batch(stream, name)
     raise_for(report)

@@ -12,12 +12,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import _abi, bulk, cursor, formats, inputs
-from ..bulk import DrainError, Existing, LoadError, RecordError
-from ..codecs import map_codecs
+from .. import _abi, cursor
 from ..errors import BpfBatchError, InputError
 from . import app
-from .maps import BatchSize, MapId, Name, Pinned, check_batch_size, open_map
+from .maps import BatchSize, MapId, Name, Output, Pinned, check_batch_size, open_map
 
 InputFile = Annotated[str, typer.Argument(help="Input file; '-' reads stdin.")]
 InputFormat = Annotated[Optional[str], typer.Option(
@@ -51,6 +49,9 @@ def load(
     --per-key closes that race at one syscall per record.
     """
     check_batch_size(batch_size)
+    from .. import bulk, inputs
+    from ..bulk import Existing, LoadError, RecordError
+
     if if_absent and if_present:
         raise InputError("choose one of --if-absent and --if-present", obj="--if-absent")
     if per_key and not (if_absent or if_present):
@@ -81,6 +82,8 @@ def delete(
     """Delete the keys of FILE's records (values, if present, are ignored: a dump works).
     Keys not in the map are skipped and counted."""
     check_batch_size(batch_size)
+    from .. import inputs
+
     with open_map(map_id, pinned, name, read_only=False) as m:
         records = inputs.read(file, m.info, fmt=fmt, with_values=False)
         result = cursor.delete(m, records.keys, records.count, batch_size=batch_size)
@@ -94,6 +97,8 @@ def clear(
 ) -> None:
     """Remove every element (arrays: set every element to zero)."""
     check_batch_size(batch_size)
+    from .. import bulk
+
     with open_map(map_id, pinned, name, read_only=False) as m:
         removed = bulk.clear(m, batch_size=batch_size)
     verb = "zeroed" if m.info.type in _abi.ELEMENTS_ALWAYS_EXIST else "removed"
@@ -103,13 +108,17 @@ def clear(
 @app.command("drain")
 def drain(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-    output: Annotated[str, typer.Option("-o", "--output", help=", ".join(formats.FORMATS))] = "json",
+    output: Output = "json",
     batch_size: BatchSize = cursor.DEFAULT_BATCH,
 ) -> None:
     """Print and delete every element (LOOKUP_AND_DELETE). Each batch is written and flushed
     before the next is taken; if the output fails (closed pipe, full disk) the batch in hand
     is put back into the map and the command fails saying so."""
     check_batch_size(batch_size)
+    from .. import bulk, formats
+    from ..bulk import DrainError
+    from ..codecs import map_codecs
+
     out = sys.stdout.buffer
     with open_map(map_id, pinned, name, read_only=False) as m:
         key_codec, value_codec = map_codecs(m.info)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from bpfbatch import inputs
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.cli import app
-from bpfbatch.cli.bench import render
+from bpfbatch.batchtable import render
 from bpfbatch.codecs import BtfCodec, PerCpuCodec, RawCodec
 from bpfbatch.errors import InputError
 
