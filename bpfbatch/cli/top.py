@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from ..tools import screen, slabratetop, tcptop
+from ..tools import screen
 from . import app
 
 top = typer.Typer(help="bcc-style top tools over batched, loss-free interval read-outs.",
@@ -62,6 +62,8 @@ def tcp(
     _check(interval, count, rows)
     if ipv4 and ipv6:
         raise InputError("-4 and -6 are mutually exclusive", obj="-4/-6")
+    from ..tools import tcptop
+
     screen.check_choice(sort, tcptop.SORT_KEYS, "-s/--sort")
     family = 4 if ipv4 else 6 if ipv6 else None
     with tcptop.TcpTop(pid=pid, family=family) as tool:
@@ -90,6 +92,8 @@ def slab(
     not say which of the kmalloc caches of that size served them.
     """
     _check(interval, count, rows)
+    from ..tools import slabratetop
+
     screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
     with slabratetop.SlabRateTop(pid=pid) as tool:
         for _ in screen.ticks(interval, count):
