@@ -105,11 +105,16 @@ def test_bucket_larger_than_batch_grows_and_returns_all_once(maps):
 
 
 def test_short_batch_mid_pass_does_not_end_iteration(maps):
-    m = maps(MapType.HASH, max_entries=1024)
-    fill(m, np.arange(1000))
-    counts = [b.count for b in BatchCursor(m, batch_size=100)]
-    assert sum(counts) == 1000
-    assert any(c < 100 for c in counts[:-1]), "expected a short rc-0 batch before the end"
+    # Whether a bucket straddles a batch boundary depends on the map's random hash seed:
+    # over several fresh maps a short rc-0 batch before the end is all but certain.
+    short_seen = False
+    for _ in range(8):
+        m = maps(MapType.HASH, max_entries=1024)
+        fill(m, np.arange(1000))
+        counts = [b.count for b in BatchCursor(m, batch_size=100)]
+        assert sum(counts) == 1000
+        short_seen |= any(c < 100 for c in counts[:-1])
+    assert short_seen, "expected a short rc-0 batch before the end"
 
 
 def test_enospc_budget_spent_raises_naming_the_map(maps):
