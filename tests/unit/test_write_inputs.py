@@ -188,3 +188,48 @@ def test_bench_table_shows_speedup_over_per_key():
     text = render(results, 1000)
     assert "| lookup            | 2.000 s       | 0.500 s (4×)" in text
     assert text.count("(25×)") == 3
+
+
+@pytest.mark.parametrize("lines", [
+    # A line with two values, and a record split over two lines: as many values as lines.
+    ['{"key": "01000000", "value": "0000000000000000"}, {"key": "02000000", "value": "00"}',
+     '{"key": "03000000"', '"value": "0000000000000000"}'],
+    ['1, 2', '[3', '4]'],
+    ['1], [2', '[[3', '4]]'],
+    ['"a",', '"b"'],
+    ['"a', 'b"', '1, 2'],
+    # Valid lines whose strings hold brackets, quotes, backslashes and line separators.
+    ['{"a": "]}\\"[{"}', '["\\\\", "\\\\\\"]"]', '"\u2028{["', '  7\t\r', '{}'],
+    ['{"a": [1, {"b": "x"}]}', 'null', 'NaN', '-1.5e3'],
+])
+def test_jsonl_chunk_is_exactly_a_parse_per_line(lines):
+    """What a JSONL chunk yields is what ``json.loads`` of each line gives, or its error on
+    the first line it fails on."""
+    text = "\n".join(lines) + "\n"
+    try:
+        expected = [json.loads(line) for line in lines]
+    except json.JSONDecodeError:
+        bad = next(n for n, line in enumerate(lines, 1) if not _loads_ok(line))
+        with pytest.raises(InputError, match=rf"^in.jsonl:{bad}: invalid JSON"):
+            list(inputs._jsonl_chunks(iter([text]), "in.jsonl"))
+        return
+    [(numbers, parsed)] = inputs._jsonl_chunks(iter([text]), "in.jsonl")
+    assert list(numbers) == list(range(1, len(lines) + 1))
+    assert json.dumps(parsed) == json.dumps(expected)  # NaN == NaN here
+
+
+def _loads_ok(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def test_jsonl_lines_end_at_line_feeds_only(tmp_path):
+    """U+2028 inside a JSON string is not a line break (``str.splitlines`` would cut there)."""
+    good = '{"key": "01000000", "value": "0000000000000000"}'
+    path = write(tmp_path, "in.jsonl", f'{good}\n{{"key": "0100\u20280000", "value": "00"}}\n')
+    with pytest.raises(InputError) as exc:
+        inputs.read(path, RAW)
+    assert str(exc.value).startswith(f"{path}:2: key: not a hex string")
