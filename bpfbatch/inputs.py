@@ -10,8 +10,9 @@ are what :mod:`bpfbatch.formats` prints, so a dump loads back unchanged:
   raw bytes (``["0x01", …]`` or a hex string) when it has none.
 - ``json``: a JSON array of the same objects.
 - ``csv``: a header of ``key``/``key.field`` … ``value``/``value.field`` columns (``cpu`` and
-  one row per CPU for per-CPU maps); cells are numbers, ``true``/``false``, JSON arrays, or
-  text; raw sides are hex strings.
+  one row per CPU for per-CPU maps); each cell is read by the type of its field, as the CSV
+  renderer writes it (a ``char`` or ``char[N]`` is text even when it reads as a number,
+  arrays are JSON); raw sides are hex strings.
 - ``bpftool-json``: what ``bpftool -j map dump`` prints; its raw ``key``/``value`` byte lists
   are used (``formatted`` is ignored), so it loads into any map of the same sizes.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import functools
 import gc
 import io
 import itertools
@@ -39,8 +41,10 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .codecs import Codec, PerCpuCodec, RawCodec, map_codecs
+from .codecs import (Bits, Bool, BtfCodec, Char, CharArray, Codec, Enum, Float, Int, Node,
+                     PerCpuCodec, RawCodec, Unsupported, map_codecs)
 from .errors import InputError
+from .formats import _leaf_nodes
 
 FORMATS = ("jsonl", "json", "csv", "bpftool-json")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -463,7 +467,7 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
     if percpu != ("cpu" in header):
         raise InputError("a per-CPU map needs a 'cpu' column" if percpu else
                          "'cpu' column given for a map that is not per-CPU", obj=f"{source}:1")
-    typed = {"key": key_codec.typed, "value": value_codec.typed}
+    parsers = _column_parsers(header, key_codec, value_codec, f"{source}:1")
     pending: tuple[int, object, list] | None = None  # per-CPU: (line, key, values so far)
     for row in reader:
         line = reader.line_num
@@ -473,12 +477,11 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
             raise InputError(f"{len(row)} cells for {len(header)} columns", obj=f"{source}:{line}")
         record: dict = {}
         cpu = None
-        for column, cell in zip(header, row):
+        for column, parse, cell in zip(header, parsers, row):
             if column == "cpu":
                 cpu = _cpu_cell(cell, f"{source}:{line}")
                 continue
-            side, *path = column.split(".")
-            _assign(record, [side, *path], _cell(cell) if typed[side] else cell)
+            _assign(record, column.split("."), parse(cell))
         if not percpu:
             yield line, record
             continue
@@ -507,18 +510,78 @@ def _assign(record: dict, path: list[str], value) -> None:
     record[path[-1]] = value
 
 
-def _cell(text: str):
-    """A typed cell as the CSV renderer wrote it: number, bool, JSON array, else text."""
-    if text in ("true", "false"):
-        return text == "true"
-    if text.startswith("["):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            return text
-    for parse in (int, float):
-        try:
-            return parse(text)
-        except ValueError:
-            pass
-    return text
+def _column_parsers(header: list[str], key_codec: Codec, value_codec: Codec,
+                    where: str) -> list[Callable[[str], object]]:
+    """How each column's cells are read: by the BTF node the CSV renderer flattened into that
+    column (a raw side's cells stay hex text)."""
+    leaves = {}
+    for side, codec in (("key", key_codec), ("value", value_codec)):
+        base = codec.base if isinstance(codec, PerCpuCodec) else codec
+        leaves[side] = dict(_leaf_nodes(base.node, side)) if isinstance(base, BtfCodec) else None
+    parsers = []
+    for column in header:
+        side = column.split(".")[0]
+        if column == "cpu" or leaves[side] is None:
+            parsers.append(str)
+        elif column in leaves[side]:
+            parsers.append(_cell_parser(leaves[side][column]))
+        else:
+            raise InputError(f"unknown column {column!r} (the {side} has "
+                             f"{', '.join(leaves[side])})", obj=where)
+    return parsers
+
+
+def _cell_parser(node: Node) -> Callable[[str], object]:
+    """The reader of a cell of ``node``: the inverse of the CSV renderer's cell. A cell that
+    does not read as its type is passed on as text, for the codec to name the field."""
+    if isinstance(node, CharArray):
+        return functools.partial(_char_array_cell, len(node.elems))
+    if isinstance(node, Char):
+        return str
+    if isinstance(node, (Int, Bits, Enum)):  # a number, or an enumerator's name
+        return _int_cell
+    if isinstance(node, Bool):
+        return _bool_cell
+    if isinstance(node, Float):
+        return _float_cell
+    if isinstance(node, Unsupported):
+        return _unsupported_cell
+    return _json_cell  # arrays, data sections
+
+
+def _char_array_cell(nelems: int, text: str):
+    """A ``char[N]`` is text, shorter than N (a NUL ends it); or, when it is not printable
+    text, the JSON list of its N characters, which is never that short."""
+    return _json_cell(text) if len(text) >= nelems else text
+
+
+def _int_cell(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+_BOOLS = {"true": True, "false": False}
+
+
+def _bool_cell(text: str):
+    return _BOOLS.get(text, text)
+
+
+def _float_cell(text: str):
+    try:
+        return float(text)  # also "nan", "inf" as the renderer writes them
+    except ValueError:
+        return text
+
+
+def _unsupported_cell(text: str):
+    return None if text == "" else text
+
+
+def _json_cell(text: str):
+    try:
+        return _DECODER.decode(text)
+    except json.JSONDecodeError:
+        return text

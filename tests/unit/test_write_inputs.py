@@ -3,6 +3,7 @@ and errors that name file:line (and the field)."""
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from bpfbatch import inputs
+from bpfbatch import formats, inputs
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.cli import app
 from bpfbatch.batchtable import render
@@ -233,3 +234,70 @@ def test_jsonl_lines_end_at_line_feeds_only(tmp_path):
     with pytest.raises(InputError) as exc:
         inputs.read(path, RAW)
     assert str(exc.value).startswith(f"{path}:2: key: not a hex string")
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """(key codec, value codec) for a u32 key and a value of every kind a CSV cell can hold:
+    struct mixed {char c; char name[8]; bool ok; enum color shade; float ratio; double
+    mean; struct {u16 lo; s16 hi;} range; u32 slots[3];}."""
+    with BtfBuilder() as b:
+        u16, u32 = b.integer("__u16", 2), b.integer("__u32", 4)
+        s16 = b.integer("short", 2, signed=True)
+        char = b.integer("char", 1, char=True)  # BTF_INT_CHAR: a character
+        plain_char = b.integer("char", 1, signed=True)
+        boolean = b.integer("_Bool", 1, boolean=True)
+        color = b.enum("color", {"RED": 0, "GREEN": 1})
+        span = b.struct("span", [("lo", u16), ("hi", s16)])
+        value = b.struct("mixed", [("c", char), ("name", b.array(plain_char, 8)),
+                                   ("ok", boolean), ("shade", color),
+                                   ("ratio", b.float("float", 4)),
+                                   ("mean", b.float("double", 8)), ("range", span),
+                                   ("slots", b.array(u32, 3))])
+        btf = Btf.from_bytes(b.raw())
+    return BtfCodec(btf, u32), BtfCodec(btf, value)
+
+
+def test_csv_cells_are_read_by_their_field_type(tmp_path, mixed):
+    """What the CSV renderer writes loads back to the same bytes, cells that read as numbers,
+    bools or JSON included: a char '7', a char[8] "42", "true", "NaN", "[1]"."""
+    key_codec, value_codec = mixed
+    values = [{"c": c, "name": name, "ok": ok, "shade": shade, "ratio": ratio, "mean": mean,
+               "range": {"lo": 7, "hi": -2}, "slots": [1, 2, 3]}
+              for c, name, ok, shade, ratio, mean in [
+                  ("7", "42", True, "GREEN", 1.5, float("nan")),
+                  ("t", "true", False, 5, -0.25, float("inf")),
+                  (",", "NaN", True, "RED", 3e38, -1e300),
+                  ("[", "[1]", False, -3, 0.0, 2.0),
+                  ("\xe9", [97, 1, 98, 99, 100, 101, 102, 103], True, 1, 1.0, 0.5)]]
+    keys = b"".join(key_codec.encode(i) for i in range(len(values)))
+    packed = b"".join(value_codec.encode(v) for v in values)
+    out = io.BytesIO()
+    renderer = formats.Csv(RAW, key_codec, value_codec, out)
+    renderer.write_batch(SimpleNamespace(count=len(values), keys=keys, values=packed))
+    path = write(tmp_path, "dump.csv", out.getvalue().decode())
+    records = inputs.read(path, RAW, codecs=mixed)
+    assert records.keys == keys and records.values == packed
+
+
+@pytest.mark.parametrize("header,cells,message", [
+    ("value.c", "ab", "value.c: expected an integer, got 'ab'"),
+    ("value.name", "far too long", "value.name: string longer than 8 bytes"),
+    ("value.ok", "yes", "value.ok: expected true or false, got 'yes'"),
+    ("value.shade", "BLUE", "value.shade: no enumerator 'BLUE'"),
+    ("value.ratio", "1.2.3", "value.ratio: expected a number for a 4-byte float"),
+    ("value.slots", '"[1,2]"', "value.slots: expected a list of 3 elements"),
+])
+def test_csv_cells_that_do_not_read_as_their_type_name_the_field(tmp_path, mixed, header,
+                                                                 cells, message):
+    path = write(tmp_path, "in.csv", f"key,{header}\n1,{cells}\n")
+    with pytest.raises(InputError) as exc:
+        inputs.read(path, RAW, codecs=mixed)
+    assert str(exc.value).startswith(f"{path}:2: {message}")
+
+
+def test_csv_column_of_no_field_is_named_at_the_header(tmp_path, mixed):
+    path = write(tmp_path, "in.csv", "key,value.colour\n1,RED\n")
+    with pytest.raises(InputError, match=r"in.csv:1: unknown column 'value.colour' \(the "
+                                         r"value has value.c, value.name, "):
+        inputs.read(path, RAW, codecs=mixed)
