@@ -659,12 +659,23 @@ class Float(Node):
         return _column(rows, self.offset, self.code).tolist()
 
     def encode(self, buf, value, path):
+        """A number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` as the JSON output prints
+        them. One out of the field's range is an error: it would be stored as infinity."""
         if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
             value = float(value)
+        elif self.code and isinstance(value, str) and overflows_double(value):  # 1e400
+            raise InputError(f"{value} is beyond the range of a {self.size}-byte float",
+                             obj=path)
         if not self.code or isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"expected a number for a {self.size}-byte float, got {value!r}",
                              obj=path)
-        struct.pack_into(self.code, buf, self.offset, value)
+        try:
+            struct.pack_into(self.code, buf, self.offset, float(value))
+        except OverflowError:  # a finite value beyond the format, or an int beyond a double
+            shown = repr(value) if isinstance(value, float) else \
+                f"an integer of {value.bit_length()} bits"
+            raise InputError(f"{shown} is beyond the range of a {self.size}-byte float",
+                             obj=path) from None
 
     def emit(self, out, exact):
         if exact:
@@ -694,6 +705,16 @@ class Float(Node):
 
     def blank(self):
         return 0.0
+
+
+def overflows_double(text: str) -> bool:
+    """Whether ``text`` is a finite number literal beyond a double's range, such as
+    ``1e400``, which ``float()`` reads as infinity: input readers keep it as text, so that
+    :class:`Float` names it rather than storing infinity."""
+    try:
+        return math.isinf(float(text)) and "inf" not in text.lower()
+    except ValueError:
+        return False
 
 
 @dataclasses.dataclass

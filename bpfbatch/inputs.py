@@ -31,6 +31,7 @@ import gc
 import io
 import itertools
 import json
+import math
 import operator
 import os
 import stat
@@ -42,7 +43,7 @@ from typing import BinaryIO
 import numpy as np
 
 from .codecs import (Bits, Bool, BtfCodec, Char, CharArray, Codec, Enum, Float, Int, Node,
-                     PerCpuCodec, RawCodec, Unsupported, map_codecs)
+                     PerCpuCodec, RawCodec, Unsupported, map_codecs, overflows_double)
 from .errors import InputError
 from .formats import _leaf_nodes
 
@@ -391,7 +392,14 @@ def _outer_commas_only(joined: str) -> bool:
     return bool((depth[codes == ord("\n")] == 1).all())
 
 
-_DECODER = json.JSONDecoder()
+def _json_float(text: str) -> float | str:
+    """A JSON number with a fraction or exponent; one beyond a double's range (``1e400``)
+    is kept as text, which the codec reports, instead of becoming infinity."""
+    number = float(text)
+    return text if math.isinf(number) else number
+
+
+_DECODER = json.JSONDecoder(parse_float=_json_float)
 
 
 def _parse_line(line: str, where: str):
@@ -408,7 +416,7 @@ class _JsonArray:
     def __init__(self, text: str, source: str):
         self.text, self.source = text, source
         try:
-            self.entries = json.loads(text)
+            self.entries = _DECODER.decode(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
                              obj=f"{source}:{exc.lineno}") from None
@@ -570,8 +578,14 @@ def _bool_cell(text: str):
 
 
 def _float_cell(text: str):
+    """The number as JSON reads it: an integer, a float (also ``nan``, ``inf`` as the
+    renderer writes them), or the text when beyond a double's range, which the codec names."""
+    with contextlib.suppress(ValueError):
+        return int(text)
+    if overflows_double(text):
+        return text
     try:
-        return float(text)  # also "nan", "inf" as the renderer writes them
+        return float(text)
     except ValueError:
         return text
 

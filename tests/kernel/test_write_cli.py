@@ -335,3 +335,29 @@ def raw_entries(m: Map) -> list[tuple[bytes, bytes]]:
     """The map's bytes as the kernel returns them (bpftool prints no floats to compare)."""
     keys, values = cursor.read_all(m)
     return sorted(zip(map(bytes, keys), map(bytes, values)))
+
+
+@pytest.mark.parametrize("fmt,bad,message", [
+    ("jsonl", '{"key": 2, "value": {"f": 1e39, "d": 0}}', "value.f: 1e+39 is beyond the range "
+                                                          "of a 4-byte float"),
+    ("jsonl", '{"key": 2, "value": {"f": 0, "d": 1e400}}', "value.d: 1e400 is beyond the range "
+                                                           "of a 8-byte float"),
+    ("csv", "2,1e39,0", "value.f: 1e+39 is beyond the range of a 4-byte float"),
+])
+def test_float_beyond_its_field_names_file_line_and_field(tmp_path, fmt, bad, message):
+    """One line naming the record and the field, not a traceback, and nothing written."""
+    with BtfBuilder() as b:
+        u32 = b.integer("__u32", 4)
+        value = b.struct("pair", [("f", b.float("float", 4)), ("d", b.float("double", 8))])
+        m = Map.create(MapType.HASH, 4, 16, 16, name="bb_wfloat", btf_fd=b.load(),
+                       btf_key_type_id=u32, btf_value_type_id=value)
+    with m:
+        good = '{"key": 1, "value": {"f": 1.5, "d": 2.5}}' if fmt == "jsonl" else \
+            "key,value.f,value.d\n1,1.5,2.5"
+        path = tmp_path / f"in.{fmt}"
+        path.write_text(f"{good}\n{bad}\n")
+        result = bpfbatch("load", "--map-id", m.info.id, path)
+        assert result.returncode == 1
+        line = 2 if fmt == "jsonl" else 3
+        assert result.stderr == f"bpfbatch: error: {path}:{line}: {message}\n"
+        assert raw_entries(m) == []

@@ -116,7 +116,8 @@ def leaf_values(node):
                          st.just("ab"))
     if isinstance(node, Float):
         return st.one_of(st.floats(), st.integers(-(1 << 80), 1 << 80), st.just(1 << 1100),
-                         st.sampled_from(["NaN", "Infinity", "-Infinity", "1.5", True]))
+                         st.sampled_from(["NaN", "Infinity", "-Infinity", "1.5", True, "1e400",
+                                          "-1E+309"]))
     raise AssertionError(node)
 
 
@@ -170,6 +171,30 @@ def test_batch_equals_encode_per_record(name, data):
     codec = CODECS[name]
     values = data.draw(st.lists(values_of(codec.node), max_size=12))
     assert_batch_is_encode_per_record(codec, values)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("share", 1e39, "value.share: 1e+39 is beyond the range of a 4-byte float"),
+    ("share", -3.5e38, "value.share: -3.5e+38 is beyond the range of a 4-byte float"),
+    ("share", 1 << 200, "value.share: an integer of 201 bits is beyond the range of a "
+                        "4-byte float"),
+    ("ratio", 1 << 1100, "value.ratio: an integer of 1101 bits is beyond the range of a "
+                         "8-byte float"),
+    ("ratio", "1e400", "value.ratio: 1e400 is beyond the range of a 8-byte float"),
+])
+@pytest.mark.parametrize("batch", [False, True])
+def test_float_beyond_its_field_is_an_input_error_naming_the_field(field, value, message,
+                                                                   batch):
+    codec = CODECS["mixed"]
+    good = {"ratio": 1.5, "share": 2.5}
+    records = [good, dict(good, **{field: value}), good]
+    with pytest.raises(InputError) as exc:
+        if batch:
+            codec.encode_batch(records, lambda i: f"in.jsonl:{i + 1}: value")
+        else:
+            for i, record in enumerate(records):
+                codec.encode(record, f"in.jsonl:{i + 1}: value")
+    assert str(exc.value).startswith(f"in.jsonl:2: {message}")
 
 
 def valid_values(node):

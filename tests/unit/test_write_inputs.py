@@ -301,3 +301,32 @@ def test_csv_column_of_no_field_is_named_at_the_header(tmp_path, mixed):
     with pytest.raises(InputError, match=r"in.csv:1: unknown column 'value.colour' \(the "
                                          r"value has value.c, value.name, "):
         inputs.read(path, RAW, codecs=mixed)
+
+
+@pytest.mark.parametrize("fmt,text", [
+    ("jsonl", '{"key": 1, "value": {"mean": 2.5}}\n{"key": 2, "value": {"mean": %s}}\n'),
+    ("json", '[{"key": 1, "value": {"mean": 2.5}},\n {"key": 2, "value": {"mean": %s}}]\n'),
+    ("csv", "key,value.mean\n1,2.5\n2,%s\n"),
+])
+@pytest.mark.parametrize("mean,message", [
+    ("1e400", "value.mean: 1e400 is beyond the range of a 8-byte float"),
+    ("-2E+308", "value.mean: -2E+308 is beyond the range of a 8-byte float"),
+    ("1" + "0" * 400, "value.mean: an integer of 1329 bits is beyond the range of a 8-byte"),
+])
+def test_number_beyond_a_double_names_file_line_and_field(tmp_path, mixed, fmt, text, mean,
+                                                          message):
+    """Not infinity, not a traceback: the field's range, named with file:line."""
+    path = write(tmp_path, f"in.{fmt}", text % mean)
+    with pytest.raises(InputError) as exc:
+        inputs.read(path, RAW, fmt=fmt, codecs=mixed)
+    last_line = (text % mean).count("\n")
+    assert str(exc.value).startswith(f"{path}:{last_line}: {message}")
+
+
+def test_infinity_as_the_outputs_write_it_still_loads(tmp_path, mixed):
+    path = write(tmp_path, "in.jsonl", '{"key": 1, "value": {"mean": "Infinity", "ratio": '
+                                      '"-Infinity"}}\n{"key": 2, "value": {"mean": 1e308}}\n')
+    records = inputs.read(path, RAW, codecs=mixed)
+    decoded = mixed[1].decode_batch(records.values, 2)
+    assert decoded[0]["mean"] == float("inf") and decoded[0]["ratio"] == float("-inf")
+    assert decoded[1]["mean"] == 1e308
