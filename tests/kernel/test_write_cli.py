@@ -338,10 +338,10 @@ def raw_entries(m: Map) -> list[tuple[bytes, bytes]]:
 
 
 @pytest.mark.parametrize("fmt,bad,message", [
-    ("jsonl", '{"key": 2, "value": {"f": 1e39, "d": 0}}', "value.f: 1e+39 is beyond the range "
-                                                          "of a 4-byte float"),
-    ("jsonl", '{"key": 2, "value": {"f": 0, "d": 1e400}}', "value.d: 1e400 is beyond the range "
-                                                           "of a 8-byte float"),
+    ("jsonl", '{"key": 2, "value": {"f": 1e39, "d": 0}}',
+     "value.f: 1e+39 is beyond the range of a 4-byte float"),
+    ("jsonl", '{"key": 2, "value": {"f": 0, "d": 1e400}}',
+     "value.d: 1e400 is beyond the range of a 8-byte float"),
     ("csv", "2,1e39,0", "value.f: 1e+39 is beyond the range of a 4-byte float"),
 ])
 def test_float_beyond_its_field_names_file_line_and_field(tmp_path, fmt, bad, message):

@@ -176,10 +176,8 @@ def test_batch_equals_encode_per_record(name, data):
 @pytest.mark.parametrize("field,value,message", [
     ("share", 1e39, "value.share: 1e+39 is beyond the range of a 4-byte float"),
     ("share", -3.5e38, "value.share: -3.5e+38 is beyond the range of a 4-byte float"),
-    ("share", 1 << 200, "value.share: an integer of 201 bits is beyond the range of a "
-                        "4-byte float"),
-    ("ratio", 1 << 1100, "value.ratio: an integer of 1101 bits is beyond the range of a "
-                         "8-byte float"),
+    ("share", 1 << 200, "value.share: an integer of 201 bits is beyond the range"),
+    ("ratio", 1 << 1100, "value.ratio: an integer of 1101 bits is beyond the range"),
     ("ratio", "1e400", "value.ratio: 1e400 is beyond the range of a 8-byte float"),
 ])
 @pytest.mark.parametrize("batch", [False, True])

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bpfbatch import formats, inputs
+from bpfbatch.batchtable import render
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.cli import app
-from bpfbatch.batchtable import render
 from bpfbatch.codecs import BtfCodec, PerCpuCodec, RawCodec
 from bpfbatch.errors import InputError
 
