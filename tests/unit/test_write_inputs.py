@@ -9,6 +9,8 @@ import struct
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from bpfbatch import formats, inputs
@@ -330,3 +332,33 @@ def test_infinity_as_the_outputs_write_it_still_loads(tmp_path, mixed):
     decoded = mixed[1].decode_batch(records.values, 2)
     assert decoded[0]["mean"] == float("inf") and decoded[0]["ratio"] == float("-inf")
     assert decoded[1]["mean"] == 1e308
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='a"\\[]{},\u2028 '),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner,
+                                                                max_size=3),
+    max_leaves=6)
+#: Runs of lines: one value, several values, one value cut in two, or bits of JSON text.
+JSON_LINES = st.one_of(
+    JSON_VALUES.map(json.dumps).map(lambda text: [text]),
+    st.lists(JSON_VALUES.map(json.dumps), min_size=2, max_size=3).map(lambda v: [", ".join(v)]),
+    st.tuples(JSON_VALUES.map(json.dumps), st.integers(1, 30)).map(
+        lambda cut: [cut[0][:cut[1]], cut[0][cut[1]:]]),
+    st.lists(st.text(alphabet=' []{}",:\\1a\r\t', max_size=8), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(JSON_LINES, max_size=6).map(lambda runs: [line for run in runs for line in run]))
+def test_jsonl_chunk_equals_a_parse_per_line_on_any_lines(lines):
+    text = "".join(line + "\n" for line in lines)
+    numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip(" \t\r")]
+    bad = next((n for n, line in numbered if not _loads_ok(line)), None)
+    if bad is not None:
+        with pytest.raises(InputError, match=rf"^in.jsonl:{bad}: invalid JSON"):
+            list(inputs._jsonl_chunks(iter([text]), "in.jsonl"))
+        return
+    got = [(list(numbers), parsed)
+           for numbers, parsed in inputs._jsonl_chunks(iter([text]), "in.jsonl")]
+    expected = [([n for n, _ in numbered], [json.loads(line) for _, line in numbered])]
+    assert got == (expected if numbered else [])
