@@ -38,8 +38,8 @@ ACTION := action (gact VERDICT | VERDICT) [index N] [no_percpu]
 VERDICT := drop|pass|ok|pipe|continue|reclassify"""
 
 
-class _Bad(Exception):
-    """A parse failure inside one command; the reader adds FILE:LINE."""
+class CommandError(Exception):
+    """A parse failure inside one command; :func:`parse_numbered` adds FILE:LINE."""
 
 
 def _matches(token: str, word: str) -> bool:
@@ -60,7 +60,7 @@ def split_words(text: str) -> list[str]:
         if text[pos] in "'\"":
             close = text.find(text[pos], pos + 1)
             if close < 0:
-                raise _Bad("unterminated quoted string")
+                raise CommandError("unterminated quoted string")
             words.append(text[pos + 1:close])
             pos = close + 1
         else:
@@ -94,7 +94,7 @@ def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
 
 
 class _Words:
-    """A cursor over one command's words, raising :class:`_Bad` with the offending token."""
+    """A cursor over one command's words, raising :class:`CommandError` with the offending token."""
 
     __slots__ = ("words", "pos")
 
@@ -109,7 +109,7 @@ class _Words:
     def take(self, what: str) -> str:
         word = self.words[self.pos]
         if word is None:
-            raise _Bad(f"missing {what}")
+            raise CommandError(f"missing {what}")
         self.pos += 1
         return word
 
@@ -118,16 +118,16 @@ class _Words:
         try:
             value = int(word, base)
         except ValueError:
-            raise _Bad(f"bad {what} '{word}'") from None
+            raise CommandError(f"bad {what} '{word}'") from None
         if not 0 <= value <= 0xFFFFFFFF:
-            raise _Bad(f"{what} out of range '{word}'")
+            raise CommandError(f"{what} out of range '{word}'")
         return value
 
     def handle(self, what: str, parse) -> int:
         word = self.take(what)
         value = parse(word)
         if value is None:
-            raise _Bad(f"bad {what} '{word}'")
+            raise CommandError(f"bad {what} '{word}'")
         return value
 
 
@@ -192,7 +192,8 @@ def _is_hex(text: str) -> bool:
     return bool(text) and all(c in "0123456789abcdefABCDEF" for c in text)
 
 
-def _parse_mac(text: str) -> bytes | None:
+def parse_mac(text: str) -> bytes | None:
+    """``aa:bb:cc:dd:ee:ff`` (one or two hex digits a part) → 6 bytes; None if malformed."""
     parts = text.split(":")
     if len(parts) != 6 or not all(1 <= len(p) <= 2 and _is_hex(p) for p in parts):
         return None
@@ -213,7 +214,7 @@ def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
             break  # like tc, a verdict or kind right after an action starts the next one
         actions.append(_parse_action(w))
     if len(actions) > S.TCA_ACT_MAX_PRIO:
-        raise _Bad(f"more than {S.TCA_ACT_MAX_PRIO} actions")
+        raise CommandError(f"more than {S.TCA_ACT_MAX_PRIO} actions")
     return tuple(actions)
 
 
@@ -224,14 +225,14 @@ def _parse_action(w: _Words) -> R.Action:
     elif kind == "gact" or kind in S.GACT_VERDICTS:
         verdict = w.take("gact verdict") if kind == "gact" else kind
         if verdict not in S.GACT_VERDICTS:
-            raise _Bad(f"bad gact verdict '{verdict}'")
+            raise CommandError(f"bad gact verdict '{verdict}'")
         index = 0
         if w.peek() == "index":
             w.pos += 1
             index = w.number("action index", 10)
         action = R.Gact(verdict, index)
     else:
-        raise _Bad(f"unsupported action '{kind}'")
+        raise CommandError(f"unsupported action '{kind}'")
     if w.peek() == "no_percpu":
         w.pos += 1
         action.no_percpu = True
@@ -241,10 +242,10 @@ def _parse_action(w: _Words) -> R.Action:
 def _parse_mirred(w: _Words) -> R.Mirred:
     direction = w.take("mirred direction")
     if direction not in ("egress", "ingress"):
-        raise _Bad(f"bad mirred direction '{direction}'")
+        raise CommandError(f"bad mirred direction '{direction}'")
     mode = w.take("mirred mode")
     if mode not in ("redirect", "mirror"):
-        raise _Bad(f"bad mirred mode '{mode}'")
+        raise CommandError(f"bad mirred mode '{mode}'")
     dev, index, verdict = None, 0, None
     while True:
         word = w.peek()
@@ -260,7 +261,7 @@ def _parse_mirred(w: _Words) -> R.Mirred:
         else:
             break
     if dev is None:
-        raise _Bad("mirred needs 'dev DEV'")
+        raise CommandError("mirred needs 'dev DEV'")
     return R.Mirred(direction, mode, dev, index, verdict=verdict)
 
 
@@ -272,13 +273,13 @@ def _parse_actions_command(w: _Words) -> R.Actions:
             w.pos += 1
             kind = w.take("action kind")
             if w.take("'index'") != "index":
-                raise _Bad(f"expected 'index', got '{w.words[w.pos - 1]}'")
+                raise CommandError(f"expected 'index', got '{w.words[w.pos - 1]}'")
             refs.append(R.ActionRef(kind, w.number("action index", 10)))
         actions = tuple(refs)
     else:
         actions = _parse_actions(w)
     if not actions:
-        raise _Bad(f"expected 'action', got '{w.peek()}'" if w.peek() else "missing action")
+        raise CommandError(f"expected 'action', got '{w.peek()}'" if w.peek() else "missing action")
     return R.Actions(verb, actions)
 
 
@@ -299,14 +300,14 @@ def _parse_u32(w: _Words) -> R.U32:
         elif word == "divisor":
             divisor = w.number("divisor")
             if not 0 < divisor <= 0x100 or divisor & (divisor - 1):
-                raise _Bad(f"bad divisor '{divisor}' (a power of two up to 256)")
+                raise CommandError(f"bad divisor '{divisor}' (a power of two up to 256)")
             opts["divisor"] = divisor
         elif word == "hashkey":
             if w.take("'mask'") != "mask":
-                raise _Bad("hashkey needs 'mask M at OFF'")
+                raise CommandError("hashkey needs 'mask M at OFF'")
             mask = w.number("hashkey mask", 16)
             if w.take("'at'") != "at":
-                raise _Bad("hashkey needs 'mask M at OFF'")
+                raise CommandError("hashkey needs 'mask M at OFF'")
             opts["hashkey"] = (mask, w.number("hashkey offset"))
         elif word in ("classid", "flowid"):
             opts["classid"] = w.handle("classid", parse_classid)
@@ -316,14 +317,14 @@ def _parse_u32(w: _Words) -> R.U32:
             w.pos -= 1
             opts["actions"] = _parse_actions(w)
         else:
-            raise _Bad(f"unsupported u32 option '{word}'")
+            raise CommandError(f"unsupported u32 option '{word}'")
     for what in ("ht", "link"):
         if opts.get(what, 0) & 0xFFF:
-            raise _Bad(f"bad {what} id (node part must be empty)")
+            raise CommandError(f"bad {what} id (node part must be empty)")
     try:
         packed = R.pack_keys(keys)
     except ValueError as exc:
-        raise _Bad(str(exc)) from None
+        raise CommandError(str(exc)) from None
     return R.U32(keys=tuple(packed), **opts)
 
 
@@ -337,10 +338,10 @@ def _parse_u32_match(w: _Words) -> R.U32Key:
             w.pos += 1
             off = w.number("match offset")
         if off % 4:
-            raise _Bad(f"match offset {off} is not a multiple of 4")
+            raise CommandError(f"match offset {off} is not a multiple of 4")
         return R.U32Key(val & mask, mask, off)
     if layer != "ip":
-        raise _Bad(f"unsupported match '{layer}'")
+        raise CommandError(f"unsupported match '{layer}'")
     field = w.take("ip field")
     try:
         if field in ("src", "dst"):
@@ -349,8 +350,8 @@ def _parse_u32_match(w: _Words) -> R.U32Key:
             value = w.take(f"{field} value")
             return R.ip_match(field, value, w.number(f"{field} mask", 16))
     except ValueError as exc:
-        raise _Bad(f"bad ip {field}: {exc}") from None
-    raise _Bad(f"unsupported ip match '{field}'")
+        raise CommandError(f"bad ip {field}: {exc}") from None
+    raise CommandError(f"unsupported ip match '{field}'")
 
 
 def _parse_common(w: _Words, kind: str, extra) -> dict:
@@ -364,7 +365,7 @@ def _parse_common(w: _Words, kind: str, extra) -> dict:
             w.pos -= 1
             opts["actions"] = _parse_actions(w)
         elif not extra(word, opts):
-            raise _Bad(f"unsupported {kind} option '{word}'")
+            raise CommandError(f"unsupported {kind} option '{word}'")
     return opts
 
 
@@ -380,7 +381,7 @@ def _parse_bpf(w: _Words) -> R.BpfProg:
 
     opts = _parse_common(w, "bpf", extra)
     if "pinned" not in opts:
-        raise _Bad("bpf needs 'pinned PATH' (object files are not loaded here)")
+        raise CommandError("bpf needs 'pinned PATH' (object files are not loaded here)")
     return R.BpfProg(**opts)
 
 
@@ -398,7 +399,7 @@ def _parse_matchall(w: _Words) -> R.Matchall:
 def _parse_flower(w: _Words) -> R.Flower:
     def extra(word: str, opts: dict) -> bool:
         if word in ("src_mac", "dst_mac"):
-            opts[word] = w.handle("MAC address", _parse_mac)
+            opts[word] = w.handle("MAC address", parse_mac)
             return True
         return _flags_only(word, opts)
 
@@ -418,7 +419,7 @@ def _verb(word: str | None, allowed: tuple[str, ...]) -> str:
     for verb in allowed:
         if word and (_matches(word, verb) or (verb == "del" and _matches(word, "delete"))):
             return verb
-    raise _Bad(f"unsupported command '{word}'" if word else "missing command")
+    raise CommandError(f"unsupported command '{word}'" if word else "missing command")
 
 
 def _placement(w: _Words, word: str, where: dict) -> bool:
@@ -449,9 +450,9 @@ def _parse_qdisc(w: _Words) -> R.Qdisc:
         elif word == "htb":
             kind = _parse_htb(w)
         else:
-            raise _Bad(f"unsupported qdisc option or kind '{word}'")
+            raise CommandError(f"unsupported qdisc option or kind '{word}'")
     if "dev" not in where:
-        raise _Bad("missing 'dev DEV'")
+        raise CommandError("missing 'dev DEV'")
     return R.Qdisc(verb, where["dev"], kind, where["parent"], handle)
 
 
@@ -464,7 +465,7 @@ def _parse_htb(w: _Words) -> R.Htb:
         elif word == "r2q":
             opts["r2q"] = w.number("htb r2q", 10)
         else:
-            raise _Bad(f"unsupported htb option '{word}'")
+            raise CommandError(f"unsupported htb option '{word}'")
     return R.Htb(**opts)
 
 
@@ -481,11 +482,11 @@ def _parse_class(w: _Words) -> R.Class:
         elif word == "htb":
             kind = _parse_htb_class(w)
         else:
-            raise _Bad(f"unsupported class option or kind '{word}'")
+            raise CommandError(f"unsupported class option or kind '{word}'")
     if "dev" not in where:
-        raise _Bad("missing 'dev DEV'")
+        raise CommandError("missing 'dev DEV'")
     if classid is None:
-        raise _Bad("missing 'classid ID'")
+        raise CommandError("missing 'classid ID'")
     return R.Class(verb, where["dev"], classid, kind, where["parent"])
 
 
@@ -498,15 +499,15 @@ def _parse_htb_class(w: _Words) -> HtbClass:
             try:
                 opts[word] = parse_rate(text)
             except ValueError:
-                raise _Bad(f"bad {word} '{text}'") from None
+                raise CommandError(f"bad {word} '{text}'") from None
         elif word == "prio":
             opts["prio"] = w.number("htb prio", 10)
         elif word == "quantum":
             opts["quantum"] = w.number("htb quantum", 10)
         else:
-            raise _Bad(f"unsupported htb class option '{word}'")
+            raise CommandError(f"unsupported htb class option '{word}'")
     if "rate" not in opts:
-        raise _Bad("htb class needs 'rate RATE'")
+        raise CommandError("htb class needs 'rate RATE'")
     return HtbClass(**opts)
 
 
@@ -525,16 +526,16 @@ def _parse_filter(w: _Words) -> R.Filter:
             dev = w.take("device name")
         elif word in _PARENTS:
             if parent:
-                raise _Bad(f"duplicate parent '{word}'")
+                raise CommandError(f"duplicate parent '{word}'")
             parent = _PARENTS[word]
         elif word == "parent":
             if parent:
-                raise _Bad("duplicate parent 'parent'")
+                raise CommandError("duplicate parent 'parent'")
             parent = w.handle("parent", parse_classid)
         elif word in _PRIO_WORDS:
             prio = w.number("prio")
             if prio > 0xFFFF:
-                raise _Bad(f"prio out of range '{prio}'")
+                raise CommandError(f"prio out of range '{prio}'")
         elif word == "protocol":
             protocol = _protocol(w.take("protocol"))
         elif word == "handle":
@@ -542,9 +543,9 @@ def _parse_filter(w: _Words) -> R.Filter:
         elif word in _CLASSIFIERS:
             classifier = _CLASSIFIERS[word](w)
         else:
-            raise _Bad(f"unsupported filter option or classifier '{word}'")
+            raise CommandError(f"unsupported filter option or classifier '{word}'")
     if dev is None:
-        raise _Bad("missing 'dev DEV'")
+        raise CommandError("missing 'dev DEV'")
     return R.Filter(verb, dev, parent, classifier, prio, protocol,
                     _filter_handle(handle_text, classifier))
 
@@ -555,9 +556,9 @@ def _protocol(word: str) -> int:
     try:
         value = int(word, 0)
     except ValueError:
-        raise _Bad(f"unsupported protocol '{word}'") from None
+        raise CommandError(f"unsupported protocol '{word}'") from None
     if not 0 <= value <= 0xFFFF:
-        raise _Bad(f"protocol out of range '{word}'")
+        raise CommandError(f"protocol out of range '{word}'")
     return value
 
 
@@ -572,7 +573,7 @@ def _filter_handle(text: str | None, classifier) -> int:
         except ValueError:
             value = None
     if value is None or not 0 <= value <= 0xFFFFFFFF:
-        raise _Bad(f"bad filter handle '{text}'")
+        raise CommandError(f"bad filter handle '{text}'")
     return value
 
 
@@ -582,24 +583,30 @@ _GROUPS = {"qdisc": _parse_qdisc, "class": _parse_class, "filter": _parse_filter
 
 
 def parse_command(text: str) -> R.Rule:
-    """One command line (without a leading ``tc``) → a rule; ``_Bad`` on anything unsupported."""
+    """One command line (without a leading ``tc``) → a rule; ``CommandError`` on anything unsupported."""
     w = _Words(split_words(text))
     group = w.take("command")
     parse = _GROUPS.get(group)
     if parse is None:
         parse = next((p for word, p in _GROUPS.items() if _matches(group, word)), None)
         if parse is None:
-            raise _Bad(f"unsupported command '{group}'")
+            raise CommandError(f"unsupported command '{group}'")
     return parse(w)
+
+
+def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | InputError:
+    """One command of :func:`read_commands` → its rule, or the :class:`InputError` naming
+    ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on)."""
+    try:
+        if text is None:
+            raise CommandError("missing continuation line")
+        return parse_command(text)
+    except CommandError as exc:
+        return InputError(str(exc), obj=f"{name}:{number}")
 
 
 def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | InputError]]:
     """Yield ``(line_number, rule)`` per command; a bad command yields an :class:`InputError`
-    naming ``NAME:LINE`` in place of the rule, so the caller decides whether to go on."""
+    naming ``NAME:LINE`` in place of the rule."""
     for number, text in read_commands(stream):
-        try:
-            if text is None:
-                raise _Bad("missing continuation line")
-            yield number, parse_command(text)
-        except _Bad as exc:
-            yield number, InputError(str(exc), obj=f"{name}:{number}")
+        yield number, parse_numbered(number, text, name)

@@ -14,7 +14,6 @@ import os
 import socket
 import struct
 
-from .. import _libbpf
 from ..errors import NotFoundError
 
 SIOCGIFINDEX = 0x8933
@@ -53,6 +52,8 @@ class Resolver:
         """An fd of the BPF program pinned at ``path``, opened once and kept until close()."""
         fd = self._program_fd.get(path)
         if fd is None:
+            from .. import _libbpf  # loads libbpf: only batches with bpf filters pay for it
+
             fd = self._program_fd[path] = _libbpf.obj_fd_by_path(path, read_only=False)
         return fd
 

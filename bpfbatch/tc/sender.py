@@ -10,9 +10,9 @@ How a batch goes out (why: the measurements in the package docs):
   then the last message's reply: read until that one (never blocking — the kernel finished
   the whole send before ``sendmsg`` returned) and every command's fate is known exactly.
   A missing final reply or ENOBUFS is an error, never a guess.
-* ``coalesce``: consecutive ``actions add`` commands share one message (up to 32 actions,
+* ``coalesce``: consecutive ``actions add`` messages are joined into one (up to 32 actions,
   TCA_ACT_MAX_PRIO). The kernel applies such a message all or nothing, so when it fails its
-  commands are re-sent one per message and the failure lands on the exact line.
+  commands' own messages are re-sent one each and the failure lands on the exact line.
 
 A netlink batch is not a transaction: without ``force``, sending stops at the first failed
 command, but commands after it *in the same sendmsg* were still processed. The :class:`Report`
@@ -27,6 +27,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from typing import Union
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
 from . import rules as R
@@ -110,10 +111,13 @@ def line_ranges(lines: list[int]) -> str:
 
 
 Message = tuple[int, int, bytes]
+#: Per queued message: its command's line, or for a joined message ``(lines, own messages)``.
+Entry = Union[int, tuple[tuple[int, ...], tuple[Message, ...]]]
 
 
 class Sender:
-    """Feed it ``(line, rule)`` in order with :meth:`submit`; :meth:`finish` sends the rest.
+    """Feed it ``(line, rule)`` in order with :meth:`submit` (a rule is anything with
+    ``message(resolve)``, e.g. a template's ready message); :meth:`finish` sends the rest.
 
     Two threads: the caller's parses, encodes and packs; a sending thread does ``sendmsg`` and
     the reply accounting. ``sendmsg`` releases the GIL while the kernel works through the batch
@@ -134,12 +138,13 @@ class Sender:
         self._max_messages = sock.max_replies
         self._buf = bytearray()
         self._last_offset = 0
-        #: Per queued message: its command lines, and for a coalesced one the commands to retry.
-        self._entries: list[tuple[tuple[int, ...], tuple[R.Actions, ...] | None]] = []
+        self._entries: list[Entry] = []
+        self._commands = 0  # in the batch being packed
         self._seq = 0
         #: Retries are sent by the sending thread, numbered apart from the packer's messages.
         self._retry_seq = _RETRY_SEQ_BASE
-        self._group: list[tuple[int, R.Actions]] = []
+        #: ``actions add`` messages waiting to be joined: (line, message, its action nests).
+        self._group: list[tuple[int, Message, list[bytes]]] = []
         self._group_actions = 0
         self._batches: queue.Queue = queue.Queue(maxsize=_IN_FLIGHT)
         self._error: BaseException | None = None
@@ -157,15 +162,14 @@ class Sender:
         if isinstance(rule, BpfBatchError):
             return self._input_failure(line, rule)
         try:
-            if self._coalesce and isinstance(rule, R.Actions) and rule.verb == "add":
-                rule.check(self._resolve)
-                self._add_to_group(line, rule)
-                return True
-            self._close_group()
             message = rule.message(self._resolve)
         except BpfBatchError as exc:
             return self._input_failure(line, exc)
-        self._queue(message, (line,), None)
+        if self._coalesce and message[:2] == R.ACTIONS_ADD:
+            self._add_to_group(line, message)
+            return True
+        self._close_group()
+        self._queue(message, line, 1)
         return not self.report.stopped
 
     def abort(self) -> None:
@@ -187,24 +191,26 @@ class Sender:
             raise self._error
         return self.report
 
-    def _add_to_group(self, line: int, rule: R.Actions) -> None:
-        if self._group_actions + len(rule.actions) > S.TCA_ACT_MAX_PRIO:
+    def _add_to_group(self, line: int, message: Message) -> None:
+        nests = R.action_nests(message[2])
+        if self._group_actions + len(nests) > S.TCA_ACT_MAX_PRIO:
             self._close_group()
-        self._group.append((line, rule))
-        self._group_actions += len(rule.actions)
+        self._group.append((line, message, nests))
+        self._group_actions += len(nests)
 
     def _close_group(self) -> None:
         group = self._group
         if not group:
             return
         self._group, self._group_actions = [], 0
-        lines = tuple(line for line, _ in group)
-        rules = tuple(rule for _, rule in group)
         if len(group) == 1:
-            self._queue(rules[0].message(self._resolve), lines, None)
+            line, message, _ = group[0]
+            self._queue(message, line, 1)
             return
-        merged = R.Actions("add", tuple(a for rule in rules for a in rule.actions))
-        self._queue(merged.message(self._resolve), lines, rules)
+        lines = tuple(line for line, _, _ in group)
+        joined = R.join_actions([nest for _, _, nests in group for nest in nests])
+        self._queue((*R.ACTIONS_ADD, joined), (lines, tuple(message for _, message, _ in group)),
+                    len(lines))
 
     def _input_failure(self, line: int, exc: BpfBatchError) -> bool:
         # Everything before this line goes first, so failures stay in line order.
@@ -223,28 +229,33 @@ class Sender:
             self.report.last_sent_line = line
         return not self.report.stopped
 
-    def _queue(self, message: Message, lines: tuple[int, ...], retry) -> None:
+    def _queue(self, message: Message, entry: Entry, commands: int) -> None:
         msg_type, flags, body = message
         size = 16 + len(body)
-        if self._entries and (len(self._buf) + size > self._max_bytes
+        buf = self._buf
+        if self._entries and (len(buf) + size > self._max_bytes
                               or len(self._entries) >= self._max_messages):
             self._flush()
+            buf = self._buf
         if size > self._sock.max_send_bytes:
+            last = entry if isinstance(entry, int) else entry[0][-1]
             raise InputError(f"message of {size} bytes exceeds the socket's send limit",
-                             obj=f"{self.report.source}:{lines[-1]}")
+                             obj=f"{self.report.source}:{last}")
         self._seq += 1
-        self._last_offset = len(self._buf)
-        self._buf += S.NLMSGHDR.pack(size, msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
-        self._buf += body
-        self._entries.append((lines, retry))
+        self._last_offset = len(buf)
+        buf += S.NLMSGHDR.pack(size, msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
+        buf += body
+        self._entries.append(entry)
+        self._commands += commands
 
     def _flush(self) -> None:
         """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
         if not self._entries:
             return
-        self._batches.put((self._buf, self._last_offset, self._entries, self._seq))
+        self._batches.put((self._buf, self._last_offset, self._entries, self._commands, self._seq))
         self._buf = bytearray()
         self._entries = []
+        self._commands = 0
 
     # --- sending (sending thread) --------------------------------------------------------------
 
@@ -256,8 +267,13 @@ class Sender:
                     return
                 if self.report.stopped or self._error is not None or self._aborted:
                     continue  # packed after a stop or an abort: never sent
-                buf, last_offset, entries, last_seq = batch
-                self._account(entries, self._transmit(buf, last_offset, len(entries), last_seq))
+                buf, last_offset, entries, commands, last_seq = batch
+                errors = self._transmit(buf, last_offset, len(entries), last_seq)
+                if errors or self.report.stopped:
+                    self._account(entries, errors)
+                else:  # the common case: every command applied
+                    self.report.commands += commands
+                    self.report.applied += commands
             except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
             finally:
@@ -282,10 +298,11 @@ class Sender:
             if reply.seq == last:
                 return errors
 
-    def _account(self, entries, errors: dict[int, Reply]) -> None:
+    def _account(self, entries: list[Entry], errors: dict[int, Reply]) -> None:
         report = self.report
         stopped_before = report.stopped
-        for index, (lines, retry) in enumerate(entries):
+        for index, entry in enumerate(entries):
+            lines, retry = ((entry,), None) if isinstance(entry, int) else entry
             report.commands += len(lines)
             reply = errors.get(index)
             if reply is None:
@@ -302,18 +319,18 @@ class Sender:
                 if not self._force and not report.stopped:
                     report.stopped = True
         if report.stopped and not stopped_before:
-            report.last_sent_line = entries[-1][0][-1]
+            last = entries[-1]
+            report.last_sent_line = last if isinstance(last, int) else last[0][-1]
 
-    def _retry(self, lines: tuple[int, ...], rules: tuple[R.Actions, ...]) -> None:
-        """Re-send a failed coalesced message one command per message: all at once with
+    def _retry(self, lines: tuple[int, ...], messages: tuple[Message, ...]) -> None:
+        """Re-send a failed joined message one command per message: all at once with
         force, else one by one up to the first failure."""
-        messages = [rule.message(self._resolve) for rule in rules]
         if self._force:
             self.report.commands -= len(lines)  # counted again, line by line
-            self._account([((line,), None) for line in lines], self._send_now(messages))
+            self._account(list(lines), self._send_now(messages))
             return
         for position, (line, message) in enumerate(zip(lines, messages)):
-            reply = self._send_now([message]).get(0)
+            reply = self._send_now((message,)).get(0)
             if reply is None:
                 self.report.applied += 1
                 continue
@@ -322,7 +339,7 @@ class Sender:
             self.report.not_applied.extend(lines[position + 1:])
             return
 
-    def _send_now(self, messages: list[Message]) -> dict[int, Reply]:
+    def _send_now(self, messages: tuple[Message, ...]) -> dict[int, Reply]:
         buf = bytearray()
         last_offset = 0
         for msg_type, flags, body in messages:

@@ -8,10 +8,10 @@ from typing import TextIO
 
 from .netns import entered as in_netns
 from .netlink import RtnlSocket
-from .parse import parse_batch
 from .resolve import Resolver
 from .rules import Rule
 from .sender import DEFAULT_BATCH_BYTES, Failure, Report, Sender
+from .templates import TemplateReader
 
 #: Receive-buffer request: the kernel doubles it; replies are small and few (one per failure
 #: plus one per send), but a send of all-failing messages must still fit.
@@ -50,8 +50,9 @@ class Session:
         return self._run(enumerate(rules, 1), source)
 
     def send_batch(self, stream: TextIO | Iterable[str], name: str) -> Report:
-        """Send a ``tc -batch`` file read from ``stream`` (streamed; ``name`` labels lines)."""
-        return self._run(parse_batch(stream, name), name)
+        """Send a ``tc -batch`` file read from ``stream`` (streamed; ``name`` labels lines).
+        Repeated line shapes are encoded from templates (:mod:`.templates`), fresh per batch."""
+        return self._run(TemplateReader(self._resolve).read(stream, name), name)
 
     def _run(self, items, source: str) -> Report:
         sender = Sender(self._sock, self._resolve, source=source, **self._options)

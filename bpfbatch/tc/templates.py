@@ -1,0 +1,291 @@
+"""The batch reader's fast path: a message template per line *shape*.
+
+Batch files repeat one line form with different numbers (``... index 1``, ``... index 2``, ...).
+Parsing and encoding a line costs microseconds of Python, several times the kernel's own work
+per message; a template brings a repeated line down to one regex split, one dict lookup and one
+``pack_into`` per field.
+
+A line's shape is its text with the values of a few fixed-width fields cut out: the word after
+``index``, ``prio``/``pref``, ``handle``, ``ht``, ``link``, u32's ``src``/``dst`` (the address;
+a ``/LEN`` stays in the shape) and flower's ``src_mac``/``dst_mac``. The second line of a shape
+builds its template:
+
+1. the full parser and encoder (:func:`.parse.parse_command`, ``Rule.message``) — the one
+   definition of the bytes — encode the line;
+2. each field is re-encoded with two probe values (the extremes of its range: all-ones and a
+   mixed or zero pattern), and the template keeps the field only if each probe changed exactly
+   the bytes the field's value predicts, at exactly one place, in one layout (host or network
+   order); then all fields probed at once must match all patches applied together. A field that
+   moves other bytes (a value that changes the message's structure, a u32 key merged with
+   another on the same word) fails this and the shape stays on the full parser.
+
+A field's value is used only when its token passes the check the parser would apply (syntax,
+range, nonzero — zero turns some fields off); any other token, any line with quotes, and every
+shape without a template go through the full parser, so every error, and every odd value, is
+judged by one parser. Templates live for one batch (the resolver's lifetime: device ifindexes
+and program fds inside them stay valid), and both the template table and the once-seen shapes
+are bounded, so memory stays flat whatever the file.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from ..errors import BpfBatchError
+from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
+from .resolve import Resolver
+from .rules import Rule
+
+#: Shapes kept with a template (or marked as not templatable), and once-seen shapes remembered.
+MAX_SHAPES = 1024
+MAX_SEEN = 4096
+
+#: `` KEYWORD VALUE``: the fields cut out of a shape. A value ends at blank or ``/``.
+_FIELDS = re.compile(r" (index|prio|pref|priority|preference|handle|ht|link|src|dst|src_mac"
+                     r"|dst_mac) ([^\s/]+)")
+_PREFIX = re.compile(r"/(\d+)(?:\s|$)")
+
+
+class Encoded(NamedTuple):
+    """A message already encoded; stands in for a rule (``message()`` returns itself)."""
+
+    msg_type: int
+    flags: int
+    body: bytes | bytearray
+
+    def message(self, resolve: Resolver) -> "Encoded":
+        return self
+
+
+# --- field values: token -> value, or None when the parser must judge the token ---------------
+
+
+def _decimal(limit: int) -> Callable[[str], int | None]:
+    """A decimal number 1..limit without leading zeros (read alike in base 10 and base 0)."""
+    def value(token: str) -> int | None:
+        if token.isdecimal() and token.isascii() and token[0] != "0":
+            number = int(token)
+            if number <= limit:
+                return number
+        return None
+    return value
+
+
+def _u32_id(with_node: bool) -> Callable[[str], int | None]:
+    """u32 ``htid:bucket:node`` (lower-case hex; ``node`` empty for a table id), nonzero."""
+    pattern = re.compile(r"([0-9a-f]{1,3}):([0-9a-f]{0,2}):" + ("([0-9a-f]{1,3})" if with_node else "()"))
+
+    def value(token: str) -> int | None:
+        found = pattern.fullmatch(token)
+        if found is None:
+            return None
+        htid, bucket, node = (int(part, 16) if part else 0 for part in found.groups())
+        return (htid << 20 | bucket << 12 | node) or None
+    return value
+
+
+def _ipv4(token: str) -> int | None:
+    try:
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, token), "big")
+    except OSError:
+        return None
+
+
+class _Form(NamedTuple):
+    """One kind of field: how its token reads, the probes that locate it, its layouts."""
+
+    value: Callable[[str], int | bytes | None]
+    probes: tuple[str, str]
+    layouts: tuple[struct.Struct, ...]
+
+
+_U32 = (struct.Struct("=I"),)
+_INDEX = _Form(_decimal(0xFFFFFFFF), ("4294967295", "305419896"), _U32)
+_PRIO = _Form(_decimal(0xFFFF), ("65535", "4660"), (struct.Struct("=H"),))
+_HANDLE = _Form(_decimal(0xFFFFFFFF), ("4294967295", "305419896"), _U32)
+_U32_HANDLE = _Form(_u32_id(True), ("fff:ff:fff", "123:45:678"), _U32)
+_U32_TABLE = _Form(_u32_id(False), ("fff:ff:", "123:45:"), _U32)
+_ADDRESS = _Form(_ipv4, ("255.255.255.255", "0.0.0.0"), (struct.Struct("!I"),))
+_MAC = _Form(parse_mac, ("ff:ff:ff:ff:ff:ff", "12:34:56:78:9a:bc"), (struct.Struct("6s"),))
+
+#: The forms a keyword's value may take; the line that builds a template fixes which one.
+_FORMS: dict[str, tuple[_Form, ...]] = {
+    "index": (_INDEX,), "prio": (_PRIO,), "pref": (_PRIO,), "priority": (_PRIO,),
+    "preference": (_PRIO,), "handle": (_HANDLE, _U32_HANDLE), "ht": (_U32_TABLE,),
+    "link": (_U32_TABLE,), "src": (_ADDRESS,), "dst": (_ADDRESS,), "src_mac": (_MAC,),
+    "dst_mac": (_MAC,),
+}
+
+
+class _Slot(NamedTuple):
+    """Where one field's value goes: token number, reader, layout, byte offset in the body."""
+
+    token: int
+    value: Callable[[str], int | bytes | None]
+    pack_into: Callable
+    offset: int
+
+
+class Template:
+    """A shape's message with the offsets its fields are patched at."""
+
+    __slots__ = ("msg_type", "flags", "body", "slots")
+
+    def __init__(self, msg_type: int, flags: int, body: bytes, slots: tuple[_Slot, ...]) -> None:
+        self.msg_type, self.flags, self.body, self.slots = msg_type, flags, body, slots
+
+    def fill(self, tokens: list[str]) -> Encoded | None:
+        """The message for these field tokens; None if a token must go to the parser."""
+        body = bytearray(self.body)
+        for token, value, pack_into, offset in self.slots:
+            number = value(tokens[token])
+            if number is None:
+                return None
+            pack_into(body, offset, number)
+        return Encoded(self.msg_type, self.flags, body)
+
+
+#: Shapes the probes refused: they stay on the full parser.
+_UNTEMPLATABLE = object()
+
+
+class TemplateReader:
+    """``(line, rule-or-message)`` per command of a batch, templates applied where they fit.
+
+    Yields what :func:`.parse.parse_batch` yields — a rule, or an InputError naming NAME:LINE —
+    except that a line filled from a template yields an :class:`Encoded` message, equal byte
+    for byte to its rule's ``message()``.
+    """
+
+    def __init__(self, resolve: Resolver) -> None:
+        self._resolve = resolve
+        self._templates: dict[tuple[str, ...], Template | object] = {}
+        self._seen: set[tuple[str, ...]] = set()
+
+    def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, object]]:
+        templates, split = self._templates, _FIELDS.split
+        for number, text in read_commands(stream):
+            if text is not None and '"' not in text and "'" not in text:
+                parts = split(text)
+                tokens = parts[2::3]
+                del parts[2::3]
+                shape = tuple(parts)
+                template = templates.get(shape)
+                if template is not None:
+                    if template is not _UNTEMPLATABLE:
+                        message = template.fill(tokens)
+                        if message is not None:
+                            yield number, message
+                            continue
+                else:
+                    yield number, self._first_lines(shape, tokens, number, text, name)
+                    continue
+            yield number, parse_numbered(number, text, name)
+
+    def _first_lines(self, shape: tuple[str, ...], tokens: list[str], number: int, text: str,
+                     name: str):
+        """A shape without a template yet: parse; on its second line, build the template."""
+        rule = parse_numbered(number, text, name)
+        if isinstance(rule, BpfBatchError):
+            return rule
+        if shape not in self._seen:
+            if len(self._seen) >= MAX_SEEN:
+                self._seen.clear()
+            self._seen.add(shape)
+            return rule
+        if len(self._templates) >= MAX_SHAPES:
+            return rule
+        try:
+            message = rule.message(self._resolve)
+        except BpfBatchError:
+            return rule  # the sender reports it, as for any rule
+        forms = [_form_of(shape[1 + 2 * i], token) for i, token in enumerate(tokens)]
+        if None in forms:
+            return rule  # a value the parser must judge: try again on a later line
+        self._seen.discard(shape)
+        template = _build(shape, tokens, forms, message, self._encode)
+        self._templates[shape] = _UNTEMPLATABLE if template is None else template
+        return rule
+
+    def _encode(self, text: str) -> tuple[int, int, bytes] | None:
+        try:
+            return parse_command(text).message(self._resolve)
+        except (CommandError, BpfBatchError):
+            return None
+
+
+def _form_of(keyword: str, token: str) -> _Form | None:
+    return next((form for form in _FORMS[keyword] if form.value(token) is not None), None)
+
+
+def _text(shape: tuple[str, ...], tokens: list[str]) -> str:
+    """The command text of ``shape`` with these field tokens (the inverse of the split)."""
+    out = [shape[0]]
+    for i, token in enumerate(tokens):
+        out += (" ", shape[1 + 2 * i], " ", token, shape[2 + 2 * i])
+    return "".join(out)
+
+
+def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
+           message: tuple[int, int, bytes], encode: Callable[[str], tuple | None]) -> Template | None:
+    """Locate every field by probing (see the module docs); None when any field is ambiguous."""
+    msg_type, flags, body = message
+    slots = []
+    for i, form in enumerate(forms):
+        value = _masked(form.value, shape[2 + 2 * i]) if form is _ADDRESS else form.value
+        probed = []
+        for probe in form.probes:
+            reply = encode(_text(shape, tokens[:i] + [probe] + tokens[i + 1:]))
+            if reply is None or reply[:2] != (msg_type, flags) or len(reply[2]) != len(body):
+                return None
+            probed.append((value(probe), reply[2]))
+        place = _locate(body, value(tokens[i]), probed, form.layouts)
+        if place is None:
+            return None
+        layout, offset = place
+        slots.append(_Slot(i, value, layout.pack_into, offset))
+    template = Template(msg_type, flags, bytes(body), tuple(slots))
+    together = [form.probes[0] for form in forms]
+    expected = template.fill(together)
+    reply = encode(_text(shape, together))
+    if expected is None or reply is None or reply[:2] != (msg_type, flags) \
+            or bytes(expected.body) != reply[2]:
+        return None
+    return template
+
+
+def _masked(value: Callable[[str], int | None], after: str) -> Callable[[str], int | None]:
+    """An address field followed by ``/LEN`` in its shape: the value the key holds is masked."""
+    prefix = _PREFIX.match(after)
+    if prefix is None:
+        return value
+    bits = int(prefix.group(1))
+    if bits > 32:
+        return value  # the parser refuses the line; the probes will fail
+    mask = (0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF
+
+    def masked(token: str) -> int | None:
+        address = value(token)
+        return None if address is None else address & mask
+    return masked
+
+
+def _locate(body: bytes, value, probed: list[tuple[object, bytes]],
+            layouts: tuple[struct.Struct, ...]) -> tuple[struct.Struct, int] | None:
+    """The one (layout, offset) at which ``value`` sits in ``body`` such that writing each
+    probe's value there gives exactly that probe's message; None if none or several."""
+    found = []
+    for layout in layouts:
+        packed = layout.pack(value)
+        offset = body.find(packed)
+        while offset >= 0:
+            end = offset + layout.size
+            if all(probe_body == body[:offset] + layout.pack(probe) + body[end:]
+                   for probe, probe_body in probed):
+                found.append((layout, offset))
+            offset = body.find(packed, offset + 1)
+    return found[0] if len(found) == 1 else None
