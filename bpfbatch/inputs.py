@@ -343,7 +343,7 @@ def _jsonl_chunks(pieces: Iterator[str], source: str) -> Iterator[Chunk]:
             lines = [line for line in lines if line.strip(_JSON_BLANKS)]
         parsed = _parse_joined(lines)
         if parsed is None:  # the per-line parse names the bad line
-            parsed = [_parse_line(line, f"{source}:{n}") for n, line in zip(numbers, lines)]
+            parsed = [_decode_json(line, source, n) for n, line in zip(numbers, lines)]
         if parsed:
             yield numbers, parsed
 
@@ -363,7 +363,7 @@ def _parse_joined(lines: list[str]) -> list | None:
     joined = "[" + ",\n".join(lines) + "]"
     try:
         parsed = _DECODER.decode(joined)
-    except json.JSONDecodeError:
+    except ValueError:  # bad JSON, or an integer too long to read
         return None
     if len(parsed) != len(lines) or not _outer_commas_only(joined):
         return None
@@ -402,11 +402,17 @@ def _json_float(text: str) -> float | str:
 _DECODER = json.JSONDecoder(parse_float=_json_float)
 
 
-def _parse_line(line: str, where: str):
+def _decode_json(text: str, source: str, line: int | None = None):
+    """The value of ``text``, which starts at ``line`` of ``source`` (``None``: the whole
+    file); bad JSON is an :class:`InputError` naming its line."""
     try:
-        return _DECODER.decode(line)
+        return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", obj=where) from None
+        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+                         obj=f"{source}:{(line or 1) + exc.lineno - 1}") from None
+    except ValueError:  # int() refuses the digits (sys.get_int_max_str_digits); where is unsaid
+        raise InputError(f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} "
+                         "digits", obj=source if line is None else f"{source}:{line}") from None
 
 
 class _JsonArray:
@@ -415,11 +421,7 @@ class _JsonArray:
 
     def __init__(self, text: str, source: str):
         self.text, self.source = text, source
-        try:
-            self.entries = _DECODER.decode(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
-                             obj=f"{source}:{exc.lineno}") from None
+        self.entries = _decode_json(text, source)
         if not isinstance(self.entries, list):
             raise InputError("expected a JSON array of entries", obj=f"{source}:1")
 
@@ -597,5 +599,5 @@ def _unsupported_cell(text: str):
 def _json_cell(text: str):
     try:
         return _DECODER.decode(text)
-    except json.JSONDecodeError:
+    except ValueError:
         return text

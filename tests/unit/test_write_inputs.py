@@ -362,3 +362,15 @@ def test_jsonl_chunk_equals_a_parse_per_line_on_any_lines(lines):
            for numbers, parsed in inputs._jsonl_chunks(iter([text]), "in.jsonl")]
     expected = [([n for n, _ in numbered], [json.loads(line) for _, line in numbered])]
     assert got == (expected if numbered else [])
+
+
+@pytest.mark.parametrize("fmt,where", [("jsonl", "in.jsonl:2"), ("json", "in.json")])
+def test_integer_longer_than_python_reads_is_an_input_error(tmp_path, fmt, where):
+    """int() refuses over 4300 digits with a ValueError that is no JSONDecodeError."""
+    entry = '{"key": "01000000", "value": "0000000000000000"}'
+    long = '{"key": %s, "value": "0000000000000000"}' % ("1" * 5000)
+    text = f"{entry}\n{long}\n" if fmt == "jsonl" else f"[{entry},\n{long}]\n"
+    path = write(tmp_path, f"in.{fmt}", text)
+    with pytest.raises(InputError) as exc:
+        inputs.read(path, RAW)
+    assert str(exc.value).startswith(f"{tmp_path}/{where}: invalid JSON: an integer of more than")
