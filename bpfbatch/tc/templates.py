@@ -20,7 +20,7 @@ builds its template:
    another on the same word) fails this and the shape stays on the full parser.
 
 A field's value is used only when its token passes the check the parser would apply (syntax,
-range, nonzero — zero turns some fields off); any other token, any line with quotes, and every
+range, nonzero — zero turns some fields off); any other token, every shape with quotes, and every
 shape without a template go through the full parser, so every error, and every odd value, is
 judged by one parser. Templates live for one batch (the resolver's lifetime: device ifindexes
 and program fds inside them stay valid), and both the template table and the once-seen shapes
@@ -29,6 +29,7 @@ are bounded, so memory stays flat whatever the file.
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 import struct
@@ -44,9 +45,11 @@ from .rules import Rule
 MAX_SHAPES = 1024
 MAX_SEEN = 4096
 
-#: `` KEYWORD VALUE``: the fields cut out of a shape. A value ends at blank or ``/``.
+#: `` KEYWORD VALUE``: the fields cut out of a shape. A value ends at blank or ``/`` and holds
+#: no quote, so a line with quotes keeps them in its shape (and stays on the parser, which
+#: splits quoted words differently).
 _FIELDS = re.compile(r" (index|prio|pref|priority|preference|handle|ht|link|src|dst|src_mac"
-                     r"|dst_mac) ([^\s/]+)")
+                     r"|dst_mac) ([^\s/'\"]+)")
 _PREFIX = re.compile(r"/(\d+)(?:\s|$)")
 
 
@@ -79,6 +82,7 @@ def _u32_id(with_node: bool) -> Callable[[str], int | None]:
     """u32 ``htid:bucket:node`` (lower-case hex; ``node`` empty for a table id), nonzero."""
     pattern = re.compile(r"([0-9a-f]{1,3}):([0-9a-f]{0,2}):" + ("([0-9a-f]{1,3})" if with_node else "()"))
 
+    @functools.lru_cache(maxsize=4096)  # table ids repeat line after line (hash buckets)
     def value(token: str) -> int | None:
         found = pattern.fullmatch(token)
         if found is None:
@@ -88,9 +92,9 @@ def _u32_id(with_node: bool) -> Callable[[str], int | None]:
     return value
 
 
-def _ipv4(token: str) -> int | None:
+def _ipv4(token: str) -> bytes | None:
     try:
-        return int.from_bytes(socket.inet_pton(socket.AF_INET, token), "big")
+        return socket.inet_pton(socket.AF_INET, token)
     except OSError:
         return None
 
@@ -109,7 +113,7 @@ _PRIO = _Form(_decimal(0xFFFF), ("65535", "4660"), (struct.Struct("=H"),))
 _HANDLE = _Form(_decimal(0xFFFFFFFF), ("4294967295", "305419896"), _U32)
 _U32_HANDLE = _Form(_u32_id(True), ("fff:ff:fff", "123:45:678"), _U32)
 _U32_TABLE = _Form(_u32_id(False), ("fff:ff:", "123:45:"), _U32)
-_ADDRESS = _Form(_ipv4, ("255.255.255.255", "0.0.0.0"), (struct.Struct("!I"),))
+_ADDRESS = _Form(_ipv4, ("255.255.255.255", "0.0.0.0"), (struct.Struct("4s"),))
 _MAC = _Form(parse_mac, ("ff:ff:ff:ff:ff:ff", "12:34:56:78:9a:bc"), (struct.Struct("6s"),))
 
 #: The forms a keyword's value may take; the line that builds a template fixes which one.
@@ -169,7 +173,7 @@ class TemplateReader:
     def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, object]]:
         templates, split = self._templates, _FIELDS.split
         for number, text in read_commands(stream):
-            if text is not None and '"' not in text and "'" not in text:
+            if text is not None:
                 parts = split(text)
                 tokens = parts[2::3]
                 del parts[2::3]
@@ -207,7 +211,8 @@ class TemplateReader:
         if None in forms:
             return rule  # a value the parser must judge: try again on a later line
         self._seen.discard(shape)
-        template = _build(shape, tokens, forms, message, self._encode)
+        quoted = any('"' in part or "'" in part for part in shape)
+        template = None if quoted else _build(shape, tokens, forms, message, self._encode)
         self._templates[shape] = _UNTEMPLATABLE if template is None else template
         return rule
 
@@ -258,19 +263,16 @@ def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
     return template
 
 
-def _masked(value: Callable[[str], int | None], after: str) -> Callable[[str], int | None]:
+def _masked(value: Callable[[str], bytes | None], after: str) -> Callable[[str], bytes | None]:
     """An address field followed by ``/LEN`` in its shape: the value the key holds is masked."""
     prefix = _PREFIX.match(after)
-    if prefix is None:
-        return value
-    bits = int(prefix.group(1))
-    if bits > 32:
-        return value  # the parser refuses the line; the probes will fail
-    mask = (0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF
+    if prefix is None or int(prefix.group(1)) >= 32:
+        return value  # past 32 the parser refuses the line, and the probes fail
+    mask = (0xFFFFFFFF << (32 - int(prefix.group(1)))) & 0xFFFFFFFF
 
-    def masked(token: str) -> int | None:
+    def masked(token: str) -> bytes | None:
         address = value(token)
-        return None if address is None else address & mask
+        return None if address is None else (int.from_bytes(address, "big") & mask).to_bytes(4, "big")
     return masked
 
 
