@@ -42,6 +42,7 @@ _ACK_FLAG_OFFSET = 6  # nlmsg_flags within nlmsghdr
 #: Packed batches waiting for the sending thread: enough to keep it busy, and a memory bound.
 _IN_FLIGHT = 2
 _RETRY_SEQ_BASE = 1 << 31
+_pack_header = S.NLMSGHDR.pack
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,8 +117,8 @@ Entry = Union[int, tuple[tuple[int, ...], tuple[Message, ...]]]
 
 
 class Sender:
-    """Feed it ``(line, rule)`` in order with :meth:`submit` (a rule is anything with
-    ``message(resolve)``, e.g. a template's ready message); :meth:`finish` sends the rest.
+    """Feed it ``(line, rule)`` in order with :meth:`submit` (a rule object, or a message
+    already encoded as a ``(msg_type, flags, body)`` tuple); :meth:`finish` sends the rest.
 
     Two threads: the caller's parses, encodes and packs; a sending thread does ``sendmsg`` and
     the reply accounting. ``sendmsg`` releases the GIL while the kernel works through the batch
@@ -134,7 +135,8 @@ class Sender:
         self._force = force
         self._coalesce = coalesce
         self._on_failure = on_failure
-        self._max_bytes = min(batch_bytes, sock.max_send_bytes)
+        self._send_limit = sock.max_send_bytes
+        self._max_bytes = min(batch_bytes, self._send_limit)
         self._max_messages = sock.max_replies
         self._buf = bytearray()
         self._last_offset = 0
@@ -155,20 +157,24 @@ class Sender:
 
     # --- packing (caller's thread) -------------------------------------------------------------
 
-    def submit(self, line: int, rule: R.Rule | BpfBatchError) -> bool:
+    def submit(self, line: int, rule: R.Rule | Message | BpfBatchError) -> bool:
         """Queue one command (or record the input error in its place). False once stopped."""
         if self.report.stopped or self._error is not None:
             return False
-        if isinstance(rule, BpfBatchError):
+        if rule.__class__ is tuple:
+            message = rule
+        elif isinstance(rule, BpfBatchError):
             return self._input_failure(line, rule)
-        try:
-            message = rule.message(self._resolve)
-        except BpfBatchError as exc:
-            return self._input_failure(line, exc)
+        else:
+            try:
+                message = rule.message(self._resolve)
+            except BpfBatchError as exc:
+                return self._input_failure(line, exc)
         if self._coalesce and message[:2] == R.ACTIONS_ADD:
             self._add_to_group(line, message)
             return True
-        self._close_group()
+        if self._group:
+            self._close_group()
         self._queue(message, line, 1)
         return not self.report.stopped
 
@@ -232,20 +238,20 @@ class Sender:
     def _queue(self, message: Message, entry: Entry, commands: int) -> None:
         msg_type, flags, body = message
         size = 16 + len(body)
-        buf = self._buf
-        if self._entries and (len(buf) + size > self._max_bytes
-                              or len(self._entries) >= self._max_messages):
+        entries = self._entries
+        if entries and (len(self._buf) + size > self._max_bytes or len(entries) >= self._max_messages):
             self._flush()
-            buf = self._buf
-        if size > self._sock.max_send_bytes:
+            entries = self._entries
+        if size > self._send_limit:
             last = entry if isinstance(entry, int) else entry[0][-1]
             raise InputError(f"message of {size} bytes exceeds the socket's send limit",
                              obj=f"{self.report.source}:{last}")
+        buf = self._buf
         self._seq += 1
         self._last_offset = len(buf)
-        buf += S.NLMSGHDR.pack(size, msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
+        buf += _pack_header(size, msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
         buf += body
-        self._entries.append(entry)
+        entries.append(entry)
         self._commands += commands
 
     def _flush(self) -> None:

@@ -53,15 +53,9 @@ _FIELDS = re.compile(r" (index|prio|pref|priority|preference|handle|ht|link|src|
 _PREFIX = re.compile(r"/(\d+)(?:\s|$)")
 
 
-class Encoded(NamedTuple):
-    """A message already encoded; stands in for a rule (``message()`` returns itself)."""
-
-    msg_type: int
-    flags: int
-    body: bytes | bytearray
-
-    def message(self, resolve: Resolver) -> "Encoded":
-        return self
+#: A message already encoded, ``(msg_type, flags, body)``: what a template gives for a line,
+#: and what ``Rule.message()`` returns. A plain tuple: the sender takes it as it is.
+Encoded = tuple
 
 
 # --- field values: token -> value, or None when the parser must judge the token ---------------
@@ -150,7 +144,7 @@ class Template:
             if number is None:
                 return None
             pack_into(body, offset, number)
-        return Encoded(self.msg_type, self.flags, body)
+        return (self.msg_type, self.flags, body)
 
 
 #: Shapes the probes refused: they stay on the full parser.
@@ -161,7 +155,7 @@ class TemplateReader:
     """``(line, rule-or-message)`` per command of a batch, templates applied where they fit.
 
     Yields what :func:`.parse.parse_batch` yields — a rule, or an InputError naming NAME:LINE —
-    except that a line filled from a template yields an :class:`Encoded` message, equal byte
+    except that a line filled from a template yields its :data:`Encoded` message, equal byte
     for byte to its rule's ``message()``.
     """
 
@@ -258,7 +252,7 @@ def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
     expected = template.fill(together)
     reply = encode(_text(shape, together))
     if expected is None or reply is None or reply[:2] != (msg_type, flags) \
-            or bytes(expected.body) != reply[2]:
+            or bytes(expected[2]) != reply[2]:
         return None
     return template
 

@@ -13,7 +13,7 @@ from bpfbatch.tc import templates
 from bpfbatch.tc.parse import parse_batch
 from bpfbatch.tc.resolve import Resolver
 from bpfbatch.tc.rules import Actions, Gact, Mirred, action_nests, join_actions
-from bpfbatch.tc.templates import Encoded, TemplateReader
+from bpfbatch.tc.templates import TemplateReader
 
 
 class FixedDevices(Resolver):
@@ -42,7 +42,7 @@ def _outcome(item, resolve):
     if isinstance(item, BpfBatchError):
         return ("error", type(item).__name__, str(item))
     try:
-        msg_type, flags, body = item.message(resolve)
+        msg_type, flags, body = item if isinstance(item, tuple) else item.message(resolve)
     except BpfBatchError as exc:
         return ("error", type(exc).__name__, str(exc))
     return (msg_type, flags, bytes(body))
@@ -53,7 +53,7 @@ def _both_paths(lines: list[str], resolve) -> tuple[list, list, int]:
     fast = list(TemplateReader(resolve).read(lines, "t.tc"))
     full = list(parse_batch(lines, "t.tc"))
     assert [n for n, _ in fast] == [n for n, _ in full]
-    filled = sum(isinstance(item, Encoded) for _, item in fast)
+    filled = sum(isinstance(item, tuple) for _, item in fast)
     return [_outcome(i, resolve) for _, i in fast], [_outcome(i, resolve) for _, i in full], filled
 
 
