@@ -1016,6 +1016,19 @@ class Unsupported(Node):
         return not self.fatal
 
 
+def leaf_columns(node: Node, prefix: str):
+    """``(name, node)`` of every scalar or array leaf under ``node``: struct members become
+    ``prefix.field`` (anonymous members add no name). The column layout shared by the flat
+    output formats and the CSV loader, so that what one writes the other reads."""
+    if isinstance(node, Struct):
+        for name, member in node.members:
+            yield from leaf_columns(member, f"{prefix}.{name}" if name else prefix)
+    elif isinstance(node, Var):
+        yield from leaf_columns(node.node, f"{prefix}.{node.name}")
+    else:
+        yield prefix, node
+
+
 def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
     """The layout tree of ``type_id`` placed at ``offset`` (+ ``bit`` bits, 0–7), following
     ``btf_dumper_do_type``."""

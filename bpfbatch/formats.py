@@ -23,8 +23,8 @@ from typing import BinaryIO
 
 from tabulate import tabulate
 
-from .codecs import (Bits, BtfCodec, Codec, Enum, Int, Node, PerCpuCodec, RawCodec, Struct,
-                     Template, Var, rows)
+from .codecs import (Bits, BtfCodec, Codec, Enum, Int, Node, PerCpuCodec, RawCodec, Template,
+                     leaf_columns, rows)
 from .errors import InputError
 
 
@@ -147,18 +147,8 @@ def _flat_columns(codec: Codec, prefix: str, rows) -> list[tuple[str, list]]:
     columns (anonymous members add no name); anything else is one cell per row."""
     if isinstance(codec, BtfCodec):
         return [(name, _cells(node, node.values(rows)))
-                for name, node in _leaf_nodes(codec.node, prefix)]
+                for name, node in leaf_columns(codec.node, prefix)]
     return [(prefix, [raw.hex() for raw in codec.values(rows)])]
-
-
-def _leaf_nodes(node: Node, prefix: str):
-    if isinstance(node, Struct):
-        for name, member in node.members:
-            yield from _leaf_nodes(member, f"{prefix}.{name}" if name else prefix)
-    elif isinstance(node, Var):
-        yield from _leaf_nodes(node.node, f"{prefix}.{node.name}")
-    else:
-        yield prefix, node
 
 
 def _cells(node: Node, values: list) -> list:

@@ -43,9 +43,8 @@ from typing import BinaryIO
 import numpy as np
 
 from .codecs import (Bits, Bool, BtfCodec, Char, CharArray, Codec, Enum, Float, Int, Node,
-                     PerCpuCodec, RawCodec, Unsupported, map_codecs, overflows_double)
+                     PerCpuCodec, RawCodec, Unsupported, leaf_columns, map_codecs, overflows_double)
 from .errors import InputError
-from .formats import _leaf_nodes
 
 FORMATS = ("jsonl", "json", "csv", "bpftool-json")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -527,7 +526,7 @@ def _column_parsers(header: list[str], key_codec: Codec, value_codec: Codec,
     leaves = {}
     for side, codec in (("key", key_codec), ("value", value_codec)):
         base = codec.base if isinstance(codec, PerCpuCodec) else codec
-        leaves[side] = dict(_leaf_nodes(base.node, side)) if isinstance(base, BtfCodec) else None
+        leaves[side] = dict(leaf_columns(base.node, side)) if isinstance(base, BtfCodec) else None
     parsers = []
     for column in header:
         side = column.split(".")[0]
