@@ -48,8 +48,9 @@ MAX_SEEN = 4096
 #: `` KEYWORD VALUE``: the fields cut out of a shape. A value ends at blank or ``/`` and holds
 #: no quote, so a line with quotes keeps them in its shape (and stays on the parser, which
 #: splits quoted words differently).
+_VALUE = r"([^\s/'\"]+)"
 _FIELDS = re.compile(r" (index|prio|pref|priority|preference|handle|ht|link|src|dst|src_mac"
-                     r"|dst_mac) ([^\s/'\"]+)")
+                     r"|dst_mac) " + _VALUE)
 _PREFIX = re.compile(r"/(\d+)(?:\s|$)")
 
 
@@ -129,14 +130,20 @@ class _Slot(NamedTuple):
 
 
 class Template:
-    """A shape's message with the offsets its fields are patched at."""
+    """A shape's message with the offsets its fields are patched at, and ``line``: a pattern
+    that matches exactly the lines of this shape, capturing their field tokens (one regex
+    match is cheaper than splitting a line and looking its shape up)."""
 
-    __slots__ = ("msg_type", "flags", "body", "slots")
+    __slots__ = ("msg_type", "flags", "body", "slots", "line")
 
-    def __init__(self, msg_type: int, flags: int, body: bytes, slots: tuple[_Slot, ...]) -> None:
+    def __init__(self, shape: tuple[str, ...], msg_type: int, flags: int, body: bytes,
+                 slots: tuple[_Slot, ...]) -> None:
         self.msg_type, self.flags, self.body, self.slots = msg_type, flags, body, slots
+        fields = "".join(re.escape(f" {shape[i]} ") + _VALUE + re.escape(shape[i + 1])
+                         for i in range(1, len(shape), 2))
+        self.line = re.compile(re.escape(shape[0]) + fields)
 
-    def fill(self, tokens: list[str]) -> Encoded | None:
+    def fill(self, tokens: list[str] | tuple[str, ...]) -> Encoded | None:
         """The message for these field tokens; None if a token must go to the parser."""
         body = bytearray(self.body)
         for token, value, pack_into, offset in self.slots:
@@ -166,8 +173,16 @@ class TemplateReader:
 
     def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, object]]:
         templates, split = self._templates, _FIELDS.split
+        last = None  # the template of the last filled line: files repeat one shape in runs
         for number, text in read_commands(stream):
             if text is not None:
+                if last is not None:
+                    found = last.line.fullmatch(text)
+                    if found is not None:
+                        message = last.fill(found.groups())
+                        if message is not None:
+                            yield number, message
+                            continue
                 parts = split(text)
                 tokens = parts[2::3]
                 del parts[2::3]
@@ -177,6 +192,7 @@ class TemplateReader:
                     if template is not _UNTEMPLATABLE:
                         message = template.fill(tokens)
                         if message is not None:
+                            last = template
                             yield number, message
                             continue
                 else:
@@ -247,7 +263,7 @@ def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
             return None
         layout, offset = place
         slots.append(_Slot(i, value, layout.pack_into, offset))
-    template = Template(msg_type, flags, bytes(body), tuple(slots))
+    template = Template(shape, msg_type, flags, bytes(body), tuple(slots))
     together = [form.probes[0] for form in forms]
     expected = template.fill(together)
     reply = encode(_text(shape, together))

@@ -73,6 +73,14 @@ def test_u32_hash_layout_lines_share_a_template(devices):
     assert filled == len(lines) - 2
 
 
+def test_alternating_shapes_each_keep_their_template(devices):
+    lines = [f"actions add action mirred egress redirect dev vethB index {i}\n" if i % 2 else
+             f"actions add action gact drop index {i}\n" for i in range(1, 61)]
+    fast, full, filled = _both_paths(lines, devices)
+    assert fast == full
+    assert filled == len(lines) - 4
+
+
 def test_tdc_batch_flower_lines(devices):
     lines = [f"filter add dev vethA prio 1 protocol ip ingress handle {n + 1}  flower skip_hw "
              f"src_mac e4:11:00:{n >> 16 & 255:02x}:{n >> 8 & 255:02x}:{n & 255:02x} "
