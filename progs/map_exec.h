@@ -34,6 +34,7 @@ enum map_exec_stop {
 	MAP_EXEC_WALKED = 0,	/* the whole map was visited */
 	MAP_EXEC_OUT_FULL = 1,	/* the out map is full: drain it and run again */
 	MAP_EXEC_LIMIT = 2,	/* max_selected elements were selected */
+	MAP_EXEC_FILTER_STOP = 3,	/* the filter ended the walk (bpfbatch_filter.h) */
 };
 
 /* field OP operand, with field = the integer of `width` bytes at `offset` of the value (or of

@@ -1,0 +1,174 @@
+/* bpfbatch filter contract: what a BPF object must be for `bpfbatch exec --filter-obj`.
+ *
+ * A filter is one function, called once per element of the user's map:
+ *
+ *     static long bpfbatch_filter(const void *key, void *value)
+ *
+ * returning BPFBATCH_KEEP (not selected), BPFBATCH_SELECT (count, dump or delete it, as
+ * --action says) or BPFBATCH_STOP (not selected, and end the walk here). Write it, then expand
+ * BPFBATCH_FILTER_PROGRAM(name) once: that defines the syscall program `name` that the runner
+ * (bpfbatch/mapexec.py) loads and runs. Everything else — the walk, the action, the re-check
+ * before a delete, the output array and the resume protocol — is this header's, shared with
+ * bpfbatch's own predicate interpreter (map_exec.bpf.c), so a filter behaves exactly like
+ * `--where`:
+ *
+ *   - the walk is bpf_for_each_map_elem over the map `target`, which bpfbatch points at the
+ *     user's map (bpf_map__reuse_fd) before load: the verifier checks the filter's reads
+ *     against that map's real key and value sizes (a read past them is rejected at load);
+ *   - for a delete, a selected element is looked up again by key, and when an update replaced
+ *     it since the walk reached it the filter is called again on the new value (non-per-CPU
+ *     maps): a refreshed element whose new value is not selected is kept;
+ *   - selected records go to the mmap-able array `out`; when it fills the run stops and the
+ *     runner drains it and runs the program again (a dump skips what it already has);
+ *   - per-CPU maps: `value` is the current CPU's slot; read the others with
+ *     bpf_map_lookup_percpu_elem(&target, key, cpu) for cpu < nr_cpus;
+ *   - the filter runs in a sleepable syscall program with migration disabled; it must not keep
+ *     state across elements other than in its own globals, which persist across runs.
+ *
+ * Include "vmlinux.h" (or <linux/bpf.h>) and <bpf/bpf_helpers.h> first, then this header
+ * (next to it: map_exec.h). Names this header takes: the maps `target` and `out`, the .rodata
+ * constants below, `bpfbatch_run` and everything prefixed bpfbatch_/BPFBATCH_. Build with
+ *     clang -g -O2 -target bpf -I<dir of this header> -c filter.bpf.c -o filter.bpf.o
+ * (-g: the runner reads struct map_exec_args from the object's BTF).
+ */
+#ifndef BPFBATCH_FILTER_H
+#define BPFBATCH_FILTER_H
+
+#include "map_exec.h"
+
+struct bpf_map;
+
+enum bpfbatch_verdict {
+	BPFBATCH_KEEP = 0,
+	BPFBATCH_SELECT = 1,
+	BPFBATCH_STOP = 2,
+};
+
+/* Set by the runner before load. */
+const volatile __u32 key_size = 4;
+const volatile __u32 key_stride = 8;	/* round_up(key_size, 8): where the value starts */
+const volatile __u32 value_size = 8;	/* one CPU's value */
+const volatile __u32 cpu_stride = 8;	/* round_up(value_size, 8) */
+const volatile __u32 nr_cpus = 0;	/* possible CPUs for a per-CPU map, else 0 */
+const volatile __u32 out_slots = 1;
+
+/* The user's map (bpf_map__reuse_fd replaces this definition with the real one). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__uint(key_size, 4);
+	__uint(value_size, 8);
+} target SEC(".maps");
+
+/* One slot of rec_size bytes per record: the key rounded up to 8 bytes, then the value as the
+ * syscall ABI lays it out (every possible CPU's slot for per-CPU maps). Sized by the runner. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__uint(key_size, 4);
+	__uint(value_size, 16);
+} out SEC(".maps");
+
+/* The run's parameters and counters: a copy of the context the callback can reach. */
+struct map_exec_args bpfbatch_run;
+
+/* Written by the user (or by map_exec.bpf.c): the verdict on one element. */
+static long bpfbatch_filter(const void *key, void *value);
+
+/* Copy key and value into out slot bpfbatch_run.emitted; 0 when out is full. */
+static __always_inline int bpfbatch_copy_out(const void *key, const void *value)
+{
+	__u32 slot = bpfbatch_run.emitted;
+	__u8 *rec;
+
+	if (bpfbatch_run.emitted >= out_slots)
+		return 0;
+	rec = bpf_map_lookup_elem(&out, &slot);
+	if (!rec)
+		return 0;
+	bpf_probe_read_kernel(rec, key_size, key);
+	if (!nr_cpus) {
+		bpf_probe_read_kernel(rec + key_stride, value_size, value);
+		return 1;
+	}
+	for (__u32 cpu = 0; cpu < MAP_EXEC_MAX_CPUS && cpu < nr_cpus; cpu++) {
+		const void *v = bpf_map_lookup_percpu_elem(&target, key, cpu);
+
+		if (v)
+			bpf_probe_read_kernel(rec + key_stride + cpu * cpu_stride, value_size, v);
+	}
+	return 1;
+}
+
+static long bpfbatch_visit(struct bpf_map *map, const void *key, void *value, void *ctx)
+{
+	struct map_exec_args *run = &bpfbatch_run;
+	long verdict = bpfbatch_filter(key, value);
+	int emit;
+
+	if (verdict == BPFBATCH_STOP) {
+		run->stopped = MAP_EXEC_FILTER_STOP;
+		return 1;
+	}
+	if (verdict != BPFBATCH_SELECT)
+		return 0;
+	if (run->action == MAP_EXEC_DELETE) {
+		/* An update since the walk reached this element replaced it: judge the new one. */
+		void *now = bpf_map_lookup_elem(&target, key);
+
+		if (!now)
+			return 0;
+		if (now != value && !nr_cpus && bpfbatch_filter(key, now) != BPFBATCH_SELECT) {
+			run->rechecked_out++;
+			return 0;
+		}
+		value = now;
+	}
+	emit = run->emit && run->action != MAP_EXEC_COUNT && run->selected >= run->skip;
+	if (emit && !bpfbatch_copy_out(key, value)) {
+		run->stopped = MAP_EXEC_OUT_FULL;
+		return 1;
+	}
+	if (run->action == MAP_EXEC_DELETE) {
+		if (bpf_map_delete_elem(&target, key))
+			return 0;	/* someone else deleted it first: the slot is reused */
+		run->deleted++;
+	}
+	run->selected++;
+	if (emit)
+		run->emitted++;
+	if (run->max_selected && run->selected >= run->max_selected) {
+		run->stopped = MAP_EXEC_LIMIT;
+		return 1;
+	}
+	return 0;
+}
+
+/* Start a run: take the parameters from the context, reset the counters, read the clock. */
+static __always_inline void bpfbatch_begin(const struct map_exec_args *args)
+{
+	__builtin_memcpy(&bpfbatch_run, args, sizeof(bpfbatch_run));
+	bpfbatch_run.now = bpf_ktime_get_ns();
+	bpfbatch_run.visited = bpfbatch_run.selected = bpfbatch_run.deleted = 0;
+	bpfbatch_run.emitted = bpfbatch_run.rechecked_out = 0;
+	bpfbatch_run.stopped = MAP_EXEC_WALKED;
+}
+
+/* Walk the map, then hand the counters back through the context. */
+static __always_inline int bpfbatch_walk(struct map_exec_args *args)
+{
+	bpfbatch_run.visited = bpf_for_each_map_elem(&target, bpfbatch_visit, NULL, 0);
+	__builtin_memcpy(args, &bpfbatch_run, sizeof(bpfbatch_run));
+	return 0;
+}
+
+/* The syscall program `name` running bpfbatch_filter over the map. */
+#define BPFBATCH_FILTER_PROGRAM(name)					\
+	SEC("syscall") int name(struct map_exec_args *args)		\
+	{								\
+		bpfbatch_begin(args);					\
+		return bpfbatch_walk(args);				\
+	}
+
+#endif
