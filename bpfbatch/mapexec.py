@@ -22,6 +22,12 @@ meanwhile keeps its own). Remaining window: a refreshed element is absent from i
 the end of its chunk (a fraction of a millisecond); an in-place write landing then is lost, an
 insert landing then wins.
 
+**User-written filters** (:class:`Filter`, :func:`exec_filter`): the kernel path's program is
+itself a filter over the walk of ``progs/bpfbatch_filter.h``, which also holds the contract for
+filters users write in C: a ``static long bpfbatch_filter(const void *key, void *value)``
+returning ``BPFBATCH_KEEP``/``SELECT``/``STOP``, made a program by
+``BPFBATCH_FILTER_PROGRAM(name)``. The same :class:`KernelWalker` loads and drives either one.
+
 Both modes take ``now`` once per pass (CLOCK_MONOTONIC, as ``bpf_ktime_get_ns``). Neither is a
 snapshot: elements added behind the walk are not seen. Per-CPU maps compare each field's
 largest per-CPU value (:mod:`bpfbatch.expr`).
@@ -35,16 +41,18 @@ import errno
 import mmap
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from . import _abi, cursor, expr, features
 from ._abi import MapType
-from ._libbpf import lib, num_possible_cpus
+from ._libbpf import check, lib, num_possible_cpus
+from .btf import Kind
 from .codecs import map_codecs
-from .errors import BpfBatchError, InputError, NotSupportedError, from_errno
+from .errors import BpfBatchError, InputError, NotFoundError, NotSupportedError, from_errno
 from .maps import Map
-from .objects import BpfObject
+from .objects import PROGS_DIR, BpfObject
 
 ACTIONS = ("count", "dump", "delete")
 MODES = ("auto", "kernel", "user")
@@ -65,6 +73,75 @@ _ACTION_CODES = {"count": 0, "dump": 1, "delete": 2}
 _STOP_OUT_FULL, _STOP_LIMIT = 1, 2
 
 Sink = Callable[[cursor.Batch], None]
+
+#: Where ``bpfbatch_filter.h`` (and the ``map_exec.h`` it includes) are installed: the ``-I``
+#: for building a filter.
+FILTER_INCLUDE_DIR = PROGS_DIR
+#: What a filter object must hold besides its program (``progs/bpfbatch_filter.h``).
+_FILTER_MAPS = ("target", "out")
+_FILTER_CONTEXT = "map_exec_args"
+#: ELF header bytes up to e_machine, and e_machine of a BPF object.
+_ELF_HEADER, _EM_BPF = 20, 247
+
+
+@dataclasses.dataclass(frozen=True)
+class Filter:
+    """A user-written filter: syscall program ``program`` of BPF object file ``path``, built
+    against ``bpfbatch_filter.h`` (see that header for the contract)."""
+
+    path: Path
+    program: str
+
+    def open(self) -> BpfObject:
+        """The object opened with only this program set to load, after checking it keeps the
+        contract (one line naming the file and what is wrong, before anything is loaded)."""
+        self._check_elf()
+        obj = BpfObject(self.path)
+        try:
+            self._check(obj)
+        except BaseException:
+            obj.close()
+            raise
+        return obj
+
+    def _check_elf(self) -> None:
+        """A BPF ELF object, or a clear line (libbpf only says "libelf error" for the rest)."""
+        if not self.path.exists():
+            raise NotFoundError("no such BPF object file", obj=str(self.path))
+        try:
+            with open(self.path, "rb") as f:
+                header = f.read(_ELF_HEADER)
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror}", obj=str(self.path)) from None
+        if len(header) < _ELF_HEADER or not header.startswith(b"\x7fELF"):
+            raise InputError("not an ELF file (a BPF object is what clang -target bpf -c "
+                             "writes)", obj=str(self.path))
+        machine = int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+        if machine != _EM_BPF:
+            raise InputError(f"an ELF object for machine {machine}, not BPF (build it with "
+                             "clang -target bpf)", obj=str(self.path))
+
+    def _check(self, obj: BpfObject) -> None:
+        where = f"{obj.label}: {self.program}"
+        programs = obj.programs()
+        chosen = next((p for p in programs if p.name == self.program), None)
+        if chosen is None:
+            names = ", ".join(p.name for p in programs) or "none"
+            raise NotFoundError(f"no such program in the object (it has: {names})", obj=where)
+        if chosen.section != "syscall":
+            raise InputError(f"a '{chosen.section}' program, not a filter: a filter is the "
+                             "syscall program BPFBATCH_FILTER_PROGRAM(name) makes "
+                             "(bpfbatch_filter.h)", obj=where)
+        maps = obj.btf.find(Kind.DATASEC, ".maps")
+        declared = {obj.btf[var].name for var, _, _ in maps.entries} if maps else set()
+        missing = [name for name in _FILTER_MAPS if name not in declared]
+        if missing or obj.btf.find(Kind.STRUCT, _FILTER_CONTEXT) is None:
+            lacks = f"map '{missing[0]}'" if missing else f"struct {_FILTER_CONTEXT} in its BTF"
+            raise InputError(f"not built on bpfbatch_filter.h: the object lacks {lacks}",
+                             obj=obj.label)
+        for prog in programs:
+            check(lib.bpf_program__set_autoload(prog.handle, prog is chosen), "set autoload",
+                  f"{obj.label}: {prog.name}")
 
 
 @dataclasses.dataclass
@@ -122,10 +199,12 @@ def kernel_support(m: Map) -> features.Support:
 
 
 class KernelWalker:
-    """The map exec program loaded against one map. ``records``: whether passes can hand
-    selected records out (sizes the out map; without it only counts come back)."""
+    """The map exec program, or ``user_filter``, loaded against one map. ``records``:
+    whether passes can hand selected records out (sizes the out map; without it only counts
+    come back)."""
 
-    def __init__(self, m: Map, *, records: bool = True, out_bytes: int = OUT_BYTES):
+    def __init__(self, m: Map, *, records: bool = True, out_bytes: int = OUT_BYTES,
+                 user_filter: Filter | None = None):
         support = kernel_support(m)
         if not support:
             raise NotSupportedError("map exec in the kernel", errno.EOPNOTSUPP, obj=m.info.label,
@@ -135,7 +214,8 @@ class KernelWalker:
         self.key_stride = _round8(info.key_size)
         self.rec_size = self.key_stride + _round8(info.value_stride)
         self.slots = max(1, min(info.max_entries, out_bytes // self.rec_size)) if records else 1
-        self._obj = BpfObject.package("map_exec")
+        program = user_filter.program if user_filter else "map_exec"
+        self._obj = user_filter.open() if user_filter else BpfObject.package(program)
         self._out: mmap.mmap | None = None
         try:
             self._obj.configure_map("target", reuse_fd=m.fd)
@@ -147,7 +227,7 @@ class KernelWalker:
             self._obj.load()
             self.args_dtype = self._obj.dtype("map_exec_args")
             self.max_terms = self.args_dtype["terms"].shape[0]
-            self._prog_fd = self._obj.program_fd("map_exec")
+            self._prog_fd = self._obj.program_fd(program)
             if records:
                 self._out = mmap.mmap(self._obj.map("out").fd, self.slots * self.rec_size,
                                       mmap.MAP_SHARED, mmap.PROT_READ)
@@ -155,13 +235,14 @@ class KernelWalker:
             self.close()
             raise
 
-    def run(self, predicate: expr.Predicate, action: str, *, sink: Sink | None = None,
+    def run(self, predicate: expr.Predicate | None, action: str, *, sink: Sink | None = None,
             max_selected: int = 0) -> ExecResult:
-        """One exec: as many program runs as the out map needs to hand over every record."""
+        """One exec: as many program runs as the out map needs to hand over every record.
+        ``predicate``: the map exec program's parameters (``None`` for a user's filter)."""
         _check_action(self.map, action, max_selected)
         if sink is not None and self._out is None:
             raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
-        terms = predicate.table()
+        terms = predicate.table() if predicate is not None else []
         if len(terms) > self.max_terms:
             raise InputError(f"{len(terms)} comparisons; the kernel program holds "
                              f"{self.max_terms}", obj=predicate.text or "predicate")
@@ -334,3 +415,13 @@ def exec_map(m: Map, where: str | expr.Predicate, action: str = "count", *, mode
         return user_exec(m, predicate, action, sink=sink, max_selected=max_selected)
     with walker:
         return walker.run(predicate, action, sink=sink, max_selected=max_selected)
+
+
+def exec_filter(m: Map, user_filter: Filter, action: str = "count", *, sink: Sink | None = None,
+                max_selected: int = 0) -> ExecResult:
+    """:func:`exec_map` with a user-written filter instead of a predicate: the kernel path
+    only (the filter is BPF code; there is nothing to emulate)."""
+    _check_action(m, action, max_selected)
+    with KernelWalker(m, records=sink is not None,
+                      user_filter=user_filter) as walker:
+        return walker.run(None, action, sink=sink, max_selected=max_selected)

@@ -10,6 +10,7 @@ import contextlib
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -37,9 +38,15 @@ def _summary(label: str, r) -> str:
 
 @app.command("exec")
 def exec_command(
-    where: Annotated[str, typer.Option("--where", help="Predicate over the value's fields, "
-                                       "e.g. 'last_seen_ns < now - 30s and packets > 10'.")],
+    where: Annotated[Optional[str], typer.Option("--where", help="Predicate over the value's "
+                     "fields, e.g. 'last_seen_ns < now - 30s and packets > 10'.")] = None,
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+    filter_obj: Annotated[Optional[Path], typer.Option(
+        "--filter-obj", help="Your own filter instead of --where: a BPF object built on "
+                             "bpfbatch_filter.h (kernel mode only).")] = None,
+    filter_prog: Annotated[Optional[str], typer.Option(
+        "--filter-prog", help="The filter's program in --filter-obj (the name given to "
+                              "BPFBATCH_FILTER_PROGRAM).")] = None,
     action: Annotated[str, typer.Option("--action", help="count, dump or delete.")] = "count",
     mode: Mode = "auto",
     output: Annotated[Optional[str], typer.Option(
@@ -56,10 +63,14 @@ def exec_command(
     enumerators or `now - DURATION` (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
     are joined by and/or, with parentheses. Per-CPU maps compare each field's largest per-CPU
     value.
+
+    Instead of --where, --filter-obj and --filter-prog run your own filter, written in C
+    against the contract in bpfbatch_filter.h (installed next to bpfbatch's BPF objects).
     """
     from .. import formats, mapexec
     from ..codecs import map_codecs
 
+    user_filter = _user_filter(where, filter_obj, filter_prog, mode)
     if output is not None and output not in formats.FORMATS:  # before anything is deleted
         raise InputError(f"unknown format '{output}' (use {', '.join(formats.FORMATS)})",
                          obj="--output")
@@ -69,19 +80,48 @@ def exec_command(
     if action == "dump" and output is None:
         output = "json"
     with open_map(map_id, pinned, name, read_only=action != "delete") as m:
-        predicate = mapexec.compile_for(m, where)
+        predicate = mapexec.compile_for(m, where) if user_filter is None else None
         renderer = None
         if output is not None and action != "count":
             key_codec, value_codec = map_codecs(m.info)
             renderer = formats.make_renderer(output, m.info, key_codec, value_codec,
                                              sys.stdout.buffer)
-        result = mapexec.exec_map(m, predicate, action, mode=mode, max_selected=max_selected,
-                                  sink=renderer.write_batch if renderer else None)
+        sink = renderer.write_batch if renderer else None
+        if user_filter is None:
+            result = mapexec.exec_map(m, predicate, action, mode=mode, sink=sink,
+                                      max_selected=max_selected)
+        else:
+            result = mapexec.exec_filter(m, user_filter, action, sink=sink,
+                                         max_selected=max_selected)
         if renderer:
             renderer.close()
         if action == "count":
             print(result.selected)
         _say(_summary(m.info.label, result))
+
+
+def _user_filter(where: str | None, filter_obj: Path | None, filter_prog: str | None,
+                 mode: str):
+    """The :class:`~bpfbatch.mapexec.Filter` the options name, ``None`` for --where; refuses
+    every other combination."""
+    from ..mapexec import MODES, Filter
+
+    if filter_obj is None and filter_prog is None:
+        if where is None:
+            raise InputError("give a predicate, or --filter-obj and --filter-prog",
+                             obj="--where")
+        return None
+    if where is not None:
+        raise InputError("cannot be combined with --where", obj="--filter-obj")
+    if filter_obj is None:
+        raise InputError("needs --filter-obj, the object file holding it", obj="--filter-prog")
+    if filter_prog is None:
+        raise InputError("needs --filter-prog, the program to run", obj="--filter-obj")
+    if mode not in MODES:
+        raise InputError(f"unknown mode '{mode}' (use {', '.join(MODES)})", obj="--mode")
+    if mode == "user":
+        raise InputError("a filter object runs in the kernel only", obj="--mode")
+    return Filter(filter_obj, filter_prog)
 
 
 @contextlib.contextmanager

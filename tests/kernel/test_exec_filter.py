@@ -1,0 +1,216 @@
+"""User-written filters (progs/bpfbatch_filter.h) on the real kernel: the example filter selects,
+dumps and deletes exactly what the equivalent --where expression does on the same map, through
+the API and the CLI; every misuse is one line naming the option, file or program."""
+
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bpfbatch import cursor, features, mapexec
+from bpfbatch._abi import MapType
+from bpfbatch.btf import BtfBuilder
+from bpfbatch.maps import Map
+
+pytestmark = pytest.mark.skipif(not features.syscall_program(),
+                                reason=f"syscall programs: {features.syscall_program().reason}")
+
+N = 2000
+EXAMPLE = mapexec.FILTER_INCLUDE_DIR / "example_filter.bpf.o"
+SMALL_FLOWS = mapexec.Filter(EXAMPLE, "small_flows")
+WHERE = "packets < 10"  # what the example filter compiles in
+KEY, VALUE = struct.Struct("<IIHHB3x"), struct.Struct("<QQQQ")
+PROGS_SRC = Path(__file__).resolve().parents[2] / "progs"
+
+
+def flow_table(map_type: MapType, *, seed: int = 5) -> Map:
+    """A map of flowtable.h's layout (5-tuple → packets, bytes, first/last seen) with N
+    flows of 0..39 packets: a quarter of them small."""
+    with BtfBuilder() as b:
+        u8, u16 = b.integer("u8", 1), b.integer("u16", 2)
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        key = b.struct("flowtable_key", [("saddr", u32), ("daddr", u32), ("sport", u16),
+                                         ("dport", u16), ("proto", u8),
+                                         ("pad", b.array(u8, 3))])
+        value = b.struct("flowtable_stats", [("packets", u64), ("bytes", u64),
+                                             ("first_seen_ns", u64), ("last_seen_ns", u64)])
+        m = Map.create(map_type, KEY.size, VALUE.size, 2 * N, name="bb_filter_test",
+                       btf_fd=b.load(), btf_key_type_id=key, btf_value_type_id=value)
+    rng = np.random.default_rng(seed)
+    for i, packets in enumerate(rng.integers(0, 40, N)):
+        m.update(KEY.pack(0x0a000001, 0x0a000002, 1024 + i, 53, 17),
+                 VALUE.pack(int(packets), 100 * int(packets), 1, 2))
+    return m
+
+
+def contents(m: Map) -> dict[bytes, bytes]:
+    keys, values = cursor.read_all(m)
+    return {k.tobytes(): v.tobytes() for k, v in zip(keys, values)}
+
+
+def small(elements: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    """The reference: the elements with fewer than 10 packets, decided in Python."""
+    return {k: v for k, v in elements.items() if VALUE.unpack(v)[0] < 10}
+
+
+class Records:
+    """A sink collecting (key, value) bytes; a record handed over twice fails the test."""
+
+    def __init__(self, m: Map):
+        self.info, self.got = m.info, {}
+
+    def __call__(self, batch: cursor.Batch) -> None:
+        keys = np.frombuffer(batch.keys, np.uint8).reshape(batch.count, self.info.key_size)
+        values = np.frombuffer(batch.values, np.uint8).reshape(batch.count, self.info.value_size)
+        for k, v in zip(keys, values):
+            assert k.tobytes() not in self.got, "a record handed over twice"
+            self.got[k.tobytes()] = v.tobytes()
+
+
+@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.LRU_HASH], ids=lambda t: t.label)
+def test_example_filter_does_what_where_does(map_type):
+    with flow_table(map_type) as by_filter, flow_table(map_type) as by_where:
+        before = contents(by_filter)
+        assert before == contents(by_where)
+        want = small(before)
+        assert 0 < len(want) < N
+        counted = mapexec.exec_filter(by_filter, SMALL_FLOWS, "count")
+        assert counted.mode == "kernel" and counted.visited == N
+        assert counted.selected == len(want)
+        assert mapexec.exec_map(by_where, WHERE, "count", mode="kernel").selected == len(want)
+        dumped = Records(by_filter)
+        # An out map of 64 records: the dump resumes the way map_exec's does.
+        with mapexec.KernelWalker(by_filter, out_bytes=64 * 40, user_filter=SMALL_FLOWS) as w:
+            result = w.run(None, "dump", sink=dumped)
+        assert result.passes > 1 and dumped.got == want
+        by_filter_gone, by_where_gone = Records(by_filter), Records(by_where)
+        deleted = mapexec.exec_filter(by_filter, SMALL_FLOWS, "delete", sink=by_filter_gone)
+        mapexec.exec_map(by_where, WHERE, "delete", mode="kernel", sink=by_where_gone)
+        assert deleted.deleted == len(want)
+        assert by_filter_gone.got == by_where_gone.got == want
+        assert contents(by_filter) == contents(by_where) == {
+            k: v for k, v in before.items() if k not in want}
+
+
+def test_max_selected_stops_a_filter():
+    with flow_table(MapType.HASH) as m:
+        result = mapexec.exec_filter(m, SMALL_FLOWS, "delete", max_selected=7)
+        assert result.deleted == 7 and len(contents(m)) == N - 7
+
+
+def test_filter_stop_ends_the_walk(built):
+    """BPFBATCH_STOP: the element is not selected and the walk ends there, not resumed."""
+    with flow_table(MapType.HASH) as m:
+        before = contents(m)
+        gone = Records(m)
+        stop = mapexec.Filter(built / "stop_at_39.bpf.o", "stop_at_39")
+        result = mapexec.exec_filter(m, stop, "delete", sink=gone)
+        assert result.passes == 1 and result.deleted == result.visited - 1 < N
+        assert all(VALUE.unpack(v)[0] < 39 for v in gone.got.values())
+        assert contents(m) == {k: v for k, v in before.items() if k not in gone.got}
+
+
+def cli(m: Map, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bpfbatch", "exec", "--map-id", str(m.info.id),
+                           *args], capture_output=True, text=True, check=False)
+
+
+def test_cli_filter_end_to_end():
+    with flow_table(MapType.HASH) as m:
+        before = contents(m)
+        want = small(before)
+        flt = ["--filter-obj", str(EXAMPLE), "--filter-prog", "small_flows"]
+        counted = cli(m, *flt)
+        assert counted.returncode == 0, counted.stderr
+        assert counted.stdout == f"{len(want)}\n" and "(kernel, 1 pass)" in counted.stderr
+        dumped = cli(m, *flt, "--action", "dump", "-o", "jsonl")
+        assert dumped.returncode == 0, dumped.stderr
+        records = [json.loads(line) for line in dumped.stdout.splitlines()]
+        assert sorted(r["value"]["packets"] for r in records) == sorted(
+            VALUE.unpack(v)[0] for v in want.values())
+        assert {r["key"]["sport"] for r in records} == {KEY.unpack(k)[2] for k in want}
+        deleted = cli(m, *flt, "--action", "delete")
+        assert deleted.returncode == 0, deleted.stderr
+        assert f"{len(want)} of {N} elements deleted" in deleted.stderr
+        assert contents(m) == {k: v for k, v in before.items() if k not in want}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Filters compiled here: a syscall program without the header's maps, a filter reading
+    past the value (the verifier must refuse it), one that stops at the first 39-packet flow."""
+    clang = shutil.which("clang-16") or shutil.which("clang")
+    if clang is None or not (PROGS_SRC / "vmlinux.h").exists():
+        pytest.skip("needs clang and progs/vmlinux.h (make -C progs)")
+    sources = {
+        "lone": 'SEC("syscall") int lone(void *ctx) { return 0; }\n',
+        "too_far": '#include "bpfbatch_filter.h"\n'
+                   "static long bpfbatch_filter(const void *key, void *value)\n"
+                   "{ return ((__u64 *)value)[100] ? BPFBATCH_SELECT : BPFBATCH_KEEP; }\n"
+                   "BPFBATCH_FILTER_PROGRAM(too_far)\n",
+        "stop_at_39": '#include "bpfbatch_filter.h"\n'
+                      "static long bpfbatch_filter(const void *key, void *value)\n"
+                      "{ return *(__u64 *)value >= 39 ? BPFBATCH_STOP : BPFBATCH_SELECT; }\n"
+                      "BPFBATCH_FILTER_PROGRAM(stop_at_39)\n",
+    }
+    out = tmp_path_factory.mktemp("filters")
+    for name, body in sources.items():
+        src = out / f"{name}.bpf.c"
+        src.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\n' + body +
+                       'char LICENSE[] SEC("license") = "GPL";\n')
+        subprocess.run([clang, "-g", "-O2", "-target", "bpf", f"-I{mapexec.FILTER_INCLUDE_DIR}",
+                        f"-I{PROGS_SRC}", "-c", str(src), "-o", str(out / f"{name}.bpf.o")],
+                       check=True)
+    (out / "text.o").write_text("not an object\n")
+    return out
+
+
+def misuses(built: Path) -> list[tuple[list[str], str]]:
+    flowtable = mapexec.FILTER_INCLUDE_DIR / "flowtable.bpf.o"
+    with open(sys.executable, "rb") as f:  # an ELF file for another machine than BPF
+        machine = int.from_bytes(f.read(20)[18:], sys.byteorder)
+    return [
+        (["--filter-obj", str(built / "missing.o"), "--filter-prog", "x"],
+         f"{built / 'missing.o'}: no such BPF object file"),
+        (["--filter-obj", str(built / "text.o"), "--filter-prog", "x"],
+         (f"{built / 'text.o'}: not an ELF file (a BPF object is what clang -target bpf -c "
+          "writes)")),
+        (["--filter-obj", sys.executable, "--filter-prog", "x"],
+         (f"{sys.executable}: an ELF object for machine {machine}, not BPF (build it with "
+          "clang -target bpf)")),
+        (["--filter-obj", str(EXAMPLE), "--filter-prog", "nope"],
+         "example_filter.bpf.o: nope: no such program in the object (it has: small_flows)"),
+        (["--filter-obj", str(flowtable), "--filter-prog", "record_flow"],
+         ("flowtable.bpf.o: record_flow: a 'tc' program, not a filter: a filter is the "
+          "syscall program BPFBATCH_FILTER_PROGRAM(name) makes (bpfbatch_filter.h)")),
+        (["--filter-obj", str(built / "lone.bpf.o"), "--filter-prog", "lone"],
+         "lone.bpf.o: not built on bpfbatch_filter.h: the object lacks map 'target'"),
+        (["--filter-obj", str(EXAMPLE), "--filter-prog", "small_flows", "--where", WHERE],
+         "--filter-obj: cannot be combined with --where"),
+        (["--filter-obj", str(EXAMPLE), "--filter-prog", "small_flows", "--mode", "user"],
+         "--mode: a filter object runs in the kernel only"),
+        (["--filter-prog", "small_flows"],
+         "--filter-prog: needs --filter-obj, the object file holding it"),
+        (["--filter-obj", str(EXAMPLE)], "--filter-obj: needs --filter-prog, the program to run"),
+        ([], "--where: give a predicate, or --filter-obj and --filter-prog"),
+    ]
+
+
+def test_cli_misuse_is_one_line_and_changes_nothing(built):
+    with flow_table(MapType.HASH) as m:
+        before = contents(m)
+        for args, line in misuses(built):
+            bad = cli(m, *args, "--action", "delete")
+            assert (bad.returncode, bad.stderr) == (1, f"bpfbatch: error: {line}\n"), args
+        rejected = cli(m, "--filter-obj", str(built / "too_far.bpf.o"), "--filter-prog",
+                       "too_far", "--action", "delete")
+        assert rejected.returncode == 1
+        assert rejected.stderr.startswith("bpfbatch: error: too_far.bpf.o: load object: the "
+                                          "verifier rejected program too_far: ")
+        assert rejected.stderr.count("\n") == 1
+        assert contents(m) == before
