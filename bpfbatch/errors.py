@@ -42,15 +42,39 @@ _MEANINGS: dict[int, str] = {
 }
 
 
+# libbpf's own error codes (libbpf.h, ``enum libbpf_errno``), returned negated like errnos.
+_LIBBPF_ERRORS: dict[int, tuple[str, str]] = {
+    4000: ("LIBBPF_ERRNO__LIBELF", "libelf failed"),
+    4001: ("LIBBPF_ERRNO__FORMAT", "not a valid BPF object file"),
+    4002: ("LIBBPF_ERRNO__KVERSION", "kernel version section missing or malformed"),
+    4003: ("LIBBPF_ERRNO__ENDIAN", "object built for the other endianness"),
+    4004: ("LIBBPF_ERRNO__INTERNAL", "libbpf internal error"),
+    4005: ("LIBBPF_ERRNO__RELOC", "relocation failed"),
+    4006: ("LIBBPF_ERRNO__LOAD", "program load failed"),
+    4007: ("LIBBPF_ERRNO__VERIFY", "the verifier rejected the program"),
+    4008: ("LIBBPF_ERRNO__PROG2BIG", "program too big"),
+    4009: ("LIBBPF_ERRNO__KVER", "wrong kernel version"),
+    4010: ("LIBBPF_ERRNO__PROGTYPE", "program type not supported by this kernel"),
+    4011: ("LIBBPF_ERRNO__WRNGPID", "wrong pid in netlink reply"),
+    4012: ("LIBBPF_ERRNO__INVSEQ", "invalid netlink sequence"),
+    4013: ("LIBBPF_ERRNO__NLPARSE", "netlink message parse failed"),
+}
+
+
 def errno_name(code: int) -> str:
-    """``ENOENT`` for 2, ``ENOTSUPP`` for 524, ``E<n>`` for anything unknown."""
+    """``ENOENT`` for 2, ``ENOTSUPP`` for 524, libbpf's names for its 4000+ codes, ``E<n>``
+    for anything unknown."""
     if code == ENOTSUPP:
         return "ENOTSUPP"
+    if code in _LIBBPF_ERRORS:
+        return _LIBBPF_ERRORS[code][0]
     return _errno.errorcode.get(code, f"E{code}")
 
 
 def errno_meaning(code: int) -> str:
     """A short human meaning of ``code`` in this package's context."""
+    if code in _LIBBPF_ERRORS:
+        return _LIBBPF_ERRORS[code][1]
     return _MEANINGS.get(code) or os.strerror(code)
 
 

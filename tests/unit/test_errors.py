@@ -26,3 +26,8 @@ def test_messages_are_one_line():
     err = PartialError("update batch", errno.E2BIG, applied=3, obj="map 1",
                        detail="element 3\nfailed")
     assert "\n" not in str(err) and err.applied == 3
+
+
+def test_libbpf_own_codes_are_named_and_explained():
+    err = from_errno("open object", -4001, obj="x.o")
+    assert str(err) == "x.o: open object: not a valid BPF object file (LIBBPF_ERRNO__FORMAT)"
