@@ -43,7 +43,8 @@ import re
 
 import numpy as np
 
-from .codecs import Bool, Char, Codec, Enum, Int, PerCpuCodec, Struct
+from .codecs import Codec, PerCpuCodec
+from .codecs.nodes import Bool, Char, Enum, Int, Struct
 from .errors import InputError
 
 #: Terms the kernel program's table holds (``MAP_EXEC_MAX_TERMS``); exec passes the real size.

@@ -23,8 +23,9 @@ from typing import BinaryIO
 
 from tabulate import tabulate
 
-from .codecs import (Bits, BtfCodec, Codec, Enum, Int, Node, PerCpuCodec, RawCodec, Template,
-                     leaf_columns, rows)
+from .codecs import BtfCodec, Codec, PerCpuCodec, RawCodec, rows
+from .codecs.jsontext import Template
+from .codecs.nodes import Bits, Enum, Int, Node, leaf_columns
 from .errors import InputError
 
 

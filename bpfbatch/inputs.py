@@ -42,8 +42,9 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .codecs import (Bits, Bool, BtfCodec, Char, CharArray, Codec, Enum, Float, Int, Node,
-                     PerCpuCodec, RawCodec, Unsupported, leaf_columns, map_codecs, overflows_double)
+from .codecs import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
+from .codecs.nodes import (Bits, Bool, Char, CharArray, Enum, Float, Int, Node, Unsupported,
+                           leaf_columns, overflows_double)
 from .errors import InputError
 
 FORMATS = ("jsonl", "json", "csv", "bpftool-json")

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from bpfbatch import inputs
 from bpfbatch.btf import Btf, BtfBuilder
-from bpfbatch.codecs import (Array, Bool, BtfCodec, Char, CharArray, Enum, Float, Int,
-                             PerCpuCodec, RawCodec, Struct)
+from bpfbatch.codecs import BtfCodec, PerCpuCodec, RawCodec
+from bpfbatch.codecs.nodes import Array, Bool, Char, CharArray, Enum, Float, Int, Struct
 from bpfbatch.errors import InputError
 
 

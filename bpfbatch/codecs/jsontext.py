@@ -1,0 +1,323 @@
+"""JSON text of whole batches of records: :class:`Template` and its :class:`Leaf` columns.
+
+A template is the text of one record as a ``%``-format whose placeholders are leaves; each
+leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with one
+numpy operation, so a batch renders with a single ``%`` and the type is never walked per
+record. The layout tree (:mod:`bpfbatch.codecs.nodes`) builds templates; this module knows
+nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
+does (``exact``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+# bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of
+# that json_writer.c, reproduced for byte-identical output).
+_JSONW_ESCAPES = {ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r", ord("\f"): "\\f",
+                  ord("\b"): "\\b", ord("\\"): "\\n", ord('"'): '\\"'}
+
+
+def json_string(text: str, exact: bool = False) -> bytes:
+    """A JSON string: standard (``exact=False``), or as bpftool v7.1 writes it."""
+    if exact:
+        return b'"' + text.translate(_JSONW_ESCAPES).encode() + b'"'
+    return json.dumps(text).encode()
+
+
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_BOOL_TEXT = (b"false", b"true")
+
+
+def _exact_char(byte: int) -> bytes:
+    # btf_dumper_int, BTF_INT_CHAR: "%c" when isprint (unescaped), else "\u00XX".
+    return b'"%c"' % byte if 0x20 <= byte < 0x7F else b'"\\u00%02x"' % byte
+
+
+_CHAR_TEXT = {True: [_exact_char(b) for b in range(256)],
+              False: [json.dumps(chr(b)).encode() for b in range(256)]}
+
+
+def _column(rows: np.ndarray, offset: int, dtype: str) -> np.ndarray:
+    """Zero-copy column of one little-endian scalar at ``offset`` of every row."""
+    size = np.dtype(dtype).itemsize
+    return rows[:, offset:offset + size].view(dtype)[:, 0]
+
+
+def _uint_column(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` (≤ 8) little-endian bytes at ``offset`` of every row as uint64."""
+    wide = np.zeros((rows.shape[0], 8), dtype=np.uint8)
+    wide[:, :nbytes] = rows[:, offset:offset + nbytes]
+    return wide.view("<u8")[:, 0]
+
+
+def _chunks(rows: np.ndarray, offset: int, size: int) -> list[bytes]:
+    """The ``size`` bytes at ``offset`` of every row, as bytes objects."""
+    if not size:
+        return [b""] * rows.shape[0]
+    data = np.ascontiguousarray(rows[:, offset:offset + size]).tobytes()
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+class Leaf:
+    """One ``%`` placeholder of a template; :meth:`column` reads it from every row of a batch
+    (``rows``: a ``count × row_size`` uint8 array) at once."""
+
+    placeholder = b"%s"
+
+    def __init__(self, offset: int):
+        self.offset = offset
+
+    def column(self, rows: np.ndarray) -> list:
+        raise NotImplementedError
+
+
+class IntLeaf(Leaf):
+    placeholder = b"%d"
+
+    def __init__(self, offset: int, dtype: str):
+        super().__init__(offset)
+        self.dtype = dtype
+
+    def column(self, rows):
+        return _column(rows, self.offset, self.dtype).tolist()
+
+
+class HexIntLeaf(Leaf):
+    """Raw bits as ``"0x.."`` (btf_int128_print): 128-bit ints, bitfields, odd widths."""
+
+    placeholder = b'"0x%x"'
+
+    def __init__(self, offset: int, shift: int, nbits: int):
+        super().__init__(offset)
+        self.shift = shift
+        self.nbits = nbits
+        self.nbytes = (shift + nbits + 7) // 8
+
+    def column(self, rows):
+        if self.nbytes <= 8:
+            bits = _uint_column(rows, self.offset, self.nbytes) >> np.uint64(self.shift)
+            if self.nbits < 64:
+                bits &= np.uint64((1 << self.nbits) - 1)
+            return bits.tolist()
+        mask = (1 << self.nbits) - 1
+        n = self.nbytes
+        data = np.ascontiguousarray(rows[:, self.offset:self.offset + n]).tobytes()
+        return [(int.from_bytes(data[i:i + n], "little") >> self.shift) & mask
+                for i in range(0, len(data), n)]
+
+
+class BoolLeaf(Leaf):
+    """``true``/``false`` from ``width`` bytes (bpftool reads 4: ``*(int *)data``)."""
+
+    def __init__(self, offset: int, width: int):
+        super().__init__(offset)
+        self.width = width
+
+    def column(self, rows):
+        width = max(0, min(self.width, rows.shape[1] - self.offset))
+        nonzero = rows[:, self.offset:self.offset + width].any(axis=1)
+        return [_BOOL_TEXT[v] for v in nonzero.tolist()]
+
+
+class CharLeaf(Leaf):
+    def __init__(self, offset: int, exact: bool):
+        super().__init__(offset)
+        self.table = _CHAR_TEXT[exact]
+
+    def column(self, rows):
+        table = self.table
+        return [table[b] for b in rows[:, self.offset].tolist()]
+
+
+class EnumLeaf(Leaf):
+    def __init__(self, offset: int, dtype: str, names: dict[int, bytes]):
+        super().__init__(offset)
+        self.dtype = dtype
+        self.names = names
+
+    def column(self, rows):
+        get = self.names.get
+        return [get(v) or b"%d" % v for v in _column(rows, self.offset, self.dtype).tolist()]
+
+
+class FloatLeaf(Leaf):
+    def __init__(self, offset: int, dtype: str):
+        super().__init__(offset)
+        self.dtype = dtype
+
+    def column(self, rows):
+        # Non-finite values as strings ("NaN", "Infinity"): strict JSON has no literal.
+        return [json.dumps(v if math.isfinite(v) else json.dumps(v)).encode()
+                for v in _column(rows, self.offset, self.dtype).tolist()]
+
+
+class StrLeaf(Leaf):
+    """A char array: a JSON string when a NUL ends printable ASCII, else ``fallback`` (the
+    array of its elements, rendered per row)."""
+
+    def __init__(self, offset: int, nelems: int, fallback: "Template", exact: bool):
+        super().__init__(offset)
+        self.nelems = nelems
+        self.fallback = fallback
+        self.backslash = b"\\n" if exact else b"\\\\"  # see _JSONW_ESCAPES
+
+    def column(self, rows):
+        n = self.nelems
+        chunk = np.ascontiguousarray(rows[:, self.offset:self.offset + n])
+        data = chunk.tobytes()
+        out = []
+        for i in range(0, len(data), n):
+            text, nul, _ = data[i:i + n].partition(b"\0")
+            if nul and not text.translate(None, _PRINTABLE):
+                out.append(b'"' + text.replace(b"\\", self.backslash).replace(b'"', b'\\"') + b'"')
+            else:
+                out.append(self.fallback.render([chunk[i // n:i // n + 1]])[0])
+        return out
+
+
+class HexBytesLeaf(Leaf):
+    """bpftool's raw byte list body, ``"0x01","0x00",...``: fixed width, so the template
+    builds it for a whole batch in a numpy block (see :func:`_fixed_column`)."""
+
+    def __init__(self, offset: int, size: int):
+        super().__init__(offset)
+        self.size = size
+
+    def pattern(self) -> bytes:
+        return b",".join([b'"0x00"'] * self.size)
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_HEX_HIGH = _HEX_DIGITS[np.arange(256) >> 4]
+_HEX_LOW = _HEX_DIGITS[np.arange(256) & 15]
+
+
+def _fixed_column(items: list):
+    """A run of literals and raw byte lists rendered as one ``%s`` column: a uint8 block
+    pre-filled with the run's text, whose hex digits are overwritten per batch."""
+    pattern = b"".join(item if isinstance(item, bytes) else item[1].pattern() for item in items)
+    digits = []  # (column of the first high digit, source, leaf)
+    pos = 0
+    for item in items:
+        if isinstance(item, bytes):
+            pos += len(item)
+        else:
+            digits.append((pos + 3, item[0], item[1]))
+            pos += len(item[1].pattern())
+    row = np.frombuffer(pattern, dtype=np.uint8)
+    cache: dict[int, np.ndarray] = {}
+
+    def column(sources, count):
+        block = cache.get(count)
+        if block is None:
+            cache.clear()
+            block = cache[count] = np.tile(row, (count, 1))
+        for first, source, leaf in digits:
+            data = sources[source][:, leaf.offset:leaf.offset + leaf.size]
+            end = first + 7 * leaf.size
+            block[:, first:end:7] = _HEX_HIGH[data]
+            block[:, first + 1:end:7] = _HEX_LOW[data]
+        # The template's bytes never contain NUL, which numpy's S dtype would strip.
+        return block.view(f"S{len(pattern)}")[:, 0].tolist() if len(pattern) else \
+            [b""] * count
+    return column
+
+
+class Template:
+    """Text built from literals and leaves; each leaf reads from one of several sources
+    (e.g. 0 = key rows, 1 = value rows).
+
+    Compiled on first use into one ``%``-format per row and a list of columns: each value
+    leaf is a column read vectorised from the batch; each run of literals and raw byte lists
+    (fixed width) is one ``%s`` column built as a numpy block. :meth:`render_joined` formats
+    a whole batch with a single ``%`` over the interleaved columns.
+    """
+
+    def __init__(self):
+        self._items: list = []  # bytes literals and (source, leaf) pairs, in order
+        self._compiled: tuple | None = None
+        self._joined: tuple[int, bytes, bytes] | None = None  # (count, sep, batch format)
+        #: False when bpftool stops printing inside this text (an unsupported kind).
+        self.complete = True
+
+    def text(self, literal: bytes) -> "Template":
+        return self._add(literal)
+
+    def leaf(self, leaf: Leaf, source: int = 0) -> "Template":
+        return self._add((source, leaf))
+
+    def extend(self, other: "Template", source: int = 0) -> "Template":
+        """Append ``other`` with all its leaves reading from ``source``."""
+        for item in other._items:
+            self._add(item if isinstance(item, bytes) else (source, item[1]))
+        return self
+
+    def _add(self, item) -> "Template":
+        self._items.append(item)
+        self._compiled = self._joined = None
+        return self
+
+    def shifted(self, delta: int) -> "Template":
+        """A copy whose leaves read ``delta`` bytes further into each row."""
+        out = Template()
+        for item in self._items:
+            if not isinstance(item, bytes):
+                source, leaf = item
+                moved = object.__new__(type(leaf))
+                moved.__dict__.update(leaf.__dict__, offset=leaf.offset + delta)
+                item = (source, moved)
+            out._items.append(item)
+        out.complete = self.complete
+        return out
+
+    def _compile(self) -> tuple[bytes, list]:
+        if self._compiled is None:
+            fmt, columns, run = [], [], []
+
+            def close_run():
+                if any(not isinstance(item, bytes) for item in run):
+                    fmt.append(b"%s")
+                    columns.append(_fixed_column(list(run)))
+                else:
+                    fmt.extend(item.replace(b"%", b"%%") for item in run)
+                run.clear()
+
+            for item in self._items:
+                if isinstance(item, bytes) or isinstance(item[1], HexBytesLeaf):
+                    run.append(item)
+                    continue
+                close_run()
+                source, leaf = item
+                fmt.append(leaf.placeholder)
+                columns.append(lambda sources, count, s=source, f=leaf.column: f(sources[s]))
+            close_run()
+            self._compiled = (b"".join(fmt), columns)
+        return self._compiled
+
+    def _columns(self, sources) -> list[list]:
+        count = sources[0].shape[0]
+        return [column(sources, count) for column in self._compile()[1]]
+
+    def render(self, sources: list[np.ndarray]) -> list[bytes]:
+        """One text per row; every source has the same number of rows."""
+        fmt = self._compile()[0]
+        columns = self._columns(sources)
+        if not columns:
+            return [fmt % ()] * sources[0].shape[0]
+        return [fmt % row for row in zip(*columns)]
+
+    def render_joined(self, sources: list[np.ndarray], sep: bytes) -> bytes:
+        """All rows' texts joined by ``sep``: one ``%`` for the whole batch."""
+        count = sources[0].shape[0]
+        fmt = self._compile()[0]
+        if self._joined is None or self._joined[:2] != (count, sep):
+            self._joined = (count, sep, sep.replace(b"%", b"%%").join([fmt] * count))
+        columns = self._columns(sources)
+        args: list = [None] * (count * len(columns))
+        for i, column in enumerate(columns):
+            args[i::len(columns)] = column
+        return self._joined[2] % tuple(args)

@@ -1,0 +1,776 @@
+"""The layout tree: a BTF type compiled into :class:`Node` subclasses at absolute offsets.
+
+:func:`build_node` follows bpftool's ``btf_dumper_do_type``. Each node answers for its piece
+of the record: Python values of a whole batch (:meth:`Node.values`), one value encoded with
+errors naming its path (:meth:`Node.encode`), a whole batch encoded column by column
+(:meth:`Node.fill`, with the helpers that flag the records it does not take as they are),
+its JSON text as template leaves (:meth:`Node.emit`) and its numpy dtype.
+:func:`leaf_columns` is the flat column layout shared by the flat output formats and the
+CSV loader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+import struct
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
+from ..errors import InputError
+from .jsontext import (_PRINTABLE, BoolLeaf, CharLeaf, EnumLeaf, FloatLeaf, HexIntLeaf, IntLeaf,
+                       StrLeaf, Template, _chunks, _column, json_string)
+
+
+@dataclasses.dataclass
+class Node:
+    """A piece of a type at an absolute byte ``offset`` of the record."""
+
+    offset: int
+
+    def values(self, rows: np.ndarray) -> list:
+        """Python values of this node in every row of a batch (``count × size`` uint8)."""
+        raise NotImplementedError
+
+    def encode(self, buf: bytearray, value, path: str) -> None:
+        raise NotImplementedError
+
+    def emit(self, out: Template, exact: bool) -> bool:
+        """Append this node's JSON text; ``False`` when bpftool would stop here (error)."""
+        raise NotImplementedError
+
+    def dtype(self):
+        """numpy dtype of this node, or ``None`` when not representable."""
+        return None
+
+    def can_fill(self) -> bool:
+        """Whether :meth:`fill` is implemented for this node (and everything under it)."""
+        return False
+
+    def fill(self, rows: np.ndarray, values: Sequence, bad: np.ndarray) -> None:
+        """Batch encoding: write this node's value of every record into ``rows`` (``count ×
+        record size`` uint8) at once, and flag in ``bad`` each record whose value the
+        vectorised path does not take as it is (see :func:`_int_column`)."""
+        raise NotImplementedError
+
+    def blank(self):
+        """A value :meth:`fill` takes as it is, standing in for a flagged record's value."""
+        raise NotImplementedError
+
+
+def _emit_list(out: "Template", nodes: list[Node], exact: bool) -> bool:
+    """Comma-separated nodes; stops after the first one bpftool cannot print."""
+    for i, node in enumerate(nodes):
+        if i:
+            out.text(b",")
+        if not node.emit(out, exact):
+            return False
+    return True
+
+
+# (size, signed) -> numpy dtype of the plain integers.
+_NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
+           for size in (1, 2, 4, 8) for signed in (False, True)}
+
+
+def _parse_int(value, path: str) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            pass
+    raise InputError(f"expected an integer, got {value!r}", obj=path)
+
+
+def _check_range(value: int, nbits: int, path: str) -> int:
+    """The ``nbits`` two's-complement bits of ``value``. Signed and unsigned spellings of
+    the same bits are both accepted (-1 and 0xff for any 8-bit field), as in C."""
+    if not -(1 << (nbits - 1)) <= value < (1 << nbits):
+        raise InputError(f"{value} does not fit in {nbits} bits", obj=path)
+    return value & ((1 << nbits) - 1)
+
+
+# -- batch encoding helpers ----------------------------------------------------------------
+# The vectorised path only decides on the values it takes as they are (exact ``int``s in
+# range for an integer, ``str``s of the right size for a char array, dicts with known
+# fields for a struct, ...); every other value flags its record, and the codec encodes the
+# flagged records again with ``encode``, which accepts them (a ``"0x1f"`` string, a float
+# for a bool, ...) or raises the usual error. So a batch encodes to exactly the bytes, and
+# fails with exactly the error, of encoding its records one by one.
+
+_INT_TYPES = frozenset({int, bool})
+_NUMBER_TYPES = frozenset({int, float})
+_SEQUENCE_TYPES = frozenset({list, tuple})
+_U64 = (1 << 64) - 1
+
+
+def _conform(values: Sequence, ok: Callable[[object], bool], blank, bad: np.ndarray) -> list:
+    """``values`` with each one failing ``ok`` replaced by ``blank`` and its record flagged."""
+    out = []
+    for i, value in enumerate(values):
+        if ok(value):
+            out.append(value)
+        else:
+            bad[i] = True
+            out.append(blank)
+    return out
+
+
+def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray) -> np.ndarray:
+    """``values`` as an integer column (two's complement bits) where each is an exact ``int``
+    or ``bool`` in ``[lo, hi)``; the others are flagged (and read as 0)."""
+    if len(values) and set(map(type, values)) <= _INT_TYPES:
+        for dtype in (np.int64, np.uint64):  # a given dtype converts twice as fast
+            try:
+                column = np.array(values, dtype=dtype)
+            except OverflowError:  # beyond this dtype's range
+                continue
+            if int(column.min()) >= lo and int(column.max()) < hi:
+                return column
+            break
+    clean = _conform(values, lambda v: type(v) in _INT_TYPES and lo <= v < hi, 0, bad)
+    return np.array([v & _U64 for v in clean], dtype=np.uint64)
+
+
+def _float_column(values: Sequence, bad: np.ndarray) -> np.ndarray:
+    """``values`` as doubles where each is an exact ``int`` or ``float`` a double holds; the
+    others (bools, strings, ints beyond the float range, ...) are flagged."""
+    if set(map(type, values)) <= _NUMBER_TYPES:
+        try:
+            return np.array(values, dtype=np.float64)
+        except OverflowError:
+            pass
+    return np.array(_conform(values, _is_double, 0.0, bad), dtype=np.float64)
+
+
+def _is_double(value) -> bool:
+    if type(value) not in _NUMBER_TYPES:
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
+def _signed_range(nbits: int) -> tuple[int, int]:
+    """What :func:`_check_range` accepts: signed or unsigned spellings of ``nbits`` bits."""
+    return -(1 << (nbits - 1)), 1 << nbits
+
+
+def _put(rows: np.ndarray, offset: int, size: int, column: np.ndarray) -> None:
+    """Store an integer column as ``size``-byte little-endian words at ``offset``."""
+    rows[:, offset:offset + size] = column.astype(f"<u{size}").view(np.uint8).reshape(-1, size)
+
+
+@dataclasses.dataclass
+class Int(Node):
+    """An integer of 1, 2, 4, 8 or 16 bytes (a 16-byte one is raw ``V16`` in the dtype)."""
+
+    size: int
+    signed: bool
+
+    def __post_init__(self):
+        self.np_type = _NP_INT.get((self.size, self.signed))
+
+    def values(self, rows):
+        if self.np_type:
+            return _column(rows, self.offset, self.np_type).tolist()
+        return [int.from_bytes(raw, "little", signed=self.signed)
+                for raw in _chunks(rows, self.offset, self.size)]
+
+    def encode(self, buf, value, path):
+        bits = _check_range(_parse_int(value, path), self.size * 8, path)
+        buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
+
+    def emit(self, out, exact):
+        if self.np_type:
+            out.leaf(IntLeaf(self.offset, self.np_type))
+        else:
+            out.leaf(HexIntLeaf(self.offset, 0, self.size * 8))
+        return True
+
+    def dtype(self):
+        return np.dtype(self.np_type or "V16")
+
+    def can_fill(self):
+        return self.np_type is not None  # not 128-bit
+
+    def fill(self, rows, values, bad):
+        _put(rows, self.offset, self.size,
+             _int_column(values, *_signed_range(self.size * 8), bad))
+
+    def blank(self):
+        return 0
+
+
+@dataclasses.dataclass
+class Bits(Node):
+    """``nbits`` bits starting ``shift`` bits into the byte at ``offset`` (bitfields, and
+    integers whose width is not 8/16/32/64/128)."""
+
+    shift: int
+    nbits: int
+    signed: bool
+
+    @property
+    def nbytes(self) -> int:
+        return (self.shift + self.nbits + 7) // 8
+
+    def values(self, rows):
+        bits = HexIntLeaf(self.offset, self.shift, self.nbits).column(rows)
+        if not self.signed:
+            return bits
+        sign, wrap = 1 << (self.nbits - 1), 1 << self.nbits
+        return [v - wrap if v & sign else v for v in bits]
+
+    def encode(self, buf, value, path):
+        bits = _check_range(_parse_int(value, path), self.nbits, path)
+        end = self.offset + self.nbytes
+        raw = int.from_bytes(buf[self.offset:end], "little")
+        mask = ((1 << self.nbits) - 1) << self.shift
+        raw = (raw & ~mask) | (bits << self.shift)
+        buf[self.offset:end] = raw.to_bytes(self.nbytes, "little")
+
+    def emit(self, out, exact):
+        out.leaf(HexIntLeaf(self.offset, self.shift, self.nbits))
+        return True
+
+
+@dataclasses.dataclass
+class Bool(Node):
+    size: int
+
+    def values(self, rows):
+        return rows[:, self.offset:self.offset + self.size].any(axis=1).tolist()
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str) and value in ("true", "false"):
+            value = value == "true"
+        if value not in (0, 1):  # True/False compare equal to 1/0
+            raise InputError(f"expected true or false, got {value!r}", obj=path)
+        buf[self.offset:self.offset + self.size] = int(value).to_bytes(self.size, "little")
+
+    def emit(self, out, exact):
+        out.leaf(BoolLeaf(self.offset, 4 if exact else self.size))
+        return True
+
+    def dtype(self):
+        return np.dtype("?") if self.size == 1 else np.dtype(_NP_INT[self.size, False])
+
+    def can_fill(self):
+        return self.size in (1, 2, 4, 8)
+
+    def fill(self, rows, values, bad):
+        _put(rows, self.offset, self.size, _int_column(values, 0, 2, bad))
+
+    def blank(self):
+        return False
+
+
+@dataclasses.dataclass
+class Char(Node):
+    """An int with BTF_INT_CHAR encoding: one character."""
+
+    def values(self, rows):
+        return [chr(b) for b in rows[:, self.offset].tolist()]
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str) and len(value) == 1 and ord(value) < 256:
+            value = ord(value)
+        buf[self.offset] = _check_range(_parse_int(value, path), 8, path)
+
+    def emit(self, out, exact):
+        out.leaf(CharLeaf(self.offset, exact))
+        return True
+
+    def dtype(self):
+        return np.dtype("S1")
+
+    def can_fill(self):
+        return True
+
+    def fill(self, rows, values, bad):
+        if set(map(type, values)) == {str} and set(map(len, values)) == {1}:
+            try:
+                rows[:, self.offset] = np.frombuffer("".join(values).encode("latin-1"),
+                                                     dtype=np.uint8)
+                return
+            except UnicodeEncodeError:
+                pass
+        _put(rows, self.offset, 1, _int_column(values, *_signed_range(8), bad))
+
+    def blank(self):
+        return 0
+
+
+@dataclasses.dataclass
+class Float(Node):
+    size: int
+
+    def __post_init__(self):
+        self.code = {2: "<e", 4: "<f", 8: "<d"}.get(self.size)
+
+    def values(self, rows):
+        if not self.code:
+            return _chunks(rows, self.offset, self.size)
+        return _column(rows, self.offset, self.code).tolist()
+
+    def encode(self, buf, value, path):
+        """A number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` as the JSON output prints
+        them. One out of the field's range is an error: it would be stored as infinity."""
+        if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
+            value = float(value)
+        elif self.code and isinstance(value, str) and overflows_double(value):  # 1e400
+            raise InputError(f"{value} is beyond the range of a {self.size}-byte float",
+                             obj=path)
+        if not self.code or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"expected a number for a {self.size}-byte float, got {value!r}",
+                             obj=path)
+        try:
+            struct.pack_into(self.code, buf, self.offset, float(value))
+        except OverflowError:  # a finite value beyond the format, or an int beyond a double
+            shown = repr(value) if isinstance(value, float) else \
+                f"an integer of {value.bit_length()} bits"
+            raise InputError(f"{shown} is beyond the range of a {self.size}-byte float",
+                             obj=path) from None
+
+    def emit(self, out, exact):
+        if exact:
+            out.text(b"(unsupported-kind")  # bpftool's btf_dumper has no FLOAT case
+            return False
+        if self.code:
+            out.leaf(FloatLeaf(self.offset, self.code))
+        else:
+            out.text(b"null")  # e.g. a 16-byte long double
+        return True
+
+    def dtype(self):
+        return np.dtype(self.code) if self.code else None
+
+    def can_fill(self):
+        return self.code in ("<f", "<d")  # half floats round and overflow in struct's way
+
+    def fill(self, rows, values, bad):
+        column = _float_column(values, bad)
+        if self.code == "<f":
+            with np.errstate(over="ignore"):
+                narrow = column.astype("<f4")
+            bad |= np.isinf(narrow) & np.isfinite(column)  # struct.pack raises there
+            column = narrow
+        size = column.dtype.itemsize
+        rows[:, self.offset:self.offset + size] = column.view(np.uint8).reshape(-1, size)
+
+    def blank(self):
+        return 0.0
+
+
+def overflows_double(text: str) -> bool:
+    """Whether ``text`` is a finite number literal beyond a double's range, such as
+    ``1e400``, which ``float()`` reads as infinity: input readers keep it as text, so that
+    :class:`Float` names it rather than storing infinity."""
+    try:
+        return math.isinf(float(text)) and "inf" not in text.lower()
+    except ValueError:
+        return False
+
+
+@dataclasses.dataclass
+class Enum(Node):
+    size: int
+    enumerators: tuple[tuple[str, int], ...]
+
+    def __post_init__(self):
+        self.code = _NP_INT[self.size, True]
+        self.names: dict[int, str] = {}
+        for name, value in self.enumerators:
+            self.names.setdefault(value, name)  # bpftool prints the first match
+        self.by_name = {name: value for name, value in self.enumerators}
+
+    def values(self, rows):
+        names = self.names
+        return [names.get(v, v) for v in _column(rows, self.offset, self.code).tolist()]
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str):
+            if value in self.by_name:
+                value = self.by_name[value]
+            else:
+                try:
+                    value = int(value, 0)
+                except ValueError:
+                    raise InputError(f"no enumerator {value!r} (known: "
+                                     f"{', '.join(self.by_name)})", obj=path) from None
+        bits = _check_range(_parse_int(value, path), self.size * 8, path)
+        buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
+
+    def emit(self, out, exact):
+        names = {value: json_string(name, exact) for value, name in self.names.items()}
+        out.leaf(EnumLeaf(self.offset, _NP_INT[self.size, True], names))
+        return True
+
+    def dtype(self):
+        return np.dtype(_NP_INT[self.size, True])
+
+    def can_fill(self):
+        return True
+
+    def fill(self, rows, values, bad):
+        by_name = self.by_name
+        numbers = [by_name.get(v, v) if type(v) is str else v for v in values]
+        _put(rows, self.offset, self.size,
+             _int_column(numbers, *_signed_range(self.size * 8), bad))
+
+    def blank(self):
+        return 0
+
+
+@dataclasses.dataclass
+class Array(Node):
+    elems: list[Node]
+
+    def values(self, rows):
+        if not self.elems:
+            return [[] for _ in range(rows.shape[0])]
+        return [list(items) for items in zip(*(e.values(rows) for e in self.elems))]
+
+    def encode(self, buf, value, path):
+        if not isinstance(value, (list, tuple)) or len(value) != len(self.elems):
+            raise InputError(f"expected a list of {len(self.elems)} elements, got {value!r}",
+                             obj=path)
+        for i, (elem, item) in enumerate(zip(self.elems, value)):
+            elem.encode(buf, item, f"{path}[{i}]")
+
+    def emit(self, out, exact):
+        out.text(b"[")
+        ok = _emit_list(out, self.elems, exact)
+        out.text(b"]")
+        return ok
+
+    def dtype(self):
+        if not self.elems:
+            return np.dtype((np.uint8, (0,)))
+        base = self.elems[0].dtype()
+        return None if base is None else np.dtype((base, (len(self.elems),)))
+
+    def can_fill(self):
+        return all(elem.can_fill() for elem in self.elems)
+
+    def fill(self, rows, values, bad):
+        n = len(self.elems)
+        if not (set(map(type, values)) <= _SEQUENCE_TYPES and set(map(len, values)) <= {n}):
+            values = _conform(values, lambda v: type(v) in _SEQUENCE_TYPES and len(v) == n,
+                              self.blank(), bad)
+        columns = list(zip(*values)) if len(values) else [()] * n
+        for elem, column in zip(self.elems, columns):
+            elem.fill(rows, column, bad)
+
+    def blank(self):
+        return [elem.blank() for elem in self.elems]
+
+
+@dataclasses.dataclass
+class CharArray(Array):
+    """``char[N]``: a string when a NUL ends printable ASCII (bpftool's ``is_str_array``),
+    else the list of its elements."""
+
+    def values(self, rows):
+        out = []
+        for i, raw in enumerate(_chunks(rows, self.offset, len(self.elems))):
+            text, nul, _ = raw.partition(b"\0")
+            if nul and not text.translate(None, _PRINTABLE):
+                out.append(text.decode("ascii"))
+            else:
+                out.append(super().values(rows[i:i + 1])[0])
+        return out
+
+    def encode(self, buf, value, path):
+        if isinstance(value, str):
+            try:
+                raw = value.encode("ascii")
+            except UnicodeEncodeError:
+                raise InputError(f"not ASCII: {value!r}", obj=path) from None
+            if len(raw) > len(self.elems):
+                raise InputError(f"string longer than {len(self.elems)} bytes: {value!r}",
+                                 obj=path)
+            buf[self.offset:self.offset + len(self.elems)] = raw.ljust(len(self.elems), b"\0")
+            return
+        super().encode(buf, value, path)
+
+    def emit(self, out, exact):
+        fallback = Template()
+        shifted = CharArray(0, [dataclasses.replace(e, offset=e.offset - self.offset)
+                                for e in self.elems])
+        Array.emit(shifted, fallback, exact)
+        out.leaf(StrLeaf(self.offset, len(self.elems), fallback, exact))
+        return True
+
+    def dtype(self):
+        return np.dtype(f"S{len(self.elems)}")
+
+    def fill(self, rows, values, bad):
+        """Strings only; a record giving the list of elements is encoded on its own."""
+        n = len(self.elems)
+        if not (set(map(type, values)) <= {str} and "".join(values).isascii()
+                and max(map(len, values), default=0) <= n):
+            values = _conform(values, lambda v: type(v) is str and v.isascii() and len(v) <= n,
+                              "", bad)
+        rows[:, self.offset:self.offset + n] = \
+            np.array(values, dtype=f"S{n}").view(np.uint8).reshape(-1, n)
+
+    def blank(self):
+        return ""
+
+
+@dataclasses.dataclass
+class Struct(Node):
+    size: int
+    members: list[tuple[str, Node]]
+
+    def values(self, rows):
+        names = [name for name, _ in self.members]
+        columns = [node.values(rows) for _, node in self.members]
+        if not columns:
+            return [{} for _ in range(rows.shape[0])]
+        return [dict(zip(names, row)) for row in zip(*columns)]
+
+    def encode(self, buf, value, path):
+        if not isinstance(value, dict):
+            raise InputError(f"expected an object with fields "
+                             f"{', '.join(n for n, _ in self.members)}, got {value!r}", obj=path)
+        fields = dict(self.members)
+        for name, item in value.items():
+            if name not in fields:
+                raise InputError(f"no field {name!r} (fields: "
+                                 f"{', '.join(n for n, _ in self.members)})", obj=path)
+            fields[name].encode(buf, item, f"{path}.{name}" if name else path)
+
+    def emit(self, out, exact):
+        out.text(b"{")
+        ok = True
+        for i, (name, node) in enumerate(self.members):
+            out.text((b"," if i else b"") + json_string(name, exact) + b":")
+            if not node.emit(out, exact):
+                ok = False
+                break
+        out.text(b"}")
+        return ok
+
+    def dtype(self):
+        names, formats, offsets = [], [], []
+        for i, (name, node) in enumerate(self.members):
+            dt = node.dtype()
+            if dt is None:
+                return None
+            names.append(name or f"_anon{i}")
+            formats.append(dt)
+            offsets.append(node.offset - self.offset)
+        return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                         "itemsize": self.size})
+
+    def can_fill(self):
+        """Members with distinct names that do not overlap: not a union (whose members
+        ``encode`` writes over each other in the record's order)."""
+        names = [name for name, _ in self.members]
+        if len(set(names)) != len(names) or not all(n.can_fill() for _, n in self.members):
+            return False
+        end = self.offset
+        for node in sorted((node for _, node in self.members), key=lambda n: n.offset):
+            if node.offset < end:
+                return False
+            end = node.offset + node.dtype().itemsize
+        return True
+
+    def fill(self, rows, values, bad):
+        names = tuple(name for name, _ in self.members)
+        columns = None
+        if names and set(map(type, values)) == {dict} and set(map(len, values)) == {len(names)}:
+            try:  # every record names every field: one C-level pass per field
+                columns = [list(map(operator.itemgetter(name), values)) for name in names]
+            except KeyError:
+                pass
+        if columns is None:
+            known = frozenset(names)
+            values = _conform(values, lambda v: type(v) is dict and known.issuperset(v), {}, bad)
+            columns = [[v.get(name, blank) for v in values]
+                       for name, blank in ((name, node.blank()) for name, node in self.members)]
+        for (_, node), column in zip(self.members, columns):
+            node.fill(rows, column, bad)
+
+    def blank(self):
+        return {}
+
+
+@dataclasses.dataclass
+class Var(Node):
+    """A BTF VAR (``.data``/``.bss`` maps): ``{"name": value}``."""
+
+    name: str
+    node: Node
+
+    def values(self, rows):
+        return [{self.name: v} for v in self.node.values(rows)]
+
+    def encode(self, buf, value, path):
+        if not isinstance(value, dict) or set(value) != {self.name}:
+            raise InputError(f"expected {{{self.name!r}: ...}}, got {value!r}", obj=path)
+        self.node.encode(buf, value[self.name], f"{path}.{self.name}")
+
+    def emit(self, out, exact):
+        out.text(b"{" + json_string(self.name, exact) + b":")
+        ok = self.node.emit(out, exact)
+        out.text(b"}")
+        return ok
+
+
+@dataclasses.dataclass
+class Datasec(Node):
+    """A BTF DATASEC: ``{"section": [var, ...]}``."""
+
+    name: str
+    vars: list[Node]
+
+    def values(self, rows):
+        columns = [var.values(rows) for var in self.vars]
+        if not columns:
+            return [{self.name: []} for _ in range(rows.shape[0])]
+        return [{self.name: list(row)} for row in zip(*columns)]
+
+    def encode(self, buf, value, path):
+        items = value.get(self.name) if isinstance(value, dict) else None
+        if not isinstance(items, list) or len(items) != len(self.vars):
+            raise InputError(f"expected {{{self.name!r}: [{len(self.vars)} variables]}}",
+                             obj=path)
+        for var, item in zip(self.vars, items):
+            var.encode(buf, item, f"{path}.{self.name}")
+
+    def emit(self, out, exact):
+        out.text(b"{" + json_string(self.name, exact) + b":[")
+        ok = _emit_list(out, self.vars, exact)
+        out.text(b"]}")
+        return ok
+
+
+@dataclasses.dataclass
+class Unsupported(Node):
+    """A kind bpftool cannot print: its error text in ``exact`` mode (``(unknown)`` is not
+    an error), ``null`` in the typed JSON."""
+
+    text: bytes
+    fatal: bool = True
+
+    def values(self, rows):
+        return [None] * rows.shape[0]
+
+    def encode(self, buf, value, path):
+        if value is not None:
+            raise InputError(f"cannot encode {self.text.decode()}", obj=path)
+
+    def emit(self, out, exact):
+        if not exact:  # the typed JSON stays valid JSON
+            out.text(b"null")
+            return True
+        out.text(self.text)
+        return not self.fatal
+
+
+def leaf_columns(node: Node, prefix: str):
+    """``(name, node)`` of every scalar or array leaf under ``node``: struct members become
+    ``prefix.field`` (anonymous members add no name). The column layout shared by the flat
+    output formats and the CSV loader, so that what one writes the other reads."""
+    if isinstance(node, Struct):
+        for name, member in node.members:
+            yield from leaf_columns(member, f"{prefix}.{name}" if name else prefix)
+    elif isinstance(node, Var):
+        yield from leaf_columns(node.node, f"{prefix}.{node.name}")
+    else:
+        yield prefix, node
+
+
+def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
+    """The layout tree of ``type_id`` placed at ``offset`` (+ ``bit`` bits, 0–7), following
+    ``btf_dumper_do_type``."""
+    t = btf[type_id]
+    kind = t.kind
+    if kind == Kind.INT:
+        return _int_node(t, offset, bit)
+    if kind in (Kind.STRUCT, Kind.UNION):
+        members = []
+        for m in t.members:
+            at = offset + m.bit_offset // 8
+            if m.bitfield_size:
+                signed = _is_signed(btf, m.type)
+                node = Bits(at, m.bit_offset % 8, m.bitfield_size, signed)
+            else:
+                node = build_node(btf, m.type, at, m.bit_offset % 8)
+            members.append((m.name, node))
+        return Struct(offset, t.size, members)
+    if kind == Kind.ARRAY:
+        elem_size = btf.size_of(t.type) if t.nelems else 0
+        elems = [build_node(btf, t.type, offset + i * elem_size) for i in range(t.nelems)]
+        return (CharArray if _is_char_elem(btf, t) else Array)(offset, elems)
+    if kind in (Kind.ENUM, Kind.ENUM64):
+        if t.size not in (1, 2, 4, 8):
+            return Unsupported(offset, b"")
+        values = t.values
+        if kind == Kind.ENUM64:  # bpftool compares the raw 64 bits, prints them signed
+            values = tuple((n, v - (1 << 64) if v >> 63 else v) for n, v in values)
+        return Enum(offset, t.size, values)
+    if kind == Kind.PTR:
+        return Int(offset, 8, False)
+    if kind == Kind.UNKN:
+        return Unsupported(offset, b"(unknown)", fatal=False)
+    if kind == Kind.FWD:
+        return Unsupported(offset, b"(fwd-kind-invalid)")
+    if kind in (Kind.TYPEDEF, Kind.VOLATILE, Kind.CONST, Kind.RESTRICT):
+        return build_node(btf, btf.resolve(type_id), offset, bit)
+    if kind == Kind.VAR:
+        return Var(offset, t.name, build_node(btf, t.type, offset, bit))
+    if kind == Kind.DATASEC:
+        return Datasec(offset, t.name,
+                       [build_node(btf, vt, offset + voff) for vt, voff, _ in t.entries])
+    if kind == Kind.FLOAT:
+        return Float(offset, t.size)
+    return Unsupported(offset, b"(unsupported-kind")
+
+
+def _int_node(t, offset: int, bit: int) -> Node:
+    signed = bool(t.encoding & INT_SIGNED)
+    total = bit + t.int_offset
+    if total or t.bits % 8:
+        return Bits(offset + total // 8, total % 8, t.bits, signed)
+    if t.bits == 128:
+        return Int(offset, 16, signed)
+    if t.encoding in (0, INT_SIGNED):
+        if t.bits in (8, 16, 32, 64):
+            return Int(offset, t.bits // 8, signed)
+        return Bits(offset, 0, t.bits, signed)
+    if t.encoding == INT_CHAR:
+        return Char(offset)
+    if t.encoding == INT_BOOL:
+        return Bool(offset, t.size)
+    return Unsupported(offset, b"")  # bpftool: -EINVAL, prints nothing
+
+
+def _is_signed(btf: Btf, type_id: int) -> bool:
+    t = btf[btf.resolve(type_id)]
+    return t.kind == Kind.INT and bool(t.encoding & INT_SIGNED)
+
+
+def _is_char_elem(btf: Btf, array) -> bool:
+    """bpftool's ``is_str_array`` static part: modifiers (not typedefs) skipped, a 1-byte
+    int that is CHAR-encoded or named ``char``."""
+    if not array.nelems:
+        return False
+    elem = btf[array.type]
+    while elem.kind in MODIFIERS:
+        elem = btf[elem.type]
+    return elem.kind == Kind.INT and elem.size == 1 and (
+        elem.encoding == INT_CHAR or elem.name == "char")
