@@ -113,12 +113,6 @@ class Actions:
         if not 0 < len(self.actions) <= S.TCA_ACT_MAX_PRIO:
             raise ValueError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
 
-    def check(self, resolve: Resolver) -> None:
-        """Resolve every device now (NotFoundError), without building the message."""
-        for action in self.actions:
-            if isinstance(action, Mirred):
-                resolve.ifindex(action.dev)
-
     def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
         msg_type = S.Msg.DELACTION if self.verb == "del" else S.Msg.NEWACTION
         body = S.TCAMSG.pack(0) + encode((action_tab(S.TCA_ACT_TAB, self.actions, resolve),))
@@ -138,6 +132,8 @@ def action_nests(body: bytes | bytearray) -> list[bytes]:
     nests, offset = [], _TAB_START
     while offset < len(body):
         size = _TLV.unpack_from(body, offset)[0]
+        if size < 4:
+            raise ValueError(f"malformed action nest at offset {offset}")
         end = offset + ((size + 3) & ~3)
         nests.append(bytes(body[offset:end]))
         offset = end
