@@ -1,5 +1,5 @@
 # The two commands of the README. Both run the idempotent set-up first.
-.PHONY: setup demo test bench progs
+.PHONY: setup demo test lint bench progs
 
 setup:
 	@scripts/setup.sh
@@ -7,8 +7,11 @@ setup:
 demo: setup
 	.venv/bin/bpfbatch demo
 
-test: setup
+test: setup lint
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	.venv/bin/ruff check bpfbatch tests tools
 
 # make bench SUITE=maps (or tc, ...), BENCH_ARGS="..." for its options.
 bench: setup

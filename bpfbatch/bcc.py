@@ -81,7 +81,7 @@ def _leaf_converter(table):
     single = getattr(table, "sLeaf", None)
     if single is None:
         return lambda leaf: leaf
-    per_cpu = single * getattr(table, "total_cpu")
+    per_cpu = single * table.total_cpu
     widened = getattr(table, "alignment", 0) != 0
     reducer = getattr(table, "reducer", None)
 

@@ -39,7 +39,6 @@ from typing import NamedTuple
 from ..errors import BpfBatchError
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
-from .rules import Rule
 
 #: Shapes kept with a template (or marked as not templatable), and once-seen shapes remembered.
 MAX_SHAPES = 1024

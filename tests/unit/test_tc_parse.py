@@ -161,7 +161,7 @@ def test_streaming_keeps_memory_bounded():
     tracemalloc.start()
     try:
         count = 0
-        for _, rule in parse_batch(lines, "big.tc"):
+        for _ in parse_batch(lines, "big.tc"):
             count += 1
         _, peak = tracemalloc.get_traced_memory()
     finally:

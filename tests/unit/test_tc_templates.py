@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bpfbatch.errors import BpfBatchError, NotFoundError
-from bpfbatch.tc import specs as S
 from bpfbatch.tc import templates
 from bpfbatch.tc.parse import parse_batch
 from bpfbatch.tc.resolve import Resolver
