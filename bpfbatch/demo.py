@@ -115,7 +115,7 @@ def _compare(m: Map, key_codec, value_codec) -> list[tuple[str, float, str]]:
     with open(os.devnull, "wb") as null:
         def render():
             r = formats.make_renderer("jsonl", m.info, key_codec, value_codec, null)
-            for batch in cursor.BatchCursor(m):
+            for batch in cursor.read_ahead(cursor.BatchCursor(m)):
                 r.write_batch(batch)
             r.close()
         rows.append(("bpfbatch dump -o jsonl", _timed(render), f"~{calls} lookup_batch"))
