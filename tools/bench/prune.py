@@ -23,7 +23,6 @@ the remaining count is checked (N/2). The C peers get the cutoff as a constant; 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -33,19 +32,11 @@ import numpy as np
 from bpfbatch import cursor, demo, mapexec
 from bpfbatch.codecs import map_codecs
 from bpfbatch.objects import BpfObject
-from tools.bench.harness import Command, InProcess, interleave, report, summarize
+from tools.bench.harness import Command, InProcess, build_c, interleave, report, summarize
 
-HERE = Path(__file__).parent
 WHERE = "last_seen_ns < now - 30s"
 KERNEL = "bpfbatch kernel path (prune round)"
 PY_PER_KEY = "Python get_next_key + lookup + delete per key"
-
-
-def build_peer(tmp: Path) -> str:
-    binary = tmp / "prune_floor"
-    subprocess.run(["gcc", "-O2", "-o", str(binary), str(HERE / "c" / "prune_floor.c"), "-lbpf"],
-                   check=True)
-    return str(binary)
 
 
 def python_per_key(m, offset: int, cutoff: int) -> None:
@@ -122,7 +113,7 @@ def main(argv: list[str]) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp, \
                 mapexec.KernelWalker(m, records=False) as walker:
-            peer = build_peer(Path(tmp))
+            peer = build_c("prune_floor.c", Path(tmp))
             predicate = mapexec.compile_for(m, WHERE)
             ident = [str(m.info.id), str(table.offset), str(cutoff)]
             cases = {

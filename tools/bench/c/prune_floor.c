@@ -48,22 +48,22 @@ static int batch(int fd, const struct bpf_map_info *info, long offset, __u64 cut
 	size_t stride = floor_value_stride(info), ks = info->key_size;
 	char *batch_keys = malloc(size * ks), *values = malloc(size * stride);
 	char *doomed = malloc((size_t)info->max_entries * ks);
-	__u32 token = 0, count;
+	void *token = floor_token(info), *in = NULL;
 	long n = 0, deleted = 0;
-	void *in = NULL;
+	__u32 count;
 	int err;
 
-	if (!batch_keys || !values || !doomed)
+	if (!batch_keys || !values || !doomed || !token)
 		return floor_fail(PROG, "malloc", ENOMEM);
 	do {	/* read the whole map first, keeping the expired keys */
 		count = size;
-		err = bpf_map_lookup_batch(fd, in, &token, batch_keys, values, &count, NULL);
+		err = bpf_map_lookup_batch(fd, in, token, batch_keys, values, &count, NULL);
 		if (err && err != -ENOENT)
 			return floor_fail(PROG, "bpf_map_lookup_batch", err);
 		for (__u32 i = 0; i < count; i++)
 			if (expired(values + i * stride, offset, cutoff))
 				memcpy(doomed + n++ * ks, batch_keys + i * ks, ks);
-		in = &token;
+		in = token;
 	} while (!err);
 	for (long i = 0; i < n; i++)	/* then delete them, whatever happened since */
 		deleted += bpf_map_delete_elem(fd, doomed + i * ks) == 0;
