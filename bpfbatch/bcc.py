@@ -21,10 +21,11 @@ from __future__ import annotations
 import ctypes
 from functools import reduce
 
-from . import _abi, bulk, cursor
-from .cursor import BatchCursor
+from ._sys import abi
 from .errors import InputError
-from .maps import Map
+from .map import cursor, whole
+from .map.cursor import BatchCursor
+from .map.handle import Map
 
 
 def items(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
@@ -38,9 +39,9 @@ def items_and_clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tu
     program makes between the read and the delete cannot be lost, unlike ``items()`` followed
     by ``clear()``. Tables whose elements cannot be deleted (arrays) are read, then zeroed."""
     with _open(table) as map:
-        if map.info.type in _abi.ELEMENTS_ALWAYS_EXIST:
+        if map.info.type in abi.ELEMENTS_ALWAYS_EXIST:
             entries = _collect(table, delete=False, batch_size=batch_size)
-            bulk.clear(map, batch_size=batch_size)
+            whole.clear(map, batch_size=batch_size)
             return entries
     return _collect(table, delete=True, batch_size=batch_size)
 
@@ -49,7 +50,7 @@ def clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
     """``table.clear()`` in linear time; returns how many entries were removed (arrays: how
     many were zeroed, as bcc's ``Array.clear()`` zeroes)."""
     with _open(table) as map:
-        return bulk.clear(map, batch_size=batch_size)
+        return whole.clear(map, batch_size=batch_size)
 
 
 def _open(table) -> Map:

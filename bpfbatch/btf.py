@@ -21,7 +21,7 @@ import dataclasses
 import enum
 import struct
 
-from ._libbpf import check, check_ptr, lib
+from ._sys.libbpf import check, check_ptr, lib
 from .errors import BpfBatchError
 
 BTF_MAGIC = 0xEB9F

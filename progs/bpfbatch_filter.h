@@ -7,7 +7,7 @@
  * returning BPFBATCH_KEEP (not selected), BPFBATCH_SELECT (count, dump or delete it, as
  * --action says) or BPFBATCH_STOP (not selected, and end the walk here). Write it, then expand
  * BPFBATCH_FILTER_PROGRAM(name) once: that defines the syscall program `name` that the runner
- * (bpfbatch/mapexec.py) loads and runs. Everything else — the walk, the action, the re-check
+ * (bpfbatch/exec/walker.py) loads and runs. Everything else — the walk, the action, the re-check
  * before a delete, the output array and the resume protocol — is this header's, shared with
  * bpfbatch's own predicate interpreter (map_exec.bpf.c), so a filter behaves exactly like
  * `--where`:

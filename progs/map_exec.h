@@ -2,7 +2,7 @@
  * back from the object's BTF: nothing here is retyped on the Python side).
  *
  * A predicate is a disjunction of and-clauses over integer fields of the map's value, compiled
- * by bpfbatch/expr.py into at most MAP_EXEC_MAX_TERMS terms; the terms of one clause are
+ * by bpfbatch/exec/predicate.py into at most MAP_EXEC_MAX_TERMS terms; the terms of one clause are
  * consecutive and the last one has clause_end set.
  */
 #ifndef BPFBATCH_MAP_EXEC_H

@@ -15,7 +15,7 @@ static __always_inline void *lookup_or_try_init(void *map, const void *key, cons
 	return bpf_map_lookup_elem(map, key);
 }
 
-/* The double buffer bpfbatch/tools/intervals.py reads out: two identical hash maps,
+/* The double buffer bpfbatch/top/intervals.py reads out: two identical hash maps,
  * <name>_a and <name>_b, and the one-slot array-of-maps `active` holding the one the
  * programs write (<name>_a at load). Programs fetch slot 0 at every event; user space
  * points the slot at the other map (the update returns after an RCU grace period, so no

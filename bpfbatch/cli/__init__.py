@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from .. import _libbpf
+from .._sys import libbpf
 from ..errors import BpfBatchError, errno_name
 
 app = typer.Typer(
@@ -28,7 +28,7 @@ def _global_options(
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Show libbpf's log on stderr."),
 ) -> None:
     if verbose:
-        _libbpf.set_log_sink(lambda line: sys.stderr.write(line))
+        libbpf.set_log_sink(lambda line: sys.stderr.write(line))
 
 
 def _register() -> None:

@@ -1,5 +1,5 @@
 """``bpfbatch bench``: the 2019 map-batch cover letter's table, measured on this kernel
-(see :mod:`bpfbatch.batchtable`)."""
+(see :mod:`bpfbatch.labs.covertable`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def bench(
         raise InputError(f"must be a positive number, got {entries}", obj="--entries")
     if rounds < 1:
         raise InputError(f"must be a positive number, got {rounds}", obj="--rounds")
-    from ..batchtable import measure, plot, render
+    from ..labs.covertable import measure, plot, render
 
     results = measure(entries, rounds)
     print(f"{entries:,}-entry hash map (u32 key, u64 value), median of {rounds} round(s); "

@@ -19,6 +19,6 @@ def demo(
     """Build a BTF-typed flow table, dump it, and time batched vs per-key reading."""
     if entries <= 0:
         raise InputError(f"must be positive, got {entries}", obj="--entries")
-    from .. import demo as demo_lib
+    from ..labs import demo as demo_lib
 
     demo_lib.run(entries, pin=pin)

@@ -1,6 +1,6 @@
 """Map exec and pruning: ``exec``, ``prune``, ``prune-demo``.
 
-Thin: open the map, compile the predicate, call :mod:`bpfbatch.mapexec` / :mod:`bpfbatch.prune`,
+Thin: open the map, compile the predicate, call :mod:`bpfbatch.exec.walker` / :mod:`bpfbatch.exec.prune`,
 render. Records go to stdout; summaries and per-round reports go to stderr.
 """
 
@@ -28,7 +28,7 @@ def _say(text: str) -> None:
 
 
 def _summary(label: str, r) -> str:
-    """One line of what an exec did (``r``: :class:`bpfbatch.mapexec.ExecResult`)."""
+    """One line of what an exec did (``r``: :class:`bpfbatch.exec.walker.ExecResult`)."""
     did = {"count": "matched", "dump": "dumped", "delete": "deleted"}[r.action]
     n = r.deleted if r.action == "delete" else r.selected
     kept = f", {r.kept} refreshed since read and kept" if r.kept else ""
@@ -67,31 +67,32 @@ def exec_command(
     Instead of --where, --filter-obj and --filter-prog run your own filter, written in C
     against the contract in bpfbatch_filter.h (installed next to bpfbatch's BPF objects).
     """
-    from .. import formats, mapexec
-    from ..codecs import map_codecs
+    from ..exec import walker
+    from ..records import render
+    from ..records.codec import map_codecs
 
     user_filter = _user_filter(where, filter_obj, filter_prog, mode)
-    if output is not None and output not in formats.FORMATS:  # before anything is deleted
-        raise InputError(f"unknown format '{output}' (use {', '.join(formats.FORMATS)})",
+    if output is not None and output not in render.FORMATS:  # before anything is deleted
+        raise InputError(f"unknown format '{output}' (use {', '.join(render.FORMATS)})",
                          obj="--output")
-    if action not in mapexec.ACTIONS:
-        raise InputError(f"unknown action '{action}' (use {', '.join(mapexec.ACTIONS)})",
+    if action not in walker.ACTIONS:
+        raise InputError(f"unknown action '{action}' (use {', '.join(walker.ACTIONS)})",
                          obj="--action")
     if action == "dump" and output is None:
         output = "json"
     with open_map(map_id, pinned, name, read_only=action != "delete") as m:
-        predicate = mapexec.compile_for(m, where) if user_filter is None else None
+        predicate = walker.compile_for(m, where) if user_filter is None else None
         renderer = None
         if output is not None and action != "count":
             key_codec, value_codec = map_codecs(m.info)
-            renderer = formats.make_renderer(output, m.info, key_codec, value_codec,
+            renderer = render.make_renderer(output, m.info, key_codec, value_codec,
                                              sys.stdout.buffer)
         sink = renderer.write_batch if renderer else None
         if user_filter is None:
-            result = mapexec.exec_map(m, predicate, action, mode=mode, sink=sink,
+            result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
                                       max_selected=max_selected)
         else:
-            result = mapexec.exec_filter(m, user_filter, action, sink=sink,
+            result = walker.exec_filter(m, user_filter, action, sink=sink,
                                          max_selected=max_selected)
         if renderer:
             renderer.close()
@@ -102,9 +103,9 @@ def exec_command(
 
 def _user_filter(where: str | None, filter_obj: Path | None, filter_prog: str | None,
                  mode: str):
-    """The :class:`~bpfbatch.mapexec.Filter` the options name, ``None`` for --where; refuses
+    """The :class:`~bpfbatch.exec.walker.Filter` the options name, ``None`` for --where; refuses
     every other combination."""
-    from ..mapexec import MODES, Filter
+    from ..exec.walker import MODES, Filter
 
     if filter_obj is None and filter_prog is None:
         if where is None:
@@ -158,8 +159,8 @@ def prune_command(
     Each round prints what it deleted and how long it took; per-CPU maps go by the newest
     timestamp across CPUs.
     """
-    from .. import prune
-    from ..expr import parse_duration
+    from ..exec import prune
+    from ..exec.predicate import parse_duration
 
     older_ns = parse_duration(older_than, "--older-than")
     every_ns = parse_duration(every, "--every") if every is not None else None
@@ -190,9 +191,9 @@ def prune_demo(
     two throwaway network namespaces; every flow sends once, --active of them keep sending
     (every 100 ms), and a prune round each second deletes the idle ones. Needs root; removes
     everything on exit."""
-    from .. import mapexec, prune
-    from ..expr import parse_duration
-    from ..flowtable import FlowTableLab
+    from ..exec import prune, walker
+    from ..exec.predicate import parse_duration
+    from ..labs.flowtable import FlowTableLab
 
     if not 0 <= active <= flows or flows <= 0 or rounds <= 0:
         raise InputError("need 0 <= --active <= --flows, --flows > 0 and --rounds > 0",
@@ -213,7 +214,7 @@ def prune_demo(
         predicate = prune.prune_predicate(table, "last_seen_ns", older_ns)
         try:
             for r in prune.prune_rounds(table, predicate, every_ns=10**9, mode=mode, stop=stop):
-                held = mapexec.exec_map(table, "", "count", mode="user").selected
+                held = walker.exec_map(table, "", "count", mode="user").selected
                 _say(f"round {r.number}: deleted {r.result.deleted} in "
                      f"{r.result.seconds * 1e3:.1f} ms ({r.result.mode}); {held} flows left")
                 if r.number >= rounds:

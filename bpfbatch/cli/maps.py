@@ -13,17 +13,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import cursor
-from ..cursor import check_batch_size
 from ..errors import InputError
-from ..maps import Map, MapInfo, iter_infos
+from ..map import cursor
+from ..map.cursor import check_batch_size
+from ..map.handle import Map, MapInfo, iter_infos
 from . import app
 
 MapId = Annotated[Optional[int], typer.Option("--map-id", help="Map id (as bpftool map show lists).")]
 Pinned = Annotated[Optional[str], typer.Option("--pinned", help="Path of a map pinned on bpffs.")]
 Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; must match one map.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
-#: The renderers' names (formats.FORMATS, spelled out so that starting any command does not
+#: The renderers' names (render.FORMATS, spelled out so that starting any command does not
 #: import the codecs; tests/unit check the two agree).
 OUTPUT_FORMATS = "table, json, jsonl, csv or bpftool-json"
 Output = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_FORMATS)]
@@ -96,12 +96,12 @@ def dump(
     check_batch_size(batch_size)
     if limit is not None and limit < 0:
         raise InputError(f"must not be negative, got {limit}", obj="--limit")
-    from .. import formats
-    from ..codecs import map_codecs
+    from ..records import render
+    from ..records.codec import map_codecs
 
     with open_map(map_id, pinned, name, read_only=True) as m:
         key_codec, value_codec = map_codecs(m.info)
-        renderer = formats.make_renderer(output, m.info, key_codec, value_codec, sys.stdout.buffer)
+        renderer = render.make_renderer(output, m.info, key_codec, value_codec, sys.stdout.buffer)
         left = limit
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).

@@ -1,5 +1,5 @@
 """``bpfbatch top tcp`` and ``bpfbatch top slab``: bcc's tcptop and slabratetop, same flags
-and columns, read out loss-free every interval (see :mod:`bpfbatch.tools.intervals`)."""
+and columns, read out loss-free every interval (see :mod:`bpfbatch.top.intervals`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from ..tools import screen
+from ..top import screen
 from . import app
 
 top = typer.Typer(help="bcc-style top tools over batched, loss-free interval read-outs.",
@@ -62,7 +62,7 @@ def tcp(
     _check(interval, count, rows)
     if ipv4 and ipv6:
         raise InputError("-4 and -6 are mutually exclusive", obj="-4/-6")
-    from ..tools import tcptop
+    from ..top import tcptop
 
     screen.check_choice(sort, tcptop.SORT_KEYS, "-s/--sort")
     family = 4 if ipv4 else 6 if ipv6 else None
@@ -92,7 +92,7 @@ def slab(
     not say which of the kmalloc caches of that size served them.
     """
     _check(interval, count, rows)
-    from ..tools import slabratetop
+    from ..top import slabratetop
 
     screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
     with slabratetop.SlabRateTop(pid=pid) as tool:

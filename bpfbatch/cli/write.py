@@ -1,7 +1,7 @@
 """Write commands: ``load``, ``delete``, ``clear``, ``drain``.
 
 Thin: open the map, read the input (all of it, before the first syscall), call
-:mod:`bpfbatch.bulk`, report. Data goes to stdout; the one-line summaries go to stderr.
+:mod:`bpfbatch.map.whole`, report. Data goes to stdout; the one-line summaries go to stderr.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import _abi, cursor
+from .._sys import abi
 from ..errors import BpfBatchError, InputError
+from ..map import cursor, writes
 from . import app
 from .maps import BatchSize, MapId, Name, Output, Pinned, check_batch_size, open_map
 
@@ -49,8 +50,9 @@ def load(
     --per-key closes that race at one syscall per record.
     """
     check_batch_size(batch_size)
-    from .. import bulk, inputs
-    from ..bulk import Existing, LoadError, RecordError
+    from ..map import whole
+    from ..map.whole import Existing, LoadError, RecordError
+    from ..records import read
 
     if if_absent and if_present:
         raise InputError("choose one of --if-absent and --if-present", obj="--if-absent")
@@ -58,9 +60,9 @@ def load(
         raise InputError("only applies with --if-absent or --if-present", obj="--per-key")
     only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
     with open_map(map_id, pinned, name, read_only=False) as m:
-        records = inputs.read(file, m.info, fmt=fmt)
+        records = read.read_records(file, m.info, fmt=fmt)
         try:
-            result = bulk.load(m, records.keys, records.values, records.count, only=only,
+            result = whole.load(m, records.keys, records.values, records.count, only=only,
                                per_key=per_key, batch_size=batch_size)
         except LoadError as exc:
             exc.message += f" (record at {records.where(exc.index)})"
@@ -82,11 +84,11 @@ def delete(
     """Delete the keys of FILE's records (values, if present, are ignored: a dump works).
     Keys not in the map are skipped and counted."""
     check_batch_size(batch_size)
-    from .. import inputs
+    from ..records import read
 
     with open_map(map_id, pinned, name, read_only=False) as m:
-        records = inputs.read(file, m.info, fmt=fmt, with_values=False)
-        result = cursor.delete(m, records.keys, records.count, batch_size=batch_size)
+        records = read.read_records(file, m.info, fmt=fmt, with_values=False)
+        result = writes.delete(m, records.keys, records.count, batch_size=batch_size)
     _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
 
 
@@ -97,11 +99,11 @@ def clear(
 ) -> None:
     """Remove every element (arrays: set every element to zero)."""
     check_batch_size(batch_size)
-    from .. import bulk
+    from ..map import whole
 
     with open_map(map_id, pinned, name, read_only=False) as m:
-        removed = bulk.clear(m, batch_size=batch_size)
-    verb = "zeroed" if m.info.type in _abi.ELEMENTS_ALWAYS_EXIST else "removed"
+        removed = whole.clear(m, batch_size=batch_size)
+    verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"
     _say(f"{m.info.label}: {removed} entries {verb}")
 
 
@@ -115,21 +117,22 @@ def drain(
     before the next is taken; if the output fails (closed pipe, full disk) the batch in hand
     is put back into the map and the command fails saying so."""
     check_batch_size(batch_size)
-    from .. import bulk, formats
-    from ..bulk import DrainError
-    from ..codecs import map_codecs
+    from ..map import whole
+    from ..map.whole import DrainError
+    from ..records import render
+    from ..records.codec import map_codecs
 
     out = sys.stdout.buffer
     with open_map(map_id, pinned, name, read_only=False) as m:
         key_codec, value_codec = map_codecs(m.info)
-        renderer = formats.make_renderer(output, m.info, key_codec, value_codec, out)
+        renderer = render.make_renderer(output, m.info, key_codec, value_codec, out)
 
         def sink(batch: cursor.Batch) -> None:
             renderer.write_batch(batch)
             out.flush()
 
         try:
-            result = bulk.drain(m, sink, batch_size=batch_size)
+            result = whole.drain(m, sink, batch_size=batch_size)
             renderer.close()
         except DrainError:
             _abandon_stdout()

@@ -52,9 +52,9 @@ class Resolver:
         """An fd of the BPF program pinned at ``path``, opened once and kept until close()."""
         fd = self._program_fd.get(path)
         if fd is None:
-            from .. import _libbpf  # loads libbpf: only batches with bpf filters pay for it
+            from .._sys import libbpf  # loads libbpf: only batches with bpf filters pay for it
 
-            fd = self._program_fd[path] = _libbpf.obj_fd_by_path(path, read_only=False)
+            fd = self._program_fd[path] = libbpf.obj_fd_by_path(path, read_only=False)
         return fd
 
     def close(self) -> None:

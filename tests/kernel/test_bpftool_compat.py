@@ -15,15 +15,15 @@ import subprocess
 
 import pytest
 
-from bpfbatch import _libbpf
-from bpfbatch._abi import MapType
+from bpfbatch._sys import libbpf
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.codecs import map_codecs
-from bpfbatch.cursor import Batch, BatchCursor, read_ahead
 from bpfbatch.errors import NotFoundError
-from bpfbatch.formats import make_renderer
-from bpfbatch.maps import Map
-from bpfbatch.objects import BpfObject
+from bpfbatch.loader import BpfObject
+from bpfbatch.map.cursor import Batch, BatchCursor, read_ahead
+from bpfbatch.map.handle import Map
+from bpfbatch.records.codec import map_codecs
+from bpfbatch.records.render import make_renderer
 
 pytestmark = pytest.mark.skipif(not shutil.which("bpftool"), reason="needs bpftool")
 
@@ -168,7 +168,7 @@ def test_struct_key_and_small_enum(types):
 def test_per_cpu(types, map_type, value):
     with typed_map(types, map_type, "u32", value, max_entries=6) as m:
         key, codec = map_codecs(m.info)
-        ncpus = _libbpf.num_possible_cpus()
+        ncpus = libbpf.num_possible_cpus()
         sample = {"u32": lambda i, c: i * 10 + c,
                   "odd": lambda i, c: {"a": i, "b": c, "c": i * c},
                   "pair": lambda i, c: {"a": i, "b": 2**64 - 1 - c}}[value]

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import bpfbatch as bpfbatch_pkg
-from bpfbatch import cursor
-from bpfbatch._abi import MapType
-from bpfbatch.maps import Map
+from bpfbatch._sys.abi import MapType
+from bpfbatch.map import writes
+from bpfbatch.map.handle import Map
 
 
 def bpfbatch(*args: str, check: bool = False) -> subprocess.CompletedProcess:
@@ -39,7 +39,7 @@ NAME = f"bb_cnt_{os.getpid():x}"
 def filled():
     m = Map.create(MapType.HASH, 4, 8, 4096, name=NAME)
     keys = np.arange(1234, dtype=np.uint32)
-    cursor.update(m, keys, np.zeros(1234, np.uint64), 1234)
+    writes.update(m, keys, np.zeros(1234, np.uint64), 1234)
     yield m
     m.close()
 

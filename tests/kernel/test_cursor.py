@@ -12,13 +12,14 @@ import subprocess
 import numpy as np
 import pytest
 
-from bpfbatch import _libbpf, cursor
-from bpfbatch._abi import MapType
-from bpfbatch.cursor import BatchCursor, read_all
+from bpfbatch._sys import libbpf
+from bpfbatch._sys.abi import MapType
 from bpfbatch.errors import InputError, NotSupportedError, RetryBudgetError
-from bpfbatch.maps import Map
+from bpfbatch.map import writes
+from bpfbatch.map.cursor import BatchCursor, read_all
+from bpfbatch.map.handle import Map
 
-NCPUS = _libbpf.num_possible_cpus()
+NCPUS = libbpf.num_possible_cpus()
 HASHES = [MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH, MapType.LRU_PERCPU_HASH]
 
 
@@ -28,7 +29,7 @@ def fill(m: Map, keys: np.ndarray) -> None:
     for cpu in range(NCPUS if m.info.percpu else 1):
         off = cpu * m.info.cpu_stride
         values[:, off:off + 4] = keys.astype(np.uint32).view(np.uint8).reshape(-1, 4)
-    assert cursor.update(m, keys.astype(np.uint32), values, len(keys)) == len(keys)
+    assert writes.update(m, keys.astype(np.uint32), values, len(keys)) == len(keys)
 
 
 def keys_of(m: Map, **options) -> list[int]:
@@ -38,7 +39,7 @@ def keys_of(m: Map, **options) -> list[int]:
 
 def raw_lookup(m: Map, in_batch, count: int, *, delete: bool = False):
     """One raw batch call: (rc, count, out_batch bytes)."""
-    fn = _libbpf.lib.bpf_map_lookup_and_delete_batch if delete else _libbpf.lib.bpf_map_lookup_batch
+    fn = libbpf.lib.bpf_map_lookup_and_delete_batch if delete else libbpf.lib.bpf_map_lookup_batch
     out = ctypes.create_string_buffer(max(m.info.key_size, 4))
     keys = ctypes.create_string_buffer(max(count, 1) * m.info.key_size)
     values = ctypes.create_string_buffer(max(count, 1) * m.info.value_stride)
@@ -196,7 +197,7 @@ def test_percpu_layout_round_trip_with_a_distinct_value_per_cpu(maps, map_type, 
     for k in range(16):
         for cpu in range(NCPUS):
             values[k, cpu * stride:cpu * stride + value_size] = (k * 16 + cpu + 1) % 256
-    assert cursor.update(m, keys, values, 16) == 16
+    assert writes.update(m, keys, values, 16) == 16
     got_keys, got_values = read_all(m, batch_size=5)
     order = np.argsort(got_keys.view(np.uint32).ravel())
     for k, row in zip(range(16), got_values[order]):
@@ -215,7 +216,7 @@ def test_arrays_refuse_delete_and_drain_with_enotsupp_translated(maps, map_type)
         list(BatchCursor(m, delete=True))
     assert exc.value.errno == 524 and "ENOTSUPP" in str(exc.value)
     with pytest.raises(NotSupportedError):
-        cursor.delete(m, np.arange(2, dtype=np.uint32), 2)
+        writes.delete(m, np.arange(2, dtype=np.uint32), 2)
 
 
 @pytest.mark.parametrize("key_size", [1, 2])
@@ -223,7 +224,7 @@ def test_small_keys_use_a_four_byte_token(maps, key_size):
     entries = 256 if key_size == 1 else 1000
     m = maps(MapType.HASH, key_size=key_size, value_size=4, max_entries=entries)
     keys = np.arange(entries, dtype=np.uint8 if key_size == 1 else np.uint16)
-    assert cursor.update(m, keys, np.zeros(entries, np.uint32), entries) == entries
+    assert writes.update(m, keys, np.zeros(entries, np.uint32), entries) == entries
     c = BatchCursor(m, batch_size=16)
     assert c.token_size == 4
     # The kernel writes a 4-byte bucket index whatever the key size: guard bytes stay intact.
@@ -232,7 +233,7 @@ def test_small_keys_use_a_four_byte_token(maps, key_size):
     kbuf = ctypes.create_string_buffer(16 * key_size)
     vbuf = ctypes.create_string_buffer(16 * 4)
     n = ctypes.c_uint32(16)
-    rc = _libbpf.lib.bpf_map_lookup_batch(m.fd, None, out, kbuf, vbuf, ctypes.byref(n), None)
+    rc = libbpf.lib.bpf_map_lookup_batch(m.fd, None, out, kbuf, vbuf, ctypes.byref(n), None)
     assert rc in (0, -errno.ENOENT)
     assert guarded.raw[:4] == b"\xaa" * 4 and guarded.raw[8:12] == b"\xbb" * 4
     got = [bytes(b.keys[i * key_size:(i + 1) * key_size]) for b in c for i in range(b.count)]
@@ -279,7 +280,7 @@ def test_hash_of_maps_yields_inner_ids_and_takes_fds(maps):
     outer = maps(MapType.HASH_OF_MAPS, max_entries=8, inner_map_fd=inner[0].fd)
     keys = np.arange(3, dtype=np.uint32)
     fds = np.array([m.fd for m in inner], dtype=np.uint32)
-    assert cursor.update(outer, keys, fds, 3) == 3
+    assert writes.update(outer, keys, fds, 3) == 3
     got_keys, got_values = read_all(outer)
     ids = dict(zip(got_keys.view(np.uint32).ravel(), got_values.view(np.uint32).ravel()))
     assert ids == {i: inner[i].info.id for i in range(3)}
@@ -293,7 +294,7 @@ def test_array_of_maps_with_empty_slots_terminates(maps):
     got = dict(zip(keys.view(np.uint32).ravel(), values.view(np.uint32).ravel()))
     assert got == {5: inner.info.id}
     # Its slots can be emptied (unlike a plain array's): delete falls back to per-key.
-    assert cursor.delete(outer, np.array([5, 6], np.uint32), 2) == cursor.DeleteResult(1, 1)
+    assert writes.delete(outer, np.array([5, 6], np.uint32), 2) == writes.DeleteResult(1, 1)
     assert len(read_all(outer)[0]) == 0
 
 
@@ -324,8 +325,8 @@ def test_sparse_huge_map_one_pass(maps):
 def test_empty_writes_are_no_ops(maps):
     m = maps()
     none = np.zeros((0, 4), np.uint8)
-    assert cursor.update(m, none, none, 0) == 0
-    assert cursor.delete(m, none, 0) == cursor.DeleteResult(0, 0)
+    assert writes.update(m, none, none, 0) == 0
+    assert writes.delete(m, none, 0) == writes.DeleteResult(0, 0)
 
 
 @pytest.mark.parametrize("map_type,value_size,max_entries",
@@ -353,9 +354,9 @@ def test_writes_refuse_a_batch_size_that_would_hang_or_overrun(maps, bad):
     m = maps()
     keys = np.arange(4, dtype=np.uint32)
     with pytest.raises(InputError, match="--batch-size"):
-        cursor.update(m, keys, keys, 4, batch_size=bad)
+        writes.update(m, keys, keys, 4, batch_size=bad)
     with pytest.raises(InputError, match="--batch-size"):
-        cursor.delete(m, keys, 4, batch_size=bad)
+        writes.delete(m, keys, 4, batch_size=bad)
     assert keys_of(m) == []
 
 

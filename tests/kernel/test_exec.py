@@ -11,16 +11,17 @@ import time
 import numpy as np
 import pytest
 
-from bpfbatch import cursor, features, mapexec
-from bpfbatch._abi import MapType
-from bpfbatch._libbpf import num_possible_cpus
+from bpfbatch._sys.abi import MapType
+from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.codecs import map_codecs
 from bpfbatch.errors import InputError, NotSupportedError
-from bpfbatch.maps import Map
+from bpfbatch.exec import walker
+from bpfbatch.map import cursor, probes, writes
+from bpfbatch.map.handle import Map
+from bpfbatch.records.codec import map_codecs
 
-pytestmark = pytest.mark.skipif(not features.syscall_program(),
-                                reason=f"syscall programs: {features.syscall_program().reason}")
+pytestmark = pytest.mark.skipif(not probes.syscall_program(),
+                                reason=f"syscall programs: {probes.syscall_program().reason}")
 
 S = 10**9
 N = 3000
@@ -57,7 +58,7 @@ def make_map(map_type: MapType, entries: int = N, *, seed: int = 3) -> Map:
     # with `now - 35s` select nothing, in the kernel, the emulation and the reference alike)
     one["v"]["last_seen_ns"] = np.maximum(now - rng.integers(0, 7, one.shape) * 10 * S, 1)
     keys = np.arange(entries, dtype=np.uint32)
-    cursor.update(m, keys, one, entries)
+    writes.update(m, keys, one, entries)
     assert sum(b.count for b in cursor.BatchCursor(m)) == entries
     return m
 
@@ -114,7 +115,7 @@ def run_collect(m, text, action, mode, **kw):
             records[key] = v.tobytes()
 
     start = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-    result = mapexec.exec_map(m, text, action, mode=mode, sink=sink if action != "count" else None,
+    result = walker.exec_map(m, text, action, mode=mode, sink=sink if action != "count" else None,
                               **kw)
     return result, records, start
 
@@ -170,16 +171,16 @@ def test_out_map_overflow_resumes(typed_map):
     text = "packets < 30"
     before = decoded(typed_map)
     want = reference(before, text, 0)
-    with mapexec.KernelWalker(typed_map, out_bytes=97 * (8 + ((info.value_stride + 7) & ~7))) \
-            as walker:
-        assert walker.slots == 97
+    with walker.KernelWalker(typed_map, out_bytes=97 * (8 + ((info.value_stride + 7) & ~7))) \
+            as kernel:
+        assert kernel.slots == 97
         got = []
-        result = walker.run(mapexec.compile_for(typed_map, text), "dump",
+        result = kernel.run(walker.compile_for(typed_map, text), "dump",
                             sink=lambda b: got.extend(np.frombuffer(b.keys, "<u4").tolist()))
         assert sorted(got) == sorted(want) and result.passes == max(1, -(-len(want) // 97))
-        if info.type in mapexec.DELETABLE_TYPES:
+        if info.type in walker.DELETABLE_TYPES:
             got.clear()
-            result = walker.run(mapexec.compile_for(typed_map, text), "delete",
+            result = kernel.run(walker.compile_for(typed_map, text), "delete",
                                 sink=lambda b: got.extend(np.frombuffer(b.keys, "<u4").tolist()))
             assert sorted(got) == sorted(want) and result.deleted == len(want)
             assert set(decoded(typed_map)) == set(before) - want
@@ -191,7 +192,7 @@ def test_max_selected_stops_early(mode):
         result, records, _ = run_collect(m, "packets < 50", "delete", mode, max_selected=100)
         assert result.deleted == len(records) == 100
         assert len(decoded(m)) == N - 100
-        counted = mapexec.exec_map(m, "", "count", mode=mode, max_selected=7)
+        counted = walker.exec_map(m, "", "count", mode=mode, max_selected=7)
         assert counted.selected == 7
 
 
@@ -199,18 +200,18 @@ def test_max_selected_stops_early(mode):
 def test_array_elements_cannot_be_deleted(mode):
     with make_map(MapType.ARRAY, 10) as m:
         with pytest.raises(NotSupportedError, match="array elements cannot be deleted"):
-            mapexec.exec_map(m, "packets < 50", "delete", mode=mode)
+            walker.exec_map(m, "packets < 50", "delete", mode=mode)
 
 
 def test_unknown_field_names_the_token():
     with make_map(MapType.HASH, 10) as m:
         with pytest.raises(InputError, match=r"^--where column 14 'pakets': no such field"):
-            mapexec.exec_map(m, "port == 1 or pakets < 3", "count")
+            walker.exec_map(m, "port == 1 or pakets < 3", "count")
 
 
 def test_auto_mode_picks_the_kernel_here():
     with make_map(MapType.HASH, 10) as m:
-        assert mapexec.exec_map(m, "packets < 50", "count").mode == "kernel"
+        assert walker.exec_map(m, "packets < 50", "count").mode == "kernel"
 
 
 def test_cli_exec_dump_delete_and_errors():
@@ -247,7 +248,7 @@ def test_scalar_key_and_value_smaller_than_a_u64(mode):
                        btf_key_type_id=u32, btf_value_type_id=u16)
     with m:
         keys = np.arange(500, dtype=np.uint32)
-        cursor.update(m, keys, (keys * 7 % 1000).astype(np.uint16), 500)
+        writes.update(m, keys, (keys * 7 % 1000).astype(np.uint16), 500)
         want = {k for k in range(500) if k * 7 % 1000 < 100 or k > 490}
         result, records, _ = run_collect(m, "value < 100 or key > 490", "delete", mode)
         assert set(records) == want and result.deleted == len(want)

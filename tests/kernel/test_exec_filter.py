@@ -12,17 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bpfbatch import cursor, features, mapexec
-from bpfbatch._abi import MapType
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.maps import Map
+from bpfbatch.exec import walker
+from bpfbatch.map import cursor, probes
+from bpfbatch.map.handle import Map
 
-pytestmark = pytest.mark.skipif(not features.syscall_program(),
-                                reason=f"syscall programs: {features.syscall_program().reason}")
+pytestmark = pytest.mark.skipif(not probes.syscall_program(),
+                                reason=f"syscall programs: {probes.syscall_program().reason}")
 
 N = 2000
-EXAMPLE = mapexec.FILTER_INCLUDE_DIR / "example_filter.bpf.o"
-SMALL_FLOWS = mapexec.Filter(EXAMPLE, "small_flows")
+EXAMPLE = walker.FILTER_INCLUDE_DIR / "example_filter.bpf.o"
+SMALL_FLOWS = walker.Filter(EXAMPLE, "small_flows")
 WHERE = "packets < 10"  # what the example filter compiles in
 KEY, VALUE = struct.Struct("<IIHHB3x"), struct.Struct("<QQQQ")
 PROGS_SRC = Path(__file__).resolve().parents[2] / "progs"
@@ -79,18 +80,18 @@ def test_example_filter_does_what_where_does(map_type):
         assert before == contents(by_where)
         want = small(before)
         assert 0 < len(want) < N
-        counted = mapexec.exec_filter(by_filter, SMALL_FLOWS, "count")
+        counted = walker.exec_filter(by_filter, SMALL_FLOWS, "count")
         assert counted.mode == "kernel" and counted.visited == N
         assert counted.selected == len(want)
-        assert mapexec.exec_map(by_where, WHERE, "count", mode="kernel").selected == len(want)
+        assert walker.exec_map(by_where, WHERE, "count", mode="kernel").selected == len(want)
         dumped = Records(by_filter)
         # An out map of 64 records: the dump resumes the way map_exec's does.
-        with mapexec.KernelWalker(by_filter, out_bytes=64 * 40, user_filter=SMALL_FLOWS) as w:
+        with walker.KernelWalker(by_filter, out_bytes=64 * 40, user_filter=SMALL_FLOWS) as w:
             result = w.run(None, "dump", sink=dumped)
         assert result.passes > 1 and dumped.got == want
         by_filter_gone, by_where_gone = Records(by_filter), Records(by_where)
-        deleted = mapexec.exec_filter(by_filter, SMALL_FLOWS, "delete", sink=by_filter_gone)
-        mapexec.exec_map(by_where, WHERE, "delete", mode="kernel", sink=by_where_gone)
+        deleted = walker.exec_filter(by_filter, SMALL_FLOWS, "delete", sink=by_filter_gone)
+        walker.exec_map(by_where, WHERE, "delete", mode="kernel", sink=by_where_gone)
         assert deleted.deleted == len(want)
         assert by_filter_gone.got == by_where_gone.got == want
         assert contents(by_filter) == contents(by_where) == {
@@ -99,7 +100,7 @@ def test_example_filter_does_what_where_does(map_type):
 
 def test_max_selected_stops_a_filter():
     with flow_table(MapType.HASH) as m:
-        result = mapexec.exec_filter(m, SMALL_FLOWS, "delete", max_selected=7)
+        result = walker.exec_filter(m, SMALL_FLOWS, "delete", max_selected=7)
         assert result.deleted == 7 and len(contents(m)) == N - 7
 
 
@@ -108,8 +109,8 @@ def test_filter_stop_ends_the_walk(built):
     with flow_table(MapType.HASH) as m:
         before = contents(m)
         gone = Records(m)
-        stop = mapexec.Filter(built / "stop_at_39.bpf.o", "stop_at_39")
-        result = mapexec.exec_filter(m, stop, "delete", sink=gone)
+        stop = walker.Filter(built / "stop_at_39.bpf.o", "stop_at_39")
+        result = walker.exec_filter(m, stop, "delete", sink=gone)
         assert result.passes == 1 and result.deleted == result.visited - 1 < N
         assert all(VALUE.unpack(v)[0] < 39 for v in gone.got.values())
         assert contents(m) == {k: v for k, v in before.items() if k not in gone.got}
@@ -163,7 +164,7 @@ def built(tmp_path_factory):
         src = out / f"{name}.bpf.c"
         src.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\n' + body +
                        'char LICENSE[] SEC("license") = "GPL";\n')
-        subprocess.run([clang, "-g", "-O2", "-target", "bpf", f"-I{mapexec.FILTER_INCLUDE_DIR}",
+        subprocess.run([clang, "-g", "-O2", "-target", "bpf", f"-I{walker.FILTER_INCLUDE_DIR}",
                         f"-I{PROGS_SRC}", "-c", str(src), "-o", str(out / f"{name}.bpf.o")],
                        check=True)
     (out / "text.o").write_text("not an object\n")
@@ -171,7 +172,7 @@ def built(tmp_path_factory):
 
 
 def misuses(built: Path) -> list[tuple[list[str], str]]:
-    flowtable = mapexec.FILTER_INCLUDE_DIR / "flowtable.bpf.o"
+    flowtable = walker.FILTER_INCLUDE_DIR / "flowtable.bpf.o"
     with open(sys.executable, "rb") as f:  # an ELF file for another machine than BPF
         machine = int.from_bytes(f.read(20)[18:], sys.byteorder)
     return [

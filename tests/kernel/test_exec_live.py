@@ -15,18 +15,19 @@ import time
 import numpy as np
 import pytest
 
-from bpfbatch import cursor, features, mapexec
-from bpfbatch._abi import MapType
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.maps import Map
+from bpfbatch.exec import walker
+from bpfbatch.map import cursor, probes, writes
+from bpfbatch.map.handle import Map
 
 N = 60_000
 
 REFRESHER = r"""
 import ctypes, os, select, sys, time
 import numpy as np
-from bpfbatch.maps import Map
-from bpfbatch._libbpf import lib
+from bpfbatch.map.handle import Map
+from bpfbatch._sys.libbpf import lib
 map_id, n, seed, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 m = Map.open_id(map_id)
 order = np.random.default_rng(seed).permutation(n).astype(np.uint32)
@@ -57,14 +58,14 @@ def expired_table() -> Map:
                        btf_key_type_id=u32, btf_value_type_id=value)
     values = np.zeros((N, 2), np.uint64)
     values[:, 1] = 1
-    cursor.update(m, np.arange(N, dtype=np.uint32), values, N)
+    writes.update(m, np.arange(N, dtype=np.uint32), values, N)
     return m
 
 
 def lookup_then_delete(m: Map, where: str) -> None:
     """The baseline: what was expired when read is deleted, whatever happened since."""
     keys, values = cursor.read_all(m)
-    picked = mapexec.compile_for(m, where).evaluate(values, time.clock_gettime_ns(
+    picked = walker.compile_for(m, where).evaluate(values, time.clock_gettime_ns(
         time.CLOCK_MONOTONIC))
     for key in keys[picked]:
         m.delete(key.tobytes())
@@ -97,10 +98,10 @@ def live_deletions(prune, tmp_path) -> tuple[int, int, object]:
 WHERE = "last_seen_ns < now - 1s"
 
 
-@pytest.mark.skipif(not features.syscall_program(), reason="no syscall programs")
+@pytest.mark.skipif(not probes.syscall_program(), reason="no syscall programs")
 def test_kernel_path_deletes_no_refreshed_entry(tmp_path):
     live, refreshes, result = live_deletions(
-        lambda m: mapexec.exec_map(m, WHERE, "delete", mode="kernel"), tmp_path)
+        lambda m: walker.exec_map(m, WHERE, "delete", mode="kernel"), tmp_path)
     print(f"kernel path: {live} live deletions, {refreshes} refreshes during the prune, "
           f"{result.kept} refreshed entries kept by the re-check")
     # What remains is the nanoseconds between the program's re-read and its delete: a refresh
@@ -110,7 +111,7 @@ def test_kernel_path_deletes_no_refreshed_entry(tmp_path):
 
 def test_emulation_deletes_no_refreshed_entry(tmp_path):
     live, refreshes, result = live_deletions(
-        lambda m: mapexec.exec_map(m, WHERE, "delete", mode="user"), tmp_path)
+        lambda m: walker.exec_map(m, WHERE, "delete", mode="user"), tmp_path)
     print(f"user-space emulation: {live} live deletions, {refreshes} refreshes during the "
           f"prune, {result.kept} refreshed entries put back by the re-check")
     assert live == 0  # lookup-and-delete is atomic; a refreshed value is put back

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bpfbatch import _libbpf, features
+from bpfbatch._sys import libbpf
 from bpfbatch.errors import BpfBatchError, InputError, KernelError, NotFoundError, NotSupportedError
-from bpfbatch.objects import BpfObject
+from bpfbatch.loader import BpfObject
+from bpfbatch.map import probes
 
 PROGS = Path(__file__).resolve().parents[2] / "progs"
 CLANG = shutil.which("clang-16") or shutil.which("clang")
@@ -55,12 +56,12 @@ def failed_load(path: Path) -> tuple[str, list[str]]:
     """Load an object the kernel refuses, libbpf's log captured: ``(error line, messages)``."""
     log: list[str] = []
     with BpfObject(path) as obj:
-        _libbpf.set_log_sink(log.append)
+        libbpf.set_log_sink(log.append)
         try:
             with pytest.raises(KernelError) as raised:
                 obj.load()
         finally:
-            _libbpf.set_log_sink(None)
+            libbpf.set_log_sink(None)
     return str(raised.value), log
 
 
@@ -87,13 +88,13 @@ def test_rodata_errors_name_the_variable():
 def test_hook_choice_prefers_tp_btf_and_can_be_forced_to_raw_tp():
     with BpfObject.package("tcptop") as obj:
         obj.load()
-        expected = "tp_btf" if features.tp_btf("sock_send_length") else "raw_tp"
+        expected = "tp_btf" if probes.tp_btf("sock_send_length") else "raw_tp"
         assert obj.hooks == {"sock_send_length": expected, "sock_recv_length": expected}
     with BpfObject.package("tcptop") as obj:
         obj.load(hook_kinds=("raw_tp",))
         obj.attach()
         assert obj.hooks == {"sock_send_length": "raw_tp", "sock_recv_length": "raw_tp"}
-        loaded = {p.name for p in obj.programs() if _libbpf.lib.bpf_program__autoload(p.handle)}
+        loaded = {p.name for p in obj.programs() if libbpf.lib.bpf_program__autoload(p.handle)}
         assert loaded == {"send_raw", "recv_raw"}
 
 
@@ -107,8 +108,8 @@ def test_maps_by_name_and_close_releases_every_fd():
         assert slabs.info.key_size == 8 and slabs.info.value_size == obj.struct("slab_value").size
         with pytest.raises(NotFoundError, match="no_such_map"):
             obj.map("no_such_map")
-        fds = [slabs.fd] + [_libbpf.lib.bpf_program__fd(p.handle) for p in obj.programs()
-                            if _libbpf.lib.bpf_program__autoload(p.handle)]
+        fds = [slabs.fd] + [libbpf.lib.bpf_program__fd(p.handle) for p in obj.programs()
+                            if libbpf.lib.bpf_program__autoload(p.handle)]
         assert all(os.fstat(fd) for fd in fds)
     for fd in fds:  # the kernel frees the objects asynchronously; our references are gone
         with pytest.raises(OSError) as raised:
@@ -172,24 +173,24 @@ def test_an_exception_in_the_log_sink_reaches_the_caller():
         raise Stop(line)
 
     with BpfObject.package("tcptop") as obj:
-        _libbpf.set_log_sink(sink)
+        libbpf.set_log_sink(sink)
         try:
             with pytest.raises(Stop):
                 obj.load()
         finally:
-            _libbpf.set_log_sink(None)
+            libbpf.set_log_sink(None)
 
 
 def test_no_sink_means_libbpf_never_calls_into_python():
-    _libbpf.set_log_sink(None)
-    installed = _libbpf.lib.libbpf_set_print(None)
+    libbpf.set_log_sink(None)
+    installed = libbpf.lib.libbpf_set_print(None)
     assert installed is None
 
 
 def test_ctrl_c_during_native_calls_is_raised_after_them():
     raised_inside = False
     with pytest.raises(KeyboardInterrupt):
-        with _libbpf.signals_deferred():
+        with libbpf.signals_deferred():
             os.kill(os.getpid(), signal.SIGINT)
             try:
                 BpfObject.package("tcptop").close()

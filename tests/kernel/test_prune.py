@@ -13,14 +13,15 @@ import time
 import numpy as np
 import pytest
 
-from bpfbatch import cursor, features, prune
-from bpfbatch._abi import MapType
-from bpfbatch._libbpf import num_possible_cpus
+from bpfbatch._sys.abi import MapType
+from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.codecs import map_codecs
 from bpfbatch.errors import InputError
-from bpfbatch.flowtable import RECEIVER_ADDR, SENDER_ADDR, FlowTableLab
-from bpfbatch.maps import Map
+from bpfbatch.exec import prune
+from bpfbatch.labs.flowtable import RECEIVER_ADDR, SENDER_ADDR, FlowTableLab
+from bpfbatch.map import cursor, probes, writes
+from bpfbatch.map.handle import Map
+from bpfbatch.records.codec import map_codecs
 
 MS = 10**6
 IDLE = 1000 * MS  # the --older-than of these tests
@@ -71,7 +72,7 @@ def test_flow_table_counts_what_was_sent(lab):
 
 @pytest.mark.parametrize("mode", ["kernel", "user"])
 def test_prune_keeps_exactly_the_active_flows(lab, mode):
-    if mode == "kernel" and not features.syscall_program():
+    if mode == "kernel" and not probes.syscall_program():
         pytest.skip("no syscall programs")
     opened, active = idle_and_active(lab, 400, 40)
 
@@ -178,7 +179,7 @@ def test_per_cpu_prune_goes_by_the_newest_cpu(mode):
         values[:, :, 1] = 1  # last seen at boot
         for k in range(cpus):
             values[k, k, 1] = now
-        cursor.update(m, np.arange(n, dtype=np.uint32), values, n)
+        writes.update(m, np.arange(n, dtype=np.uint32), values, n)
         predicate = prune.prune_predicate(m, "last_seen_ns", 10**9)
         [r] = prune.prune_rounds(m, predicate, mode=mode)
         assert r.result.deleted == 5

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bpfbatch import features
-from bpfbatch.tools.slabratetop import SlabRateTop
+from bpfbatch.map import probes
+from bpfbatch.top.slabratetop import SlabRateTop
 
 SOCKETS = 300
 
@@ -57,7 +57,7 @@ def _open_sockets(tool: SlabRateTop) -> tuple[np.ndarray, int]:
 
 @pytest.mark.parametrize("hook", ["tp_btf", "raw_tp"])
 def test_counts_this_process_allocations_exactly(hook):
-    support = getattr(features, hook)("kmem_cache_alloc")
+    support = getattr(probes, hook)("kmem_cache_alloc")
     if not support:
         pytest.skip(f"{hook} does not attach here: {support.reason}")
     with SlabRateTop(pid=os.getpid(), hook_kinds=(hook,)) as tool:

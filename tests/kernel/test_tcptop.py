@@ -1,7 +1,7 @@
 """tcptop loses nothing: every byte a process sends or receives over TCP shows up in exactly
 one interval, while the tool samples as fast as it can during the transfer.
 
-The traffic (:mod:`bpfbatch.tools.loopback`) runs in a child process over IPv4 and IPv6
+The traffic (:mod:`bpfbatch.labs.loopback`) runs in a child process over IPv4 and IPv6
 loopback connections, in both directions, with odd chunk sizes and ``MSG_PEEK`` reads mixed
 in; the child adds up what ``send()``/``recv()`` returned (the application's own view,
 independent of BPF) and prints it when done. The tool, filtered on the child's pid, must report
@@ -21,9 +21,9 @@ import time
 
 import pytest
 
-from bpfbatch import features
-from bpfbatch.tools import loopback
-from bpfbatch.tools.tcptop import TcpTop
+from bpfbatch.labs import loopback
+from bpfbatch.map import probes
+from bpfbatch.top.tcptop import TcpTop
 
 #: Generous bound for the child's transfer (it takes about a second here); a wedged child
 #: fails the test instead of hanging it.
@@ -69,8 +69,8 @@ def _run(hook_kinds: tuple[str, ...], family: int | None) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("hook", ["tp_btf", "raw_tp"])
 def test_every_byte_counted_once_while_sampling(hook):
-    if not getattr(features, hook)("sock_send_length"):
-        pytest.skip(f"{hook} does not attach here: {getattr(features, hook)('sock_send_length').reason}")
+    if not getattr(probes, hook)("sock_send_length"):
+        pytest.skip(f"{hook} does not attach here: {getattr(probes, hook)('sock_send_length').reason}")
     reported, seen = _run((hook,), None)
     expected = loopback.expected_sent_per_family()
     assert reported["sent"] == {4: expected, 6: expected}

@@ -15,14 +15,15 @@ import sys
 import numpy as np
 import pytest
 
-from bpfbatch import _abi, _libbpf, bulk, cursor
-from bpfbatch._abi import MapType
+from bpfbatch._sys import abi, libbpf
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.bulk import DrainError, Existing, LoadError
 from bpfbatch.errors import InputError, NotSupportedError, PartialError
-from bpfbatch.maps import Map
+from bpfbatch.map import cursor, whole, writes
+from bpfbatch.map.handle import Map
+from bpfbatch.map.whole import DrainError, Existing, LoadError
 
-NCPUS = _libbpf.num_possible_cpus()
+NCPUS = libbpf.num_possible_cpus()
 
 
 @pytest.fixture
@@ -35,10 +36,10 @@ def u32(*values) -> np.ndarray:
     return np.array(values, dtype=np.uint32)
 
 
-def load_u64(m: Map, keys, values=None, **kw) -> bulk.LoadResult:
+def load_u64(m: Map, keys, values=None, **kw) -> whole.LoadResult:
     keys = np.asarray(keys, dtype=np.uint32)
     values = np.asarray(keys if values is None else values, dtype=np.uint64)
-    return bulk.load(m, keys, values, len(keys), **kw)
+    return whole.load(m, keys, values, len(keys), **kw)
 
 
 def contents(m: Map) -> dict[int, int]:
@@ -67,7 +68,7 @@ def test_array_index_past_max_entries_is_e2big_with_count(maps):
 def test_noexist_flag_refused_as_not_batchable(maps):
     m = maps()
     with pytest.raises(NotSupportedError, match="not supported by batch update"):
-        cursor.update(m, u32(1), np.zeros(1, np.uint64), 1, elem_flags=_abi.BPF_NOEXIST)
+        writes.update(m, u32(1), np.zeros(1, np.uint64), 1, elem_flags=abi.BPF_NOEXIST)
 
 
 def test_delete_skips_a_missing_key_and_deletes_the_rest(maps):
@@ -76,9 +77,9 @@ def test_delete_skips_a_missing_key_and_deletes_the_rest(maps):
     # The raw kernel call stops at the missing key with ENOENT and count = its index.
     keys = u32(0, 1, 50, 2, 3)
     n = ctypes.c_uint32(5)
-    rc = _libbpf.lib.bpf_map_delete_batch(m.fd, keys.ctypes.data, ctypes.byref(n), None)
+    rc = libbpf.lib.bpf_map_delete_batch(m.fd, keys.ctypes.data, ctypes.byref(n), None)
     assert (rc, n.value) == (-errno.ENOENT, 2)
-    result = cursor.delete(m, u32(2, 3, 77, 4, 5, 88), 6)
+    result = writes.delete(m, u32(2, 3, 77, 4, 5, 88), 6)
     assert (result.deleted, result.missing) == (4, 2)
     assert sorted(contents(m)) == [6, 7, 8, 9]
 
@@ -87,11 +88,11 @@ def test_delete_skips_a_missing_key_and_deletes_the_rest(maps):
 def test_arrays_refuse_delete_and_clear_zeroes_them(maps, map_type):
     m = maps(map_type, value_size=12, max_entries=50)
     ones = np.full((50, m.info.value_stride), 0xAB, np.uint8)
-    cursor.update(m, np.arange(50, dtype=np.uint32), ones, 50)
+    writes.update(m, np.arange(50, dtype=np.uint32), ones, 50)
     with pytest.raises(NotSupportedError) as exc:
-        cursor.delete(m, u32(1), 1)
+        writes.delete(m, u32(1), 1)
     assert exc.value.errno == 524 and "ENOTSUPP" in str(exc.value)
-    assert bulk.clear(m, batch_size=16) == 50
+    assert whole.clear(m, batch_size=16) == 50
     keys, values = cursor.read_all(m)
     assert len(keys) == 50 and not values.any()
 
@@ -103,7 +104,7 @@ def test_array_if_absent_refused(maps):
 
 
 def test_lru_update_past_capacity_evicts_and_counts_every_write(maps):
-    m = maps(MapType.LRU_HASH, max_entries=256, flags=_abi.BPF_F_NO_COMMON_LRU)
+    m = maps(MapType.LRU_HASH, max_entries=256, flags=abi.BPF_F_NO_COMMON_LRU)
     result = load_u64(m, range(2000), batch_size=100)
     assert result.applied == 2000
     left = contents(m)
@@ -117,19 +118,19 @@ def test_lru_update_past_capacity_evicts_and_counts_every_write(maps):
 def test_clear_hash_family(maps, map_type):
     m = maps(map_type, max_entries=4096)
     values = np.zeros((3000, m.info.value_stride), np.uint8)
-    cursor.update(m, np.arange(3000, dtype=np.uint32), values, 3000)
-    assert bulk.clear(m, batch_size=64) == 3000
+    writes.update(m, np.arange(3000, dtype=np.uint32), values, 3000)
+    assert whole.clear(m, batch_size=64) == 3000
     assert contents(m) == {}
-    assert bulk.clear(m) == 0
+    assert whole.clear(m) == 0
 
 
 def test_clear_lpm_trie_with_batch_delete(maps):
-    m = maps(MapType.LPM_TRIE, key_size=8, max_entries=512, flags=_abi.BPF_F_NO_PREALLOC)
+    m = maps(MapType.LPM_TRIE, key_size=8, max_entries=512, flags=abi.BPF_F_NO_PREALLOC)
     keys = np.zeros((300, 2), np.uint32)
     keys[:, 0] = 32  # prefix length
     keys[:, 1] = np.arange(300, dtype=">u4").view(np.uint32)  # distinct addresses
-    cursor.update(m, keys, np.zeros(300, np.uint64), 300)
-    assert bulk.clear(m, batch_size=32) == 300
+    writes.update(m, keys, np.zeros(300, np.uint64), 300)
+    assert whole.clear(m, batch_size=32) == 300
     assert cursor.read_all(m)[0].shape[0] == 0
 
 
@@ -140,7 +141,7 @@ def test_clear_map_of_maps_empties_every_slot_key_by_key(maps):
     outer = maps(MapType.ARRAY_OF_MAPS, value_size=4, max_entries=8, inner_map_fd=inner[0].fd)
     for slot, child in zip((1, 4, 6), inner):
         outer.update(slot.to_bytes(4, "little"), child.fd.to_bytes(4, "little"))
-    assert bulk.clear(outer) == 3
+    assert whole.clear(outer) == 3
     assert all(outer.lookup(i.to_bytes(4, "little")) is None for i in range(8))
 
 
@@ -161,7 +162,7 @@ def test_clear_a_map_whose_values_cannot_be_looked_up(maps):
             m.update(slot.to_bytes(4, "little"), cgroup.to_bytes(4, "little"))
     finally:
         os.close(cgroup)
-    assert bulk.clear(m) == 2
+    assert whole.clear(m) == 2
     assert not any(m.delete(i.to_bytes(4, "little")) for i in range(4))  # all were empty
 
 
@@ -177,14 +178,14 @@ def test_f_lock_update_and_lookup_on_a_spin_lock_map(maps):
                  btf_key_type_id=u32, btf_value_type_id=value)
     values = np.zeros((10, 2), np.uint32)
     values[:, 1] = np.arange(10) * 7
-    result = bulk.load(m, np.arange(10, dtype=np.uint32), values, 10, elem_flags=_abi.BPF_F_LOCK)
+    result = whole.load(m, np.arange(10, dtype=np.uint32), values, 10, elem_flags=abi.BPF_F_LOCK)
     assert result.applied == 10
-    keys, got = cursor.read_all(m, elem_flags=_abi.BPF_F_LOCK)
+    keys, got = cursor.read_all(m, elem_flags=abi.BPF_F_LOCK)
     data = {int(k.view(np.uint32)[0]): int(v.view(np.uint32)[1]) for k, v in zip(keys, got)}
     assert data == {i: i * 7 for i in range(10)}
     plain = maps()
     with pytest.raises(PartialError) as exc:
-        load_u64(plain, [1], elem_flags=_abi.BPF_F_LOCK)
+        load_u64(plain, [1], elem_flags=abi.BPF_F_LOCK)
     assert exc.value.errno == errno.EINVAL and exc.value.applied == 0
 
 
@@ -214,8 +215,8 @@ def test_if_absent_if_present_with_keys_no_integer_fits(maps, only):
     """12-byte keys take the byte-row comparison, not the integer one."""
     m = maps(key_size=12)
     rows = lambda *ids: np.array([[i, 7, i] for i in ids], np.uint32)  # noqa: E731
-    cursor.update(m, rows(1, 2), np.array([10, 20], np.uint64), 2)
-    result = bulk.load(m, rows(2, 3, 3, 1), np.array([21, 30, 31, 11], np.uint64), 4, only=only)
+    writes.update(m, rows(1, 2), np.array([10, 20], np.uint64), 2)
+    result = whole.load(m, rows(2, 3, 3, 1), np.array([21, 30, 31, 11], np.uint64), 4, only=only)
     keys, values = cursor.read_all(m)
     got = {int(k.view(np.uint32)[0]): int(v.view(np.uint64)[0]) for k, v in zip(keys, values)}
     if only is Existing.ABSENT:
@@ -267,7 +268,7 @@ def test_drain_with_concurrent_writer_loses_nothing_and_repeats_nothing(maps):
     try:
         assert ready.wait(10), "the writer did not start"
         while writer.is_alive():  # the writer cannot finish before a drain took its keys
-            bulk.drain(m, sink, batch_size=256)
+            whole.drain(m, sink, batch_size=256)
     finally:
         drained_one.set()
         writer.join(60)
@@ -290,7 +291,7 @@ def test_drain_sink_failure_puts_the_batch_back(maps):
         delivered.extend(np.frombuffer(batch.keys, np.uint32).tolist())
 
     with pytest.raises(DrainError) as exc:
-        bulk.drain(m, sink, batch_size=100)
+        whole.drain(m, sink, batch_size=100)
     assert exc.value.errno == errno.ENOSPC and exc.value.delivered == len(delivered)
     assert "put back" in str(exc.value)
     left = contents(m)
@@ -313,7 +314,7 @@ def test_drain_into_a_pipe_that_closes_midway_loses_nothing(maps):
 
     try:
         with pytest.raises(DrainError) as exc:
-            bulk.drain(m, sink, batch_size=64)
+            whole.drain(m, sink, batch_size=64)
     finally:
         reader.wait(10)
         try:
@@ -330,4 +331,4 @@ def test_drain_refuses_map_in_map(maps):
     inner = maps(MapType.ARRAY, value_size=4, max_entries=1)
     outer = maps(MapType.HASH_OF_MAPS, value_size=4, max_entries=8, inner_map_fd=inner.fd)
     with pytest.raises(NotSupportedError, match="put back"):
-        bulk.drain(outer, lambda batch: None)
+        whole.drain(outer, lambda batch: None)

@@ -12,10 +12,10 @@ import sys
 import numpy as np
 import pytest
 
-from bpfbatch import cursor
-from bpfbatch._abi import MapType
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.maps import Map
+from bpfbatch.map import cursor, writes
+from bpfbatch.map.handle import Map
 
 FORMATS = ["jsonl", "json", "csv", "bpftool-json"]
 
@@ -72,7 +72,7 @@ def fill(m: Map, n: int, start: int = 0) -> None:
     values["packets"] = np.arange(start, start + n)[:, None] + np.arange(slots)
     values["bytes"] = np.arange(start, start + n)[:, None] * 1000
     values["comm"], values["delta"] = b"sshd", -7
-    cursor.update(m, keys, values, n)
+    writes.update(m, keys, values, n)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -256,7 +256,7 @@ def test_clear_hash_and_array(maps):
     assert "30 entries removed" in bpfbatch("clear", "--map-id", m.info.id).stderr
     assert bpftool_dump(m) == []
     with Map.create(MapType.ARRAY, 4, 8, 16, name="bb_wcli") as array:
-        cursor.update(array, np.arange(16, dtype=np.uint32), np.arange(16, dtype=np.uint64), 16)
+        writes.update(array, np.arange(16, dtype=np.uint32), np.arange(16, dtype=np.uint64), 16)
         result = bpfbatch("clear", "--map-id", array.info.id)
         assert "16 entries zeroed" in result.stderr
         _, values = cursor.read_all(array)

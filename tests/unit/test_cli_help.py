@@ -5,13 +5,14 @@ import re
 
 from typer.testing import CliRunner
 
-from bpfbatch import formats, tc
+from bpfbatch import tc
 from bpfbatch.cli import app
 from bpfbatch.cli.maps import OUTPUT_FORMATS
+from bpfbatch.records import render
 
 
 def test_output_help_lists_exactly_the_renderers():
-    assert re.split(r", | or ", OUTPUT_FORMATS) == list(formats.FORMATS)
+    assert re.split(r", | or ", OUTPUT_FORMATS) == list(render.FORMATS)
 
 
 def test_tc_batch_bytes_help_states_the_senders_default():

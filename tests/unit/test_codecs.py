@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpfbatch.btf import Btf, BtfBuilder
-from bpfbatch.codecs import BtfCodec, PerCpuCodec, RawCodec, codec_for, map_codecs, rows
 from bpfbatch.errors import BpfBatchError, InputError
+from bpfbatch.records.codec import BtfCodec, PerCpuCodec, RawCodec, codec_for, map_codecs, rows
 
 
 def compile_types(build):
@@ -398,7 +398,7 @@ def test_round_trip_bytes_of_a_padding_free_struct(data):
 
 def test_whole_batch_rendering_equals_row_by_row(rich):
     """render_joined (one % per batch, raw byte lists as numpy blocks) == joined rows."""
-    from bpfbatch.codecs.jsontext import Template
+    from bpfbatch.records.jsontext import Template
     data = b"".join(rich.encode(dict(RICH_VALUE, id=i, name="n%d%%" % i)) for i in range(5))
     keys = rows(bytes(range(20)), 5, 4)
     values = rows(data, 5, rich.size)

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpfbatch import inputs
 from bpfbatch.btf import Btf, BtfBuilder
-from bpfbatch.codecs import BtfCodec, PerCpuCodec, RawCodec
-from bpfbatch.codecs.nodes import Array, Bool, Char, CharArray, Enum, Float, Int, Struct
 from bpfbatch.errors import InputError
+from bpfbatch.records import read
+from bpfbatch.records.codec import BtfCodec, PerCpuCodec, RawCodec
+from bpfbatch.records.layout import Array, Bool, Char, CharArray, Enum, Float, Int, Struct
 
 
 def compile_types(build):
@@ -366,7 +366,7 @@ def test_jsonl_across_many_chunks_keeps_line_numbers(tmp_path, flow_codecs):
             text.append("  ")
     path = tmp_path / "in.jsonl"
     path.write_bytes("\r\n".join(text).encode() + b"\r\n")
-    records = inputs.read(str(path), RAW, codecs=flow_codecs)
+    records = read.read_records(str(path), RAW, codecs=flow_codecs)
     key_codec, value_codec = flow_codecs
     kept = [(n, json.loads(t)) for n, t in enumerate(text, 1) if t.strip()]
     assert records.count == len(kept) == 20000
@@ -397,7 +397,7 @@ def test_first_failing_record_wins_across_key_and_value(tmp_path, flow_codecs, f
     path = tmp_path / f"in.{fmt}"
     path.write_text(text)
     with pytest.raises(InputError) as exc:
-        inputs.read(str(path), RAW, codecs=flow_codecs)
+        read.read_records(str(path), RAW, codecs=flow_codecs)
     assert str(exc.value) == (f"{path}:{expected}: value.bytes: -18446744073709551617 "
                               f"does not fit in 64 bits")
 
@@ -410,7 +410,7 @@ def test_utf8_error_comes_first_wherever_it_is(tmp_path, flow_codecs):
     path = tmp_path / "in.jsonl"
     path.write_bytes(b'{"key":\n' + GOOD * 30000 + b"\xff\n")
     with pytest.raises(InputError, match=rf"^{path}: not UTF-8 text \(byte {8 + 30000 * len(GOOD)}\)$"):
-        inputs.read(str(path), RAW)
+        read.read_records(str(path), RAW)
 
 
 def test_jsonl_from_a_pipe_is_read_once(tmp_path):
@@ -424,7 +424,7 @@ def test_jsonl_from_a_pipe_is_read_once(tmp_path):
     writer = threading.Thread(target=feed)
     writer.start()
     try:
-        records = inputs.read(f"/dev/fd/{read_end}", RAW)
+        records = read.read_records(f"/dev/fd/{read_end}", RAW)
     finally:
         writer.join()
         os.close(read_end)
@@ -437,5 +437,5 @@ def test_jsonl_from_stdin_binary_or_text(monkeypatch, binary):
     stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8") if binary else \
         io.StringIO(data.decode())
     monkeypatch.setattr("sys.stdin", stream)
-    records = inputs.read("-", RAW)
+    records = read.read_records("-", RAW)
     assert records.count == 3 and records.where(2) == "<stdin>:3"

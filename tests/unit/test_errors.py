@@ -2,8 +2,14 @@
 
 import errno
 
-from bpfbatch.errors import (ENOTSUPP, KernelError, NotSupportedError, PartialError,
-                             errno_name, from_errno)
+from bpfbatch.errors import (
+    ENOTSUPP,
+    KernelError,
+    NotSupportedError,
+    PartialError,
+    errno_name,
+    from_errno,
+)
 
 
 def test_enotsupp_is_named_and_explained_although_libc_does_not_know_it():

@@ -4,10 +4,10 @@ over values decoded by the codecs, errors pointing at the token, the kernel para
 import numpy as np
 import pytest
 
-from bpfbatch import expr
 from bpfbatch.btf import Btf, BtfBuilder
-from bpfbatch.codecs import BtfCodec, PerCpuCodec
 from bpfbatch.errors import InputError
+from bpfbatch.exec import predicate
+from bpfbatch.records.codec import BtfCodec, PerCpuCodec
 
 S = 10**9
 NOW = 5_000 * S
@@ -96,7 +96,7 @@ CASES = [
 
 @pytest.mark.parametrize("text,test", CASES, ids=[c[0] or "empty" for c in CASES])
 def test_predicate_matches_reference(codec, values, text, test):
-    got = expr.compile(text, codec).evaluate(values, NOW)
+    got = predicate.compile_predicate(text, codec).evaluate(values, NOW)
     want = reference(codec, values, test)
     assert want.any() or text.startswith("packets >= 0xff") or "now + 1us" in text
     np.testing.assert_array_equal(got, want)
@@ -111,7 +111,7 @@ def test_per_cpu_fields_compare_the_largest_value(codec, values):
         rows[:, cpu * stride:cpu * stride + codec.size] = values[cpu * n:(cpu + 1) * n]
     for text, test in [("t.last_ns < now - 30s", lambda ts: max(ts) < NOW - 30 * S),
                        ("delta < -10", None)]:
-        got = expr.compile(text, percpu).evaluate(rows, NOW, cpus=cpus, cpu_stride=stride)
+        got = predicate.compile_predicate(text, percpu).evaluate(rows, NOW, cpus=cpus, cpu_stride=stride)
         decoded = [percpu.decode(row.tobytes()) for row in rows]
         if test is None:  # signed: the largest per-CPU value, compared signed
             want = [max(c["delta"] for c in d) < -10 for d in decoded]
@@ -125,18 +125,18 @@ def test_now_minus_more_than_uptime_selects_nothing_unsigned(codec, values):
     early = 10 * S
     for text, expected in [("t.last_ns < now - 1h", False), ("t.last_ns > now - 1h", True),
                            ("t.last_ns != now - 1h", True), ("t.last_ns == now - 1h", False)]:
-        assert (expr.compile(text, codec).evaluate(values, early) == expected).all(), text
+        assert (predicate.compile_predicate(text, codec).evaluate(values, early) == expected).all(), text
 
 
 def test_kernel_table_is_dnf_with_clause_ends(codec):
-    p = expr.compile("(packets < 10 or delta > -3) and t.last_ns < now - 30s", codec)
+    p = predicate.compile_predicate("(packets < 10 or delta > -3) and t.last_ns < now - 30s", codec)
     assert [[str(t) for t in c] for c in p.clauses] == [
         ["packets < 10", "t.last_ns < now - 30000000000ns"],
         ["delta > -3", "t.last_ns < now - 30000000000ns"]]
     table = p.table()
     assert [r["clause_end"] for r in table] == [0, 1, 0, 1]
     assert table[0] == {"operand": 10, "offset": 0, "width": 8, "is_signed": 0,
-                        "op": expr.OPS.index("<"), "relative": 0, "clause_end": 0, "in_key": 0}
+                        "op": predicate.OPS.index("<"), "relative": 0, "clause_end": 0, "in_key": 0}
     assert table[1]["relative"] == 1 and table[1]["operand"] == -30 * S
     assert table[1]["offset"] == 16 and table[2]["is_signed"] == 1 and table[2]["width"] == 4
 
@@ -169,7 +169,7 @@ ERRORS = [
 @pytest.mark.parametrize("text,column,token,message", ERRORS, ids=[e[0] for e in ERRORS])
 def test_errors_name_column_and_token(codec, text, column, token, message):
     with pytest.raises(InputError) as info:
-        expr.compile(text, codec)
+        predicate.compile_predicate(text, codec)
     line = str(info.value)
     shown = f"'{token}'" if token else "(end of expression)"
     if message == "unexpected character":
@@ -183,26 +183,26 @@ def test_errors_name_column_and_token(codec, text, column, token, message):
 def test_too_many_terms_after_expansion(codec):
     text = " and ".join(f"(packets == {i} or delta == {i})" for i in range(4))  # 16 clauses × 4
     with pytest.raises(InputError, match="expression too large: .* the kernel program holds 16"):
-        expr.compile(text, codec)
-    assert len(expr.compile(text, codec, max_terms=64).terms) == 64
+        predicate.compile_predicate(text, codec)
+    assert len(predicate.compile_predicate(text, codec, max_terms=64).terms) == 64
 
 
 def test_map_without_btf_has_no_fields():
-    from bpfbatch.codecs import RawCodec
+    from bpfbatch.records.codec import RawCodec
     with pytest.raises(InputError, match="no BTF value type"):
-        expr.compile("x < 3", RawCodec(8))
+        predicate.compile_predicate("x < 3", RawCodec(8))
 
 
 @pytest.mark.parametrize("text,ns", [("30s", 30 * S), ("1500ms", 1_500_000_000), ("2m", 120 * S),
                                      ("1h", 3600 * S), ("5us", 5000), ("7ns", 7)])
 def test_durations(text, ns):
-    assert expr.parse_duration(text, "--older-than") == ns
+    assert predicate.parse_duration(text, "--older-than") == ns
 
 
 @pytest.mark.parametrize("text", ["30", "0s", "s", "-1s", "3 days", "1y"])
 def test_bad_durations(text):
     with pytest.raises(InputError, match="^--older-than: "):
-        expr.parse_duration(text, "--older-than")
+        predicate.parse_duration(text, "--older-than")
 
 
 @pytest.fixture(scope="module")
@@ -225,21 +225,21 @@ def test_key_fields(codec, values, key_codecs):
                                  np.uint8).reshape(n, 2)
     keys[:, 6] = rng.choice([6, 17], n)
     text = "key.dport == 53 and (key.proto == 17 or packets < 10)"
-    p = expr.compile(text, codec, key=struct_key)
+    p = predicate.compile_predicate(text, codec, key=struct_key)
     assert [t.field.in_key for t in p.terms] == [True, True, True, False]
     want = [k["dport"] == 53 and (k["proto"] == 17 or v["packets"] < 10)
             for k, v in ((struct_key.decode(kr.tobytes()), codec.decode(vr.tobytes()))
                          for kr, vr in zip(keys, values))]
     np.testing.assert_array_equal(p.evaluate(values, NOW, keys=keys), want)
     scalar = np.arange(n, dtype="<u4").view(np.uint8).reshape(n, 4)
-    p = expr.compile("key < 100 or value.packets > 45", codec, key=scalar_key)
+    p = predicate.compile_predicate("key < 100 or value.packets > 45", codec, key=scalar_key)
     want = [i < 100 or codec.decode(vr.tobytes())["packets"] > 45 for i, vr in enumerate(values)]
     np.testing.assert_array_equal(p.evaluate(values, NOW, keys=scalar), want)
     assert p.table()[0]["in_key"] == 1 and p.table()[0]["width"] == 4
     with pytest.raises(InputError, match=r"^--where column 5 'port': no such field in 'key' "
                                          r"\(fields: saddr, dport, proto\)"):
-        expr.compile("key.port == 1", codec, key=struct_key)
+        predicate.compile_predicate("key.port == 1", codec, key=struct_key)
     with pytest.raises(InputError, match=r"^--where column 1 'key': no such field"):
-        expr.compile("key.dport == 1", codec)  # no key codec: 'key' is just a name
+        predicate.compile_predicate("key.dport == 1", codec)  # no key codec: 'key' is just a name
     with pytest.raises(InputError, match="field 'key' is a struct"):
-        expr.compile("key == 1", codec, key=struct_key)
+        predicate.compile_predicate("key == 1", codec, key=struct_key)

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 
-from bpfbatch._abi import MapType
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import Btf, BtfBuilder
-from bpfbatch.codecs import PerCpuCodec, RawCodec, map_codecs
-from bpfbatch.cursor import Batch, read_ahead
 from bpfbatch.errors import InputError, KernelError
-from bpfbatch.formats import FORMATS, make_renderer
-from bpfbatch.maps import MapInfo
+from bpfbatch.map.cursor import Batch, read_ahead
+from bpfbatch.map.handle import MapInfo
+from bpfbatch.records.codec import PerCpuCodec, RawCodec, map_codecs
+from bpfbatch.records.render import FORMATS, make_renderer
 
 
 def _types():

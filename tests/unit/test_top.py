@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from bpfbatch.cli import app
 from bpfbatch.errors import InputError
-from bpfbatch.objects import PROGS_DIR, BpfObject
-from bpfbatch.tools import screen, slabratetop, tcptop
+from bpfbatch.loader import PROGS_DIR, BpfObject
+from bpfbatch.top import screen, slabratetop, tcptop
 
 pytestmark = pytest.mark.skipif(not (PROGS_DIR / "tcptop.bpf.o").exists(),
                                 reason="BPF objects not built (make -C progs)")

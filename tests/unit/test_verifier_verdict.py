@@ -1,6 +1,6 @@
 """The verifier's reason, picked out of libbpf's log text (no kernel needed)."""
 
-from bpfbatch.objects import _verifier_verdict
+from bpfbatch.loader import _verifier_verdict
 
 LOG = """libbpf: prog 'bad': BPF program load failed: Permission denied
 libbpf: prog 'bad': -- BEGIN PROG LOAD LOG --

@@ -13,12 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from bpfbatch import formats, inputs
-from bpfbatch.batchtable import render
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.cli import app
-from bpfbatch.codecs import BtfCodec, PerCpuCodec, RawCodec
 from bpfbatch.errors import InputError
+from bpfbatch.labs import covertable
+from bpfbatch.records import read, render
+from bpfbatch.records.codec import BtfCodec, PerCpuCodec, RawCodec
 
 RAW = SimpleNamespace(key_size=4, value_size=8, percpu=False, btf_id=0, btf_key_type_id=0,
                       btf_value_type_id=0)
@@ -55,7 +55,7 @@ def test_typed_jsonl_packs_records_and_remembers_lines(tmp_path, typed):
     path = write(tmp_path, "in.jsonl", '{"key":{"addr":1,"port":80},"value":{"packets":5,"comm":"sh"}}\n'
                  "\n"
                  '{"key":{"addr":2,"port":443},"value":{"packets":6}}\n')
-    records = inputs.read(path, RAW, codecs=typed)
+    records = read.read_records(path, RAW, codecs=typed)
     assert records.count == 2
     assert records.keys == flow(1, 80) + flow(2, 443)
     assert records.values == stats(5, b"sh") + stats(6, b"")
@@ -67,20 +67,20 @@ def test_json_array_names_the_line_of_the_bad_element(tmp_path, typed):
     entries[2]["value"]["comm"] = "far too long a name"
     path = write(tmp_path, "in.json", json.dumps(entries, indent=1))
     with pytest.raises(InputError) as exc:
-        inputs.read(path, RAW, codecs=typed)
+        read.read_records(path, RAW, codecs=typed)
     starts = [n for n, line in enumerate(json.dumps(entries, indent=1).splitlines(), 1)
               if line == " {"]
     third = starts[2]
     assert str(exc.value).startswith(f"{path}:{third}: value.comm")
     ok = write(tmp_path, "ok.json", json.dumps(entries[:2], indent=1))
-    records = inputs.read(ok, RAW, codecs=typed)
+    records = read.read_records(ok, RAW, codecs=typed)
     assert records.count == 2 and records.where(1) == f"{ok}:{starts[1]}"
 
 
 def test_csv_typed_round_trip_shape(tmp_path, typed):
     path = write(tmp_path, "in.csv", "key.addr,key.port,value.packets,value.comm\n"
                  "1,80,5,sh\n2,443,6,\"bash\"\n")
-    records = inputs.read(path, RAW, codecs=typed)
+    records = read.read_records(path, RAW, codecs=typed)
     assert records.keys == flow(1, 80) + flow(2, 443)
     assert records.values == stats(5, b"sh") + stats(6, b"bash")
     assert records.where(1) == f"{path}:3"
@@ -90,13 +90,13 @@ def test_csv_per_cpu_rows_are_gathered_per_key(tmp_path):
     codecs = (RawCodec(4), PerCpuCodec(RawCodec(4), 2))
     path = write(tmp_path, "in.csv", "key,cpu,value\n01000000,0,0a000000\n01000000,1,0b000000\n"
                  "02000000,0,0c000000\n02000000,1,0d000000\n")
-    records = inputs.read(path, RAW, codecs=codecs)
+    records = read.read_records(path, RAW, codecs=codecs)
     assert records.count == 2 and records.where(1) == f"{path}:4"
     assert records.values == bytes.fromhex("0a00000000000000" "0b00000000000000"
                                            "0c00000000000000" "0d00000000000000")
     bad = write(tmp_path, "bad.csv", "key,cpu,value\n01000000,0,0a000000\n02000000,1,0b000000\n")
     with pytest.raises(InputError, match=r"bad.csv:3: cpu 1 row does not follow cpu 0"):
-        inputs.read(bad, RAW, codecs=codecs)
+        read.read_records(bad, RAW, codecs=codecs)
 
 
 @pytest.mark.parametrize("text,message", [
@@ -108,13 +108,13 @@ def test_csv_per_cpu_rows_are_gathered_per_key(tmp_path):
 def test_csv_errors_name_the_line(tmp_path, text, message):
     path = write(tmp_path, "in.csv", text)
     with pytest.raises(InputError) as exc:
-        inputs.read(path, RAW, codecs=(RawCodec(4), RawCodec(8)))
+        read.read_records(path, RAW, codecs=(RawCodec(4), RawCodec(8)))
     assert str(exc.value).startswith(f"{tmp_path}/{message}")
 
 
 def test_raw_values_as_hex_string_or_bytes_list(tmp_path):
     path = write(tmp_path, "in.jsonl", '{"key":"0x01000000","value":["0x02",3,0,0,0,0,0,0]}\n')
-    records = inputs.read(path, RAW)
+    records = read.read_records(path, RAW)
     assert records.keys == b"\x01\0\0\0" and records.values == b"\x02\x03" + bytes(6)
 
 
@@ -122,7 +122,7 @@ def test_bpftool_json_uses_raw_bytes_and_ignores_formatted(tmp_path):
     entry = {"key": ["0x07", "0x00", "0x00", "0x00"], "value": ["0x01"] + ["0x00"] * 7,
              "formatted": {"key": 7, "value": 1}}
     path = write(tmp_path, "dump.json", json.dumps([entry, entry]))
-    records = inputs.read(path, RAW, fmt="bpftool-json")
+    records = read.read_records(path, RAW, fmt="bpftool-json")
     assert records.count == 2 and records.keys == b"\x07\0\0\0" * 2
 
 
@@ -139,7 +139,7 @@ def test_jsonl_errors_name_file_and_line(tmp_path, line, message):
     good = '{"key": "01000000", "value": "0000000000000000"}'
     path = write(tmp_path, "in.jsonl", f"{good}\n\n{line}\n{good}\n")
     with pytest.raises(InputError) as exc:
-        inputs.read(path, RAW)
+        read.read_records(path, RAW)
     assert str(exc.value).startswith(f"{path}:3") and message in str(exc.value)
 
 
@@ -147,29 +147,29 @@ def test_per_cpu_values_must_list_every_cpu_in_order(tmp_path):
     codecs = (RawCodec(4), PerCpuCodec(RawCodec(4), 2))
     one_cpu = '{"key":"01000000","values":[{"cpu":0,"value":"01000000"}]}\n'
     with pytest.raises(InputError, match="CPUs 0 to 1 in order"):
-        inputs.read(write(tmp_path, "a.jsonl", one_cpu), RAW, codecs=codecs)
+        read.read_records(write(tmp_path, "a.jsonl", one_cpu), RAW, codecs=codecs)
     same_for_all = '{"key":"01000000","value":"05000000"}\n'
-    records = inputs.read(write(tmp_path, "b.jsonl", same_for_all), RAW, codecs=codecs)
+    records = read.read_records(write(tmp_path, "b.jsonl", same_for_all), RAW, codecs=codecs)
     assert records.values == bytes.fromhex("0500000000000000" * 2)
 
 
 def test_keys_only_ignores_values(tmp_path):
     path = write(tmp_path, "keys.jsonl", '{"key":"01000000"}\n{"key":"02000000","value":"zz"}\n')
-    records = inputs.read(path, RAW, with_values=False)
+    records = read.read_records(path, RAW, with_values=False)
     assert records.count == 2 and records.values is None
 
 
 def test_unreadable_input_and_unknown_format(tmp_path):
     with pytest.raises(InputError, match="cannot read"):
-        inputs.read(str(tmp_path / "missing.jsonl"), RAW)
+        read.read_records(str(tmp_path / "missing.jsonl"), RAW)
     with pytest.raises(InputError, match="unknown format 'yaml'"):
-        inputs.read(write(tmp_path, "x", ""), RAW, fmt="yaml")
+        read.read_records(write(tmp_path, "x", ""), RAW, fmt="yaml")
 
 
 @pytest.mark.parametrize("name,fmt", [("a.jsonl", "jsonl"), ("a.json", "json"),
                                       ("a.csv", "csv"), ("-", "jsonl"), ("a.txt", "jsonl")])
 def test_format_from_file_name(name, fmt):
-    assert inputs.guess_format(name) == fmt
+    assert read.guess_format(name) == fmt
 
 
 @pytest.mark.parametrize("args,option", [
@@ -188,7 +188,7 @@ def test_bench_table_shows_speedup_over_per_key():
     results = {(op, label): seconds for op in ("lookup", "lookup_and_delete", "delete")
                for label, seconds in (("no batching", 2.0), ("batch 10", 0.5),
                                       ("batch 1000", 0.1), ("batch all", 0.08))}
-    text = render(results, 1000)
+    text = covertable.render(results, 1000)
     assert "| lookup            | 2.000 s       | 0.500 s (4×)" in text
     assert text.count("(25×)") == 3
 
@@ -214,9 +214,9 @@ def test_jsonl_chunk_is_exactly_a_parse_per_line(lines):
     except json.JSONDecodeError:
         bad = next(n for n, line in enumerate(lines, 1) if not _loads_ok(line))
         with pytest.raises(InputError, match=rf"^in.jsonl:{bad}: invalid JSON"):
-            list(inputs._jsonl_chunks(iter([text]), "in.jsonl"))
+            list(read._jsonl_chunks(iter([text]), "in.jsonl"))
         return
-    [(numbers, parsed)] = inputs._jsonl_chunks(iter([text]), "in.jsonl")
+    [(numbers, parsed)] = read._jsonl_chunks(iter([text]), "in.jsonl")
     assert list(numbers) == list(range(1, len(lines) + 1))
     assert json.dumps(parsed) == json.dumps(expected)  # NaN == NaN here
 
@@ -234,7 +234,7 @@ def test_jsonl_lines_end_at_line_feeds_only(tmp_path):
     good = '{"key": "01000000", "value": "0000000000000000"}'
     path = write(tmp_path, "in.jsonl", f'{good}\n{{"key": "0100\u20280000", "value": "00"}}\n')
     with pytest.raises(InputError) as exc:
-        inputs.read(path, RAW)
+        read.read_records(path, RAW)
     assert str(exc.value).startswith(f"{path}:2: key: not a hex string")
 
 
@@ -275,10 +275,10 @@ def test_csv_cells_are_read_by_their_field_type(tmp_path, mixed):
     keys = b"".join(key_codec.encode(i) for i in range(len(values)))
     packed = b"".join(value_codec.encode(v) for v in values)
     out = io.BytesIO()
-    renderer = formats.Csv(RAW, key_codec, value_codec, out)
+    renderer = render.Csv(RAW, key_codec, value_codec, out)
     renderer.write_batch(SimpleNamespace(count=len(values), keys=keys, values=packed))
     path = write(tmp_path, "dump.csv", out.getvalue().decode())
-    records = inputs.read(path, RAW, codecs=mixed)
+    records = read.read_records(path, RAW, codecs=mixed)
     assert records.keys == keys and records.values == packed
 
 
@@ -294,7 +294,7 @@ def test_csv_cells_that_do_not_read_as_their_type_name_the_field(tmp_path, mixed
                                                                  cells, message):
     path = write(tmp_path, "in.csv", f"key,{header}\n1,{cells}\n")
     with pytest.raises(InputError) as exc:
-        inputs.read(path, RAW, codecs=mixed)
+        read.read_records(path, RAW, codecs=mixed)
     assert str(exc.value).startswith(f"{path}:2: {message}")
 
 
@@ -302,7 +302,7 @@ def test_csv_column_of_no_field_is_named_at_the_header(tmp_path, mixed):
     path = write(tmp_path, "in.csv", "key,value.colour\n1,RED\n")
     with pytest.raises(InputError, match=r"in.csv:1: unknown column 'value.colour' \(the "
                                          r"value has value.c, value.name, "):
-        inputs.read(path, RAW, codecs=mixed)
+        read.read_records(path, RAW, codecs=mixed)
 
 
 @pytest.mark.parametrize("fmt,text", [
@@ -320,7 +320,7 @@ def test_number_beyond_a_double_names_file_line_and_field(tmp_path, mixed, fmt, 
     """Not infinity, not a traceback: the field's range, named with file:line."""
     path = write(tmp_path, f"in.{fmt}", text % mean)
     with pytest.raises(InputError) as exc:
-        inputs.read(path, RAW, fmt=fmt, codecs=mixed)
+        read.read_records(path, RAW, fmt=fmt, codecs=mixed)
     last_line = (text % mean).count("\n")
     assert str(exc.value).startswith(f"{path}:{last_line}: {message}")
 
@@ -328,7 +328,7 @@ def test_number_beyond_a_double_names_file_line_and_field(tmp_path, mixed, fmt, 
 def test_infinity_as_the_outputs_write_it_still_loads(tmp_path, mixed):
     path = write(tmp_path, "in.jsonl", '{"key": 1, "value": {"mean": "Infinity", "ratio": '
                                       '"-Infinity"}}\n{"key": 2, "value": {"mean": 1e308}}\n')
-    records = inputs.read(path, RAW, codecs=mixed)
+    records = read.read_records(path, RAW, codecs=mixed)
     decoded = mixed[1].decode_batch(records.values, 2)
     assert decoded[0]["mean"] == float("inf") and decoded[0]["ratio"] == float("-inf")
     assert decoded[1]["mean"] == 1e308
@@ -356,10 +356,10 @@ def test_jsonl_chunk_equals_a_parse_per_line_on_any_lines(lines):
     bad = next((n for n, line in numbered if not _loads_ok(line)), None)
     if bad is not None:
         with pytest.raises(InputError, match=rf"^in.jsonl:{bad}: invalid JSON"):
-            list(inputs._jsonl_chunks(iter([text]), "in.jsonl"))
+            list(read._jsonl_chunks(iter([text]), "in.jsonl"))
         return
     got = [(list(numbers), parsed)
-           for numbers, parsed in inputs._jsonl_chunks(iter([text]), "in.jsonl")]
+           for numbers, parsed in read._jsonl_chunks(iter([text]), "in.jsonl")]
     expected = [([n for n, _ in numbered], [json.loads(line) for _, line in numbered])]
     assert got == (expected if numbered else [])
 
@@ -372,5 +372,5 @@ def test_integer_longer_than_python_reads_is_an_input_error(tmp_path, fmt, where
     text = f"{entry}\n{long}\n" if fmt == "jsonl" else f"[{entry},\n{long}]\n"
     path = write(tmp_path, f"in.{fmt}", text)
     with pytest.raises(InputError) as exc:
-        inputs.read(path, RAW)
+        read.read_records(path, RAW)
     assert str(exc.value).startswith(f"{tmp_path}/{where}: invalid JSON: an integer of more than")

@@ -20,13 +20,12 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from bpfbatch import cursor
-from bpfbatch._abi import MapType
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.maps import Map
+from bpfbatch.map import cursor, writes
+from bpfbatch.map.handle import Map
 from tools.bcc_setup import load_bcc
-from tools.bench.harness import (BPFBATCH, Command, InProcess, build_c, interleave, report,
-                                 summarize)
+from tools.bench.harness import BPFBATCH, Command, InProcess, build_c, interleave, report, summarize
 
 BCC_TEXT = "struct val {{ u64 a; u64 b; }};\nBPF_HASH(bench, u32, struct val, {n});\n"
 FLOOR = "C lookup_batch loop (floor)"
@@ -45,7 +44,7 @@ def fill(m: Map, entries: int) -> None:
     values = np.zeros((entries, 2), np.uint64)
     values[:, 0] = keys
     values[:, 1] = keys.astype(np.uint64) * 3
-    assert cursor.update(m, keys, values, entries) == entries
+    assert writes.update(m, keys, values, entries) == entries
 
 
 def main(argv: list[str]) -> int:

@@ -29,9 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bpfbatch import cursor, demo, mapexec
-from bpfbatch.codecs import map_codecs
-from bpfbatch.objects import BpfObject
+from bpfbatch.exec import walker
+from bpfbatch.labs import demo
+from bpfbatch.loader import BpfObject
+from bpfbatch.map import cursor, writes
+from bpfbatch.records.codec import map_codecs
 from tools.bench.harness import Command, InProcess, build_c, interleave, report, summarize
 
 WHERE = "last_seen_ns < now - 30s"
@@ -86,7 +88,7 @@ class Table:
         now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
         self.values["first_seen_ns"] = 1
         self.values["last_seen_ns"] = np.where(np.arange(self.entries) % 2, now, 1)
-        cursor.update(self.map, self.keys, self.values, self.entries)
+        writes.update(self.map, self.keys, self.values, self.entries)
         held = sum(b.count for b in cursor.BatchCursor(self.map))
         if held != self.entries:
             raise SystemExit(f"the table holds {held} flows after the fill, not {self.entries}")
@@ -112,17 +114,17 @@ def main(argv: list[str]) -> int:
     m = table.map
     try:
         with tempfile.TemporaryDirectory() as tmp, \
-                mapexec.KernelWalker(m, records=False) as walker:
+                walker.KernelWalker(m, records=False) as kernel:
             peer = build_c("prune_floor.c", Path(tmp))
-            predicate = mapexec.compile_for(m, WHERE)
+            predicate = walker.compile_for(m, WHERE)
             ident = [str(m.info.id), str(table.offset), str(cutoff)]
             cases = {
-                KERNEL: InProcess(lambda: walker.run(predicate, "delete"), table.refill),
+                KERNEL: InProcess(lambda: kernel.run(predicate, "delete"), table.refill),
                 "bpfbatch kernel path (exec, program load included)": InProcess(
-                    lambda: mapexec.exec_map(m, predicate, "delete", mode="kernel"),
+                    lambda: walker.exec_map(m, predicate, "delete", mode="kernel"),
                     table.refill),
                 "bpfbatch user-space emulation": InProcess(
-                    lambda: mapexec.user_exec(m, predicate, "delete"), table.refill),
+                    lambda: walker.user_exec(m, predicate, "delete"), table.refill),
                 "C lookup_batch + delete per key (Cilium GC)": Command(
                     [peer, "batch", *ident, str(cursor.DEFAULT_BATCH)], setup=table.refill),
                 "C get_next_key + lookup + delete per key": Command(

@@ -14,7 +14,7 @@ value layout, from the object's BTF), refilled untimed before every round:
 - ``libbpf-tools two-pass (C)``: libbpf-tools' tcptop ``print_stat`` loop in C —
   ``get_next_key`` + ``lookup`` into an array, then ``get_next_key`` + ``delete``.
 
-Part 2 — bytes lost under the loopback load the kernel test uses (:mod:`bpfbatch.tools.loopback`:
+Part 2 — bytes lost under the loopback load the kernel test uses (:mod:`bpfbatch.labs.loopback`:
 IPv4 and IPv6 connections, both directions, sampled back to back), compared with the
 application's own ``send()``/``recv()`` totals, for three read-out styles over the
 same tcptop programs: read-then-clear (bcc/libbpf-tools), drain without swap, swap+drain.
@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from bpfbatch import cursor
-from bpfbatch._abi import MapType
-from bpfbatch.maps import Map
-from bpfbatch.objects import BpfObject
-from bpfbatch.tools import loopback
-from bpfbatch.tools.intervals import SwappedMaps
-from bpfbatch.tools.tcptop import TcpTop
+from bpfbatch._sys.abi import MapType
+from bpfbatch.labs import loopback
+from bpfbatch.loader import BpfObject
+from bpfbatch.map import cursor, writes
+from bpfbatch.map.handle import Map
+from bpfbatch.top.intervals import SwappedMaps
+from bpfbatch.top.tcptop import TcpTop
 
 from . import harness
 
@@ -117,7 +117,7 @@ class FlowMaps:
         self.keys, self.values, self.count = keys, values, flows
 
     def fill(self, target: Map) -> None:
-        cursor.update(target, self.keys, self.values, self.count)
+        writes.update(target, self.keys, self.values, self.count)
 
     def fill_active(self) -> None:
         self.fill(self.buffers[self.swapped.active])

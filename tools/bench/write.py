@@ -29,14 +29,14 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-from bpfbatch import bulk, cursor
 from bpfbatch import bcc as batched
-from bpfbatch._abi import MapType
+from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.maps import Map
+from bpfbatch.map import whole, writes
+from bpfbatch.map.handle import Map
 from tools.bcc_setup import load_bcc
-from tools.bench.harness import (BPFBATCH, Command, InProcess, build_c, interleave, report,
-                                 summarize)
+from tools.bench.harness import BPFBATCH, Command, InProcess, build_c, interleave, report, summarize
+
 
 def fill(m: Map, n: int) -> None:
     """``n`` entries: key = index (first 4 bytes), value = index (first 8 bytes)."""
@@ -44,12 +44,12 @@ def fill(m: Map, n: int) -> None:
     keys[:, :4] = np.arange(n, dtype=np.uint32).view(np.uint8).reshape(n, 4)
     values = np.zeros((n, m.info.value_stride), np.uint8)
     values[:, :8] = np.arange(n, dtype=np.uint64).view(np.uint8).reshape(n, 8)
-    cursor.update(m, keys, values, n)
+    writes.update(m, keys, values, n)
 
 
 def refill(m: Map, n: int):
     def setup() -> None:
-        bulk.clear(m)
+        whole.clear(m)
         fill(m, n)
     return setup
 
@@ -105,7 +105,7 @@ def bench_clear_drain(entries: int, floor: str, rounds: int, out: Path) -> dict[
         map_id = str(m.info.id)
         setup = refill(m, entries)
         clear_rows = summarize(interleave({
-            "bpfbatch clear (library)": InProcess(lambda: bulk.clear(m), setup=setup),
+            "bpfbatch clear (library)": InProcess(lambda: whole.clear(m), setup=setup),
             "bpfbatch clear (CLI)": Command([*BPFBATCH, "clear", "--map-id", map_id], setup=setup),
             "C lookup_batch + delete_batch": Command([floor, "clear-delete", map_id, "8192"], setup=setup),
             "C lookup_and_delete_batch": Command([floor, "drain", map_id, "8192"], setup=setup),
@@ -114,7 +114,7 @@ def bench_clear_drain(entries: int, floor: str, rounds: int, out: Path) -> dict[
                "bpfbatch clear (library)", out_dir=out, params={"entries": entries})
         drain_rows = summarize(interleave({
             "bpfbatch drain (library, sink keeps nothing)": InProcess(
-                lambda: bulk.drain(m, lambda batch: None), setup=setup),
+                lambda: whole.drain(m, lambda batch: None), setup=setup),
             "bpfbatch drain -o jsonl > /dev/null (CLI)": Command(
                 [*BPFBATCH, "drain", "--map-id", map_id, "-o", "jsonl"], setup=setup),
             "C lookup_and_delete_batch": Command([floor, "drain", map_id, "8192"], setup=setup),
@@ -160,7 +160,7 @@ def bench_load(entries: int, floor: str, rounds: int, tmp: Path, out: Path) -> d
     m, btf = typed_map(entries)
     try:
         jsonl, batch = write_inputs(tmp, m.info.id, entries)
-        empty = lambda: bulk.clear(m)  # noqa: E731
+        empty = lambda: whole.clear(m)  # noqa: E731
         map_id = str(m.info.id)
         rows = summarize(interleave({
             "bpfbatch load records.jsonl (CLI)": Command(

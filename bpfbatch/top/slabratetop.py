@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from ..objects import HOOK_KINDS
+from ..loader import HOOK_KINDS
 from . import screen
 from .intervals import IntervalTool
 

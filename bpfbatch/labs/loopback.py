@@ -2,7 +2,7 @@
 independent reference the tcptop test and ``tools/bench/tools_readout.py`` compare the tool
 with.
 
-Run as a child process (``python -m bpfbatch.tools.loopback``) so that a tool can filter on
+Run as a child process (``python -m bpfbatch.labs.loopback``) so that a tool can filter on
 its pid: it waits for a line on stdin, then moves the bytes over IPv4 and IPv6 loopback
 connections, in both directions, with odd chunk sizes and ``MSG_PEEK`` reads mixed in (which
 must not count: the data is read again), and prints what ``send()``/``recv()`` returned, added

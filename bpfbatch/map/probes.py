@@ -12,13 +12,26 @@ import errno
 import functools
 import os
 
-from . import _abi, _libbpf
-from ._abi import MapType
-from ._libbpf import check, lib
-from .errors import BpfBatchError
-
+from .._sys import abi, libbpf
+from .._sys.abi import MapType
+from .._sys.libbpf import check, lib
+from ..errors import BpfBatchError
 
 _batch_api: bool | None = None
+# (map type, command) pairs the kernel answered with "no batch op": decided once, remembered.
+_batch_op_missing: set[tuple[int, str]] = set()
+
+
+def batch_op_missing(map_type: int, command: str) -> bool:
+    """Whether ``command`` (e.g. ``"lookup batch"``) was found missing for ``map_type``: the
+    cursor and the writes then walk key by key without asking the kernel again."""
+    return (map_type, command) in _batch_op_missing
+
+
+def remember_batch_op_missing(map_type: int, command: str) -> None:
+    """Record the kernel's "no batch op for this map type" answer (see
+    :func:`batch_op_missing`)."""
+    _batch_op_missing.add((map_type, command))
 
 
 def batch_api() -> bool:
@@ -34,7 +47,7 @@ def batch_api() -> bool:
     global _batch_api
     if _batch_api is not None:
         return _batch_api
-    from .maps import Map
+    from .handle import Map
 
     try:
         with Map.create(MapType.HASH, 4, 4, 2, name="bpfbatch_probe") as probe:
@@ -71,7 +84,7 @@ def _attempt(steps) -> Support:
     """Run ``steps(fds)``, which appends every fd it opens to ``fds``; close them all."""
     fds: list[int] = []
     try:
-        with _libbpf.signals_deferred():  # libbpf may log (to -v) while finding BTF ids
+        with libbpf.signals_deferred():  # libbpf may log (to -v) while finding BTF ids
             steps(fds)
     except BpfBatchError as exc:
         return Support(False, str(exc))
@@ -82,10 +95,10 @@ def _attempt(steps) -> Support:
 
 
 def _load(fds: list[int], prog_type: int, what: str, **fields) -> int:
-    code = ctypes.create_string_buffer(_abi.RETURN_ZERO, len(_abi.RETURN_ZERO))
-    load_opts = _abi.opts(_abi.BpfProgLoadOpts, **fields)
+    code = ctypes.create_string_buffer(abi.RETURN_ZERO, len(abi.RETURN_ZERO))
+    load_opts = abi.opts(abi.BpfProgLoadOpts, **fields)
     fd = check(lib.bpf_prog_load(prog_type, b"bpfbatch_probe", b"GPL", code,
-                                 len(_abi.RETURN_ZERO) // 8, ctypes.byref(load_opts)),
+                                 len(abi.RETURN_ZERO) // 8, ctypes.byref(load_opts)),
                f"load {what} program")
     fds.append(fd)
     return fd
@@ -101,9 +114,9 @@ def tp_btf(tracepoint: str) -> Support:
     """Whether a ``tp_btf/<tracepoint>`` program loads and attaches (BTF-typed arguments,
     5.5+; needs the ``btf_trace_<tracepoint>`` typedef in vmlinux BTF)."""
     def steps(fds):
-        btf_id = _vmlinux_btf_id(tracepoint, _abi.BPF_TRACE_RAW_TP, f"tracepoint {tracepoint}")
-        fd = _load(fds, _abi.BPF_PROG_TYPE_TRACING, f"tp_btf/{tracepoint}",
-                   expected_attach_type=_abi.BPF_TRACE_RAW_TP, attach_btf_id=btf_id)
+        btf_id = _vmlinux_btf_id(tracepoint, abi.BPF_TRACE_RAW_TP, f"tracepoint {tracepoint}")
+        fd = _load(fds, abi.BPF_PROG_TYPE_TRACING, f"tp_btf/{tracepoint}",
+                   expected_attach_type=abi.BPF_TRACE_RAW_TP, attach_btf_id=btf_id)
         fds.append(check(lib.bpf_raw_tracepoint_open(None, fd), f"attach tp_btf/{tracepoint}"))
     return _attempt(steps)
 
@@ -112,7 +125,7 @@ def tp_btf(tracepoint: str) -> Support:
 def raw_tp(tracepoint: str) -> Support:
     """Whether a ``raw_tp/<tracepoint>`` program loads and attaches (4.17+)."""
     def steps(fds):
-        fd = _load(fds, _abi.BPF_PROG_TYPE_RAW_TRACEPOINT, f"raw_tp/{tracepoint}")
+        fd = _load(fds, abi.BPF_PROG_TYPE_RAW_TRACEPOINT, f"raw_tp/{tracepoint}")
         fds.append(check(lib.bpf_raw_tracepoint_open(tracepoint.encode(), fd),
                          f"attach raw_tp/{tracepoint}"))
     return _attempt(steps)
@@ -122,7 +135,7 @@ def raw_tp(tracepoint: str) -> Support:
 def syscall_program() -> Support:
     """Whether a (sleepable) ``BPF_PROG_TYPE_SYSCALL`` program loads and runs (5.14+)."""
     def steps(fds):
-        fd = _load(fds, _abi.BPF_PROG_TYPE_SYSCALL, "syscall", prog_flags=_abi.BPF_F_SLEEPABLE)
-        run_opts = _abi.opts(_abi.BpfTestRunOpts)
+        fd = _load(fds, abi.BPF_PROG_TYPE_SYSCALL, "syscall", prog_flags=abi.BPF_F_SLEEPABLE)
+        run_opts = abi.opts(abi.BpfTestRunOpts)
         check(lib.bpf_prog_test_run_opts(fd, ctypes.byref(run_opts)), "run syscall program")
     return _attempt(steps)

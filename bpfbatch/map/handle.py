@@ -1,5 +1,5 @@
 """``Map``: one BPF map opened by id, pinned path, exact name or fd, with its info and the
-per-element operations. Bulk work goes through :mod:`bpfbatch.cursor`.
+per-element operations. Bulk work goes through :mod:`bpfbatch.map.cursor`.
 
 Addressing follows bpftool (``id N | pinned FILE | name NAME``): a name is an *exact* match of
 the kernel's (at most 15-character) map name; operations on one map refuse a name several maps
@@ -14,10 +14,10 @@ import errno
 import os
 from collections.abc import Iterator
 
-from . import _abi, _libbpf
-from ._abi import MapType
-from ._libbpf import check, lib
-from .errors import BpfBatchError, KernelError, NotFoundError
+from .._sys import abi, libbpf
+from .._sys.abi import MapType
+from .._sys.libbpf import check, lib
+from ..errors import BpfBatchError, KernelError, NotFoundError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +43,7 @@ class MapInfo:
 
     @property
     def percpu(self) -> bool:
-        return self.type in _abi.PERCPU_TYPES
+        return self.type in abi.PERCPU_TYPES
 
     @property
     def cpu_stride(self) -> int:
@@ -58,8 +58,8 @@ class MapInfo:
         values are 4-byte ids (out) or fds (in).
         """
         if self.percpu:
-            return self.cpu_stride * _libbpf.num_possible_cpus()
-        if self.type in _abi.MAP_IN_MAP_TYPES:
+            return self.cpu_stride * libbpf.num_possible_cpus()
+        if self.type in abi.MAP_IN_MAP_TYPES:
             return 4
         return self.value_size
 
@@ -73,8 +73,8 @@ class MapInfo:
         extra = _fdinfo(fd)
         if "map_type" not in extra:  # info-by-fd would read a program's info as a map's
             raise NotFoundError("not a BPF map", obj=f"fd {fd}")
-        raw = _abi.BpfMapInfo()
-        _libbpf.obj_info(fd, raw, f"fd {fd}")
+        raw = abi.BpfMapInfo()
+        libbpf.obj_info(fd, raw, f"fd {fd}")
         return cls(
             id=raw.id, type=MapType.parse(raw.type), name=raw.name.decode(errors="replace"),
             key_size=raw.key_size, value_size=raw.value_size, max_entries=raw.max_entries,
@@ -109,7 +109,7 @@ class Map:
     @classmethod
     def open_id(cls, map_id: int, *, read_only: bool = False) -> "Map":
         try:
-            fd = _libbpf.map_fd_by_id(map_id, read_only=read_only)
+            fd = libbpf.map_fd_by_id(map_id, read_only=read_only)
         except KernelError as exc:
             if exc.errno != errno.ENOENT:
                 raise
@@ -121,7 +121,7 @@ class Map:
         if not os.path.exists(path):
             raise NotFoundError("no such pinned object", obj=path, errno=errno.ENOENT)
         try:
-            fd = _libbpf.obj_fd_by_path(path, read_only=read_only)
+            fd = libbpf.obj_fd_by_path(path, read_only=read_only)
         except KernelError as exc:
             if exc.errno not in (errno.EACCES, errno.EINVAL):
                 raise
@@ -157,7 +157,7 @@ class Map:
                name: str = "", flags: int = 0, btf_fd: int = 0, btf_key_type_id: int = 0,
                btf_value_type_id: int = 0, inner_map_fd: int = 0) -> "Map":
         """Create a new map (not pinned: it lives while the fd is open)."""
-        opts = _abi.opts(_abi.BpfMapCreateOpts, map_flags=flags, btf_fd=btf_fd,
+        opts = abi.opts(abi.BpfMapCreateOpts, map_flags=flags, btf_fd=btf_fd,
                          btf_key_type_id=btf_key_type_id, btf_value_type_id=btf_value_type_id,
                          inner_map_fd=inner_map_fd)
         fd = check(lib.bpf_map_create(int(map_type), name.encode()[:15], key_size, value_size,
@@ -197,7 +197,7 @@ class Map:
         check(ret, "lookup element", self.info.label)
         return value.raw
 
-    def update(self, key: bytes, value: bytes, flags: int = _abi.BPF_ANY) -> None:
+    def update(self, key: bytes, value: bytes, flags: int = abi.BPF_ANY) -> None:
         check(lib.bpf_map_update_elem(self.fd, key, value, flags), "update element",
               self.info.label)
 
@@ -226,9 +226,9 @@ def ids_by_name(name: str) -> list[int]:
 
 def iter_infos() -> Iterator[MapInfo]:
     """Info of every map on the system (maps that vanish meanwhile are skipped)."""
-    for map_id in _libbpf.map_ids():
+    for map_id in libbpf.map_ids():
         try:
-            fd = _libbpf.map_fd_by_id(map_id, read_only=True)
+            fd = libbpf.map_fd_by_id(map_id, read_only=True)
         except BpfBatchError as exc:
             if exc.errno == errno.ENOENT:
                 continue

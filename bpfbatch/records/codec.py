@@ -32,8 +32,8 @@ No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lis
 Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
 ``round_up(size, 8)`` bytes; a pure function of ``ncpus`` so it is testable anywhere.
 
-The package: :mod:`~bpfbatch.codecs.jsontext` (templates and leaves, the JSON text of a
-batch), :mod:`~bpfbatch.codecs.nodes` (the layout tree built from BTF) and, here, the codecs
+The package: :mod:`~bpfbatch.records.jsontext` (templates and leaves, the JSON text of a
+batch), :mod:`~bpfbatch.records.layout` (the layout tree built from BTF) and, here, the codecs
 over them.
 """
 
@@ -47,7 +47,7 @@ import numpy as np
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
 from .jsontext import HexBytesLeaf, Template, _chunks
-from .nodes import _check_range, _int_column, _parse_int, _signed_range, build_node
+from .layout import _check_range, _int_column, _parse_int, _signed_range, build_node
 
 __all__ = ["BtfCodec", "Codec", "PerCpuCodec", "RawCodec", "codec_for", "map_codecs", "rows"]
 
@@ -386,7 +386,7 @@ def codec_for(btf: Btf | None, type_id: int, size: int) -> Codec:
 
 
 def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None) -> tuple[Codec, Codec]:
-    """``(key codec, value codec)`` of a map (:class:`bpfbatch.maps.MapInfo`).
+    """``(key codec, value codec)`` of a map (:class:`bpfbatch.map.handle.MapInfo`).
 
     The BTF is loaded from the kernel when the map has one and ``btf`` is not given. Like
     bpftool, types are used only when the map has a value type. Per-CPU maps get a

@@ -17,11 +17,12 @@ import time
 import numpy as np
 from tabulate import tabulate
 
-from . import cursor, formats
-from ._abi import MapType
-from .btf import Btf, BtfBuilder
-from .codecs import map_codecs
-from .maps import Map
+from .._sys.abi import MapType
+from ..btf import Btf, BtfBuilder
+from ..map import cursor, writes
+from ..map.handle import Map
+from ..records import render
+from ..records.codec import map_codecs
 
 C_DECLARATION = """\
 enum ip_proto : __u8 { IPPROTO_ICMP = 1, IPPROTO_TCP = 6, IPPROTO_UDP = 17 };
@@ -64,7 +65,7 @@ def fill_flow_table(m: Map, entries: int, *, seed: int = 1) -> None:
     values["bytes"] = values["packets"] * rng.integers(64, 1500, entries)
     values["first_seen_ns"] = now - rng.integers(10**9, 600 * 10**9, entries)
     values["last_seen_ns"] = now - rng.integers(0, 10**9, entries)
-    cursor.update(m, keys, values, entries)
+    writes.update(m, keys, values, entries)
 
 
 def _timed(fn) -> float:
@@ -93,7 +94,7 @@ def run(entries: int, *, out=sys.stdout, pin: str | None = None) -> None:
             say(f"pinned at {pin}: try `bpfbatch dump --pinned {pin} -o table --limit 10`\n")
         say(f"$ bpfbatch dump --map-id {i.id} -o table --limit 5")
         key_codec, value_codec = map_codecs(i)
-        renderer = formats.make_renderer("table", i, key_codec, value_codec, out.buffer)
+        renderer = render.make_renderer("table", i, key_codec, value_codec, out.buffer)
         batch = next(iter(cursor.BatchCursor(m, batch_size=5)))
         renderer.write_batch(batch)
         renderer.close()
@@ -114,7 +115,7 @@ def _compare(m: Map, key_codec, value_codec) -> list[tuple[str, float, str]]:
              f"~{calls} lookup_batch")]
     with open(os.devnull, "wb") as null:
         def render():
-            r = formats.make_renderer("jsonl", m.info, key_codec, value_codec, null)
+            r = render.make_renderer("jsonl", m.info, key_codec, value_codec, null)
             for batch in cursor.read_ahead(cursor.BatchCursor(m)):
                 r.write_batch(batch)
             r.close()

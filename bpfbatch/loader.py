@@ -15,7 +15,7 @@ attaches* (tp_btf first: typed arguments, no probe-read of the context) and rais
 naming both probes' reasons when neither works.
 
 Failures are one line (``tcptop.bpf.o: load object: ... (EACCES)``); libbpf's log, including
-the verifier's, goes wherever :func:`bpfbatch._libbpf.set_log_sink` sends it (the CLI's
+the verifier's, goes wherever :func:`bpfbatch._sys.libbpf.set_log_sink` sends it (the CLI's
 ``-v``). Record and variable layouts are read from the object's BTF (:mod:`bpfbatch.btf`),
 never retyped in Python.
 """
@@ -30,20 +30,27 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _abi, _libbpf, features
-from ._abi import MapType
-from ._libbpf import check, check_ptr, lib
+from ._sys import abi, libbpf
+from ._sys.abi import MapType
+from ._sys.libbpf import check, check_ptr, lib
 from .btf import Btf, BtfType, Kind
-from .codecs import codec_for
-from .errors import (BpfBatchError, InputError, NotFoundError, NotSupportedError,
-                     errno_meaning, from_errno)
-from .maps import Map
+from .errors import (
+    BpfBatchError,
+    InputError,
+    NotFoundError,
+    NotSupportedError,
+    errno_meaning,
+    from_errno,
+)
+from .map import probes
+from .map.handle import Map
+from .records.codec import codec_for
 
 PROGS_DIR = Path(__file__).with_name("progs")
 
 #: Section prefixes of the two ways to hook a tracepoint, in order of preference.
 HOOK_KINDS = ("tp_btf", "raw_tp")
-_PROBES = {"tp_btf": features.tp_btf, "raw_tp": features.raw_tp}
+_PROBES = {"tp_btf": probes.tp_btf, "raw_tp": probes.raw_tp}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +76,7 @@ class BpfObject:
         self.label = self.path.name
         if not self.path.exists():
             raise NotFoundError("no such BPF object", obj=str(self.path))
-        with _libbpf.signals_deferred():
+        with libbpf.signals_deferred():
             opened = lib.bpf_object__open_file(str(self.path).encode(), None)
         self._obj = check_ptr(opened, "open BPF object", self.label)
         self._links: list[int] = []
@@ -182,19 +189,19 @@ class BpfObject:
         """
         self._choose_hooks(hook_kinds)
         log: list[str] = []
-        forward = _libbpf.log_sink()
+        forward = libbpf.log_sink()
 
         def tee(line: str) -> None:  # keep the log for the error line, still honour -v
             log.append(line)
             if forward:
                 forward(line)
 
-        _libbpf.set_log_sink(tee)
+        libbpf.set_log_sink(tee)
         try:
-            with _libbpf.signals_deferred():
+            with libbpf.signals_deferred():
                 ret = lib.bpf_object__load(self._obj)
         finally:
-            _libbpf.set_log_sink(forward)
+            libbpf.set_log_sink(forward)
         if ret < 0:
             rejected = _verifier_verdict("".join(log))
             if rejected:
@@ -241,7 +248,7 @@ class BpfObject:
         for prog in self.programs():
             if not lib.bpf_program__autoload(prog.handle):
                 continue
-            with _libbpf.signals_deferred():
+            with libbpf.signals_deferred():
                 link = lib.bpf_program__attach(prog.handle)
             self._links.append(check_ptr(link, f"attach {prog.section}",
                                          f"{self.label}: {prog.name}"))
@@ -255,8 +262,8 @@ class BpfObject:
         for prog in self.programs():
             if lib.bpf_program__autoload(prog.handle):
                 what = f"{self.label}: {prog.name}"
-                info = _abi.BpfProgInfo()
-                _libbpf.obj_info(check(lib.bpf_program__fd(prog.handle), "program fd", what),
+                info = abi.BpfProgInfo()
+                libbpf.obj_info(check(lib.bpf_program__fd(prog.handle), "program fd", what),
                                  info, what)
                 total += info.recursion_misses
         return total
@@ -265,7 +272,7 @@ class BpfObject:
 
     def map(self, name: str) -> Map:
         """The loaded map ``name`` (``.bss``/``.data``/``.rodata`` for the globals), as a
-        :class:`~bpfbatch.maps.Map` sharing the object's fd: valid until :meth:`close`."""
+        :class:`~bpfbatch.map.handle.Map` sharing the object's fd: valid until :meth:`close`."""
         self._require_loaded(f"open map {name}")
         if name not in self._maps:
             fd = check(lib.bpf_map__fd(self._map_handle(name)), "map fd", f"{self.label}: {name}")

@@ -1,4 +1,4 @@
-"""The shared batch cursor: every read, drain, write and delete of a map goes through here.
+"""The batch cursor: every read and drain of a map goes through here (writes: :mod:`.writes`).
 
 Reading (``BPF_MAP_LOOKUP_BATCH``) and draining (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``) follow
 the kernel contract documented in the project's batch-semantics notes:
@@ -24,8 +24,6 @@ behind the cursor are missed and values may change after they were read. One pas
 map never returns a key twice. A drain is atomic per bucket: whatever it deletes is in the
 batch it returns.
 
-:func:`update` and :func:`delete` write through ``BPF_MAP_UPDATE_BATCH`` /
-``BPF_MAP_DELETE_BATCH`` in chunks and report exactly how many entries were applied.
 """
 
 from __future__ import annotations
@@ -38,11 +36,18 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from . import _abi, features
-from ._libbpf import lib
-from .errors import (ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError,
-                     RetryBudgetError, from_errno)
-from .maps import Map
+from .._sys import abi
+from .._sys.libbpf import lib
+from ..errors import (
+    ENOTSUPP,
+    InputError,
+    KernelError,
+    NotSupportedError,
+    RetryBudgetError,
+    from_errno,
+)
+from . import probes
+from .handle import Map
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,17 +62,13 @@ LOCK_RETRIES = 64
 # Transient bucket-lock failures: the kernel reports what it copied before the bucket.
 _LOCK_ERRNOS = frozenset({E.EBUSY, E.EDEADLK, E.ETIMEDOUT})
 
-# (map type, command) pairs the kernel answered with "no batch op": decided once, remembered.
-_no_batch: set[tuple[int, str]] = set()
-
-
 @dataclasses.dataclass(frozen=True)
 class Batch:
     """``count`` elements handed out by one batch call: zero-copy views into the cursor's
     reused buffers, valid until the cursor's next step (copy what you keep).
 
     ``keys`` holds ``count × key_size`` bytes, ``values`` ``count × value_stride`` bytes
-    (see :attr:`bpfbatch.maps.MapInfo.value_stride`; per-CPU values hold every possible CPU).
+    (see :attr:`bpfbatch.map.handle.MapInfo.value_stride`; per-CPU values hold every possible CPU).
     """
 
     count: int
@@ -133,12 +134,12 @@ class BatchCursor:
         self.max_growth = max_growth
         self.op = "lookup_and_delete batch" if delete else "lookup batch"
         self._fn = lib.bpf_map_lookup_and_delete_batch if delete else lib.bpf_map_lookup_batch
-        self._opts = _abi.opts(_abi.BpfMapBatchOpts, elem_flags=elem_flags)
+        self._opts = abi.opts(abi.BpfMapBatchOpts, elem_flags=elem_flags)
         self._stride = self.info.value_stride
         self._token = ctypes.create_string_buffer(max(self.info.key_size, 4))
         self._started = False
         self._done = False
-        self._fallback = force_fallback or (self.info.type, self.op) in _no_batch
+        self._fallback = force_fallback or probes.batch_op_missing(self.info.type, self.op)
         self._next_key: bytes | None = None  # per-key walk position
         self._walked = 0  # per-key steps in this pass (bounded, see _step_per_key)
         if resume is not None:
@@ -203,7 +204,7 @@ class BatchCursor:
                     raise KernelError(self.op, E.EINVAL, obj=self.info.label,
                                       detail="kernel returned no entries and no end of map")
                 elif err == E.EINTR:
-                    if self.info.type in _abi.HASH_TYPES:
+                    if self.info.type in abi.HASH_TYPES:
                         raise from_errno(self.op, err, obj=self.info.label)
                     # A generic map slot without a value (kernels <= 6.13): what was copied
                     # before it is valid; the rest of the pass goes key by key.
@@ -237,12 +238,12 @@ class BatchCursor:
 
     def _should_fall_back(self, err: int) -> bool:
         if err == ENOTSUPP:
-            if self.delete and self.info.type in _abi.ELEMENTS_ALWAYS_EXIST:
+            if self.delete and self.info.type in abi.ELEMENTS_ALWAYS_EXIST:
                 return False  # array elements cannot be deleted at all: report it
-            _no_batch.add((self.info.type, self.op))
+            probes.remember_batch_op_missing(self.info.type, self.op)
             return True
-        if err == E.EINVAL and not self.elem_flags and not features.batch_api():
-            _no_batch.add((self.info.type, self.op))
+        if err == E.EINVAL and not self.elem_flags and not probes.batch_api():
+            probes.remember_batch_op_missing(self.info.type, self.op)
             return True
         return False
 
@@ -383,128 +384,3 @@ def read_ahead(batches: Iterable[Batch], depth: int = 2) -> Iterator[Batch]:
     finally:
         stop.set()
         thread.join()
-
-
-# -- writing -------------------------------------------------------------------------------
-
-
-def _as_bytes(data, size: int, count: int, what: str, map: Map) -> memoryview:
-    view = memoryview(data)
-    # memoryview refuses to cast an empty multi-dimensional view (e.g. a (0, k) array).
-    view = view.cast("B") if view.nbytes else memoryview(b"")
-    if len(view) != size * count:
-        raise InputError(f"{what} buffer holds {len(view)} bytes, expected {count} × {size}",
-                         obj=map.info.label)
-    return view
-
-
-def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
-           batch_size: int = DEFAULT_BATCH) -> int:
-    """Write ``count`` elements (packed ``keys`` and ``values`` buffers) and return how many
-    were applied — all of them, or raise :class:`PartialError` with ``applied`` set and the
-    failing element's index in the message.
-
-    The kernel's batch update takes only ``BPF_F_LOCK``: ``BPF_NOEXIST`` / ``BPF_EXIST`` are
-    refused here with a clear error instead of the kernel's bare EINVAL.
-    """
-    check_batch_size(batch_size)
-    if elem_flags & (_abi.BPF_NOEXIST | _abi.BPF_EXIST):
-        raise NotSupportedError("update batch", E.EINVAL, obj=map.info.label,
-                                detail="BPF_NOEXIST/BPF_EXIST are not supported by batch update")
-    info = map.info
-    key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
-    value_view = _writable(_as_bytes(values, info.value_stride, count, "value", map))
-    opts = _abi.opts(_abi.BpfMapBatchOpts, elem_flags=elem_flags)
-    done = 0
-    fallback = (info.type, "update batch") in _no_batch
-    while done < count:
-        n = min(batch_size, count - done)
-        k = key_view[done * info.key_size:(done + n) * info.key_size]
-        v = value_view[done * info.value_stride:(done + n) * info.value_stride]
-        if fallback:
-            done += _update_per_key(map, k, v, n, elem_flags, done)
-            continue
-        chunk = ctypes.c_uint32(n)
-        ret = lib.bpf_map_update_batch(map.fd, _addr(k), _addr(v), ctypes.byref(chunk),
-                                       ctypes.byref(opts))
-        if ret == -ENOTSUPP or (ret == -E.EINVAL and not features.batch_api()):
-            _no_batch.add((info.type, "update batch"))
-            fallback = True
-            continue
-        if ret < 0:
-            applied = done + (chunk.value if chunk.value < n else 0)
-            raise PartialError("update batch", -ret, applied=applied, obj=info.label,
-                               detail=f"element {applied} failed after {applied} applied")
-        done += n
-    return done
-
-
-def _update_per_key(map: Map, keys: memoryview, values: memoryview, n: int, flags: int,
-                    base: int) -> int:
-    ks, vs = map.info.key_size, map.info.value_stride
-    for i in range(n):
-        try:
-            map.update(bytes(keys[i * ks:(i + 1) * ks]), bytes(values[i * vs:(i + 1) * vs]), flags)
-        except KernelError as exc:
-            raise PartialError("update", exc.errno, applied=base + i, obj=map.info.label,
-                               detail=f"element {base + i} failed after {base + i} applied") from None
-    return n
-
-
-@dataclasses.dataclass(frozen=True)
-class DeleteResult:
-    deleted: int
-    missing: int
-
-
-def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH) -> DeleteResult:
-    """Delete ``count`` keys. A key that is not in the map is skipped and counted as missing
-    (the kernel's batch delete stops at it with ENOENT; the rest are still deleted)."""
-    check_batch_size(batch_size)
-    info = map.info
-    key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
-    deleted = missing = done = 0
-    fallback = (info.type, "delete batch") in _no_batch
-    while done < count:
-        n = min(batch_size, count - done)
-        k = key_view[done * info.key_size:(done + n) * info.key_size]
-        if fallback:
-            for i in range(n):
-                if map.delete(bytes(k[i * info.key_size:(i + 1) * info.key_size])):
-                    deleted += 1
-                else:
-                    missing += 1
-            done += n
-            continue
-        chunk = ctypes.c_uint32(n)
-        ret = lib.bpf_map_delete_batch(map.fd, _addr(k), ctypes.byref(chunk), None)
-        if ret == 0:
-            deleted += n
-            done += n
-        elif ret == -E.ENOENT and chunk.value < n:
-            deleted += chunk.value
-            missing += 1
-            done += chunk.value + 1
-        elif info.type not in _abi.ELEMENTS_ALWAYS_EXIST and (
-                ret == -ENOTSUPP or (ret == -E.EINVAL and not features.batch_api())):
-            _no_batch.add((info.type, "delete batch"))
-            fallback = True
-        elif ret == -ENOTSUPP:
-            raise NotSupportedError("delete batch", ENOTSUPP, obj=info.label,
-                                    detail=f"{info.type_name} elements cannot be deleted")
-        else:
-            applied = deleted + (chunk.value if chunk.value < n else 0)
-            raise PartialError("delete batch", -ret, applied=applied, obj=info.label,
-                               detail=f"stopped after {applied} deleted")
-    return DeleteResult(deleted, missing)
-
-
-def _writable(view: memoryview) -> memoryview:
-    """ctypes needs a writable buffer to take an address; copy read-only input once."""
-    return view if not view.readonly else memoryview(bytearray(view))
-
-
-def _addr(view: memoryview) -> int | None:
-    if not len(view):
-        return None
-    return ctypes.addressof(ctypes.c_char.from_buffer(view))

@@ -1,7 +1,7 @@
 """Whole-map writes: clear, drain into a sink that must not lose data, and load with
 ``--if-absent`` / ``--if-present`` semantics the kernel's batch update does not offer.
 
-Everything goes through :mod:`bpfbatch.cursor`; this module only decides *which* batch
+Everything goes through :mod:`bpfbatch.map.cursor`; this module only decides *which* batch
 commands a whole-map operation needs for a map type and what happens when the consumer fails.
 
 Clear, per map type:
@@ -34,12 +34,19 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from . import _abi, _libbpf, cursor
-from ._abi import MapType
+from .._sys import abi, libbpf
+from .._sys.abi import MapType
+from ..errors import (
+    BpfBatchError,
+    InputError,
+    KernelError,
+    NotSupportedError,
+    PartialError,
+    errno_meaning,
+)
+from . import cursor, writes
 from .cursor import Batch, BatchCursor
-from .errors import (BpfBatchError, InputError, KernelError, NotSupportedError, PartialError,
-                     errno_meaning)
-from .maps import Map
+from .handle import Map
 
 #: Map types with a batch delete but no lookup-and-delete.
 _BATCH_DELETE_TYPES = frozenset({MapType.LPM_TRIE})
@@ -55,14 +62,14 @@ def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
     concurrent writers.
     """
     kind = map.info.type
-    if kind in _abi.ELEMENTS_ALWAYS_EXIST:
+    if kind in abi.ELEMENTS_ALWAYS_EXIST:
         return _zero_array(map, batch_size)
-    if kind in _abi.HASH_TYPES:
+    if kind in abi.HASH_TYPES:
         return sum(batch.count for batch in BatchCursor(map, delete=True, batch_size=batch_size))
     if kind in _BATCH_DELETE_TYPES:
         removed = 0
         for batch in BatchCursor(map, batch_size=batch_size):
-            removed += cursor.delete(map, batch.keys, batch.count, batch_size=batch_size).deleted
+            removed += writes.delete(map, batch.keys, batch.count, batch_size=batch_size).deleted
         return removed
     return _clear_per_key(map)
 
@@ -74,7 +81,7 @@ def _zero_array(map: Map, batch_size: int) -> int:
     for start in range(0, info.max_entries, step):
         n = min(step, info.max_entries - start)
         keys = np.arange(start, start + n, dtype=np.uint32)
-        cursor.update(map, keys, zeroes[: n * info.value_stride], n, batch_size=step)
+        writes.update(map, keys, zeroes[: n * info.value_stride], n, batch_size=step)
     return info.max_entries
 
 
@@ -138,7 +145,7 @@ def drain(map: Map, sink: Sink, *, batch_size: int = cursor.DEFAULT_BATCH,
     update takes fds, and the inner map may be gone once its last reference was drained).
     """
     info = map.info
-    if info.type in _abi.MAP_IN_MAP_TYPES:
+    if info.type in abi.MAP_IN_MAP_TYPES:
         raise NotSupportedError("drain", E.EOPNOTSUPP, obj=info.label,
                                 detail="drained inner maps could not be put back on failure")
     delivered = batches = 0
@@ -163,7 +170,7 @@ def drain(map: Map, sink: Sink, *, batch_size: int = cursor.DEFAULT_BATCH,
 
 def _restore(map: Map, batch: Batch) -> int:
     try:
-        return cursor.update(map, batch.keys, batch.values, batch.count)
+        return writes.update(map, batch.keys, batch.values, batch.count)
     except PartialError as exc:
         return exc.applied
 
@@ -207,7 +214,7 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
     write (an update takes fds) and closed afterwards. An id with no map raises
     :class:`RecordError` before anything is written.
     """
-    if map.info.type in _abi.MAP_IN_MAP_TYPES:
+    if map.info.type in abi.MAP_IN_MAP_TYPES:
         with _inner_map_fds(values, count) as fds:
             return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags)
     return _load(map, keys, values, count, only, per_key, batch_size, elem_flags)
@@ -216,7 +223,7 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
 def _load(map: Map, keys, values, count: int, only: Existing, per_key: bool, batch_size: int,
           elem_flags: int) -> LoadResult:
     info = map.info
-    if only is Existing.ABSENT and info.type in _abi.ELEMENTS_ALWAYS_EXIST:
+    if only is Existing.ABSENT and info.type in abi.ELEMENTS_ALWAYS_EXIST:
         raise InputError("array elements always exist: nothing could be loaded 'if absent'",
                          obj=info.label)
     if only is Existing.ANY:
@@ -256,7 +263,7 @@ def _inner_map_fds(values, count: int) -> Iterator[np.ndarray]:
     try:
         for map_id, index in zip(distinct.tolist(), first.tolist()):
             try:
-                fds.append(_libbpf.map_fd_by_id(map_id, read_only=False))
+                fds.append(libbpf.map_fd_by_id(map_id, read_only=False))
             except KernelError as exc:
                 problem = "does not exist" if exc.errno == E.ENOENT else \
                     f"cannot be opened: {errno_meaning(exc.errno)}"
@@ -317,7 +324,7 @@ def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int
     """Batch update; on a part-way failure raise :class:`LoadError` naming the failing key
     and its index among the caller's records (``indices`` maps the written rows back)."""
     try:
-        return cursor.update(map, keys, values, count, batch_size=batch_size,
+        return writes.update(map, keys, values, count, batch_size=batch_size,
                              elem_flags=elem_flags)
     except PartialError as exc:
         key = _rows(keys, map.info.key_size, count)[exc.applied].tobytes()
@@ -327,7 +334,7 @@ def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int
 
 def _load_per_key(map: Map, keys: np.ndarray, values: np.ndarray, only: Existing,
                   elem_flags: int) -> LoadResult:
-    flag = _abi.BPF_NOEXIST if only is Existing.ABSENT else _abi.BPF_EXIST
+    flag = abi.BPF_NOEXIST if only is Existing.ABSENT else abi.BPF_EXIST
     skip_errno = E.EEXIST if only is Existing.ABSENT else E.ENOENT
     applied = skipped = 0
     for index, (key, value) in enumerate(zip(keys, values)):

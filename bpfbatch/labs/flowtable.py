@@ -7,9 +7,9 @@ network namespaces, with UDP traffic sent across it.
         flows = lab.open_flows(1000)   # 1000 UDP sockets in the sender namespace
         flows.send()                   # one datagram per flow: 1000 entries appear
         flows.send(flows.sockets[:10]) # refresh 10 of them
-        lab.table                      # the LRU hash (a Map), e.g. for bpfbatch.prune
+        lab.table                      # the LRU hash (a Map), e.g. for bpfbatch.exec.prune
 
-The program is loaded with :class:`~bpfbatch.objects.BpfObject`, pinned for a moment so that
+The program is loaded with :class:`~bpfbatch.loader.BpfObject`, pinned for a moment so that
 iproute2's ``tc filter ... bpf da pinned`` (run under ``nsenter --net``) can attach it to the
 receiving veth's clsact ingress, then unpinned (tc holds its own reference). Everything is
 removed on exit, also on error.
@@ -24,11 +24,11 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from ._libbpf import check, lib
-from .errors import BpfBatchError
-from .maps import Map
-from .objects import BpfObject
-from .tc import netns
+from .._sys.libbpf import check, lib
+from ..errors import BpfBatchError
+from ..loader import BpfObject
+from ..map.handle import Map
+from ..tc import netns
 
 SENDER_ADDR, RECEIVER_ADDR = "10.213.0.1", "10.213.0.2"
 DISCARD_PORT = 9
@@ -150,7 +150,7 @@ class FlowTableLab:
 
     def wait_for(self, entries: int, timeout: float = 5.0) -> int:
         """Wait until the table holds at least ``entries`` flows; how many it holds."""
-        from .cursor import BatchCursor
+        from ..map.cursor import BatchCursor
 
         deadline = time.monotonic() + timeout
         while True:

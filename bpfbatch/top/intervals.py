@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cursor import read_all
 from ..errors import InputError
-from ..maps import Map
-from ..objects import HOOK_KINDS, BpfObject
+from ..loader import HOOK_KINDS, BpfObject
+from ..map.cursor import read_all
+from ..map.handle import Map
 
 _SLOT = (0).to_bytes(4, "little")
 

@@ -43,9 +43,9 @@ import re
 
 import numpy as np
 
-from .codecs import Codec, PerCpuCodec
-from .codecs.nodes import Bool, Char, Enum, Int, Struct
-from .errors import InputError
+from ..errors import InputError
+from ..records.codec import Codec, PerCpuCodec
+from ..records.layout import Bool, Char, Enum, Int, Struct
 
 #: Terms the kernel program's table holds (``MAP_EXEC_MAX_TERMS``); exec passes the real size.
 MAX_TERMS = 16
@@ -371,10 +371,10 @@ class _Parser:
         raise self.error(token, f"not a number or an enumerator of field '{field.path}'{known}")
 
 
-def compile(text: str, value: Codec, *, key: Codec | None = None, source: str = "--where",
+def compile_predicate(text: str, value: Codec, *, key: Codec | None = None, source: str = "--where",
             max_terms: int = MAX_TERMS) -> Predicate:
     """Parse ``text`` against the value (and key) codecs of a map
-    (:func:`bpfbatch.codecs.map_codecs`); without ``key``, ``key`` is an ordinary name.
+    (:func:`bpfbatch.records.codec.map_codecs`); without ``key``, ``key`` is an ordinary name.
 
     An empty or blank ``text`` selects every element. Errors are :class:`InputError` naming
     ``source``, the column and the token.

@@ -21,8 +21,20 @@ import numpy as np
 
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from ..errors import InputError
-from .jsontext import (_PRINTABLE, BoolLeaf, CharLeaf, EnumLeaf, FloatLeaf, HexIntLeaf, IntLeaf,
-                       StrLeaf, Template, _chunks, _column, json_string)
+from .jsontext import (
+    _PRINTABLE,
+    BoolLeaf,
+    CharLeaf,
+    EnumLeaf,
+    FloatLeaf,
+    HexIntLeaf,
+    IntLeaf,
+    StrLeaf,
+    Template,
+    _chunks,
+    _column,
+    json_string,
+)
 
 
 @dataclasses.dataclass

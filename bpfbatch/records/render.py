@@ -1,14 +1,14 @@
 """Renderers: a map's elements to ``table``, ``json``, ``jsonl``, ``csv`` or ``bpftool-json``.
 
-A renderer is built for one map (its :class:`~bpfbatch.maps.MapInfo` and key/value
-:class:`~bpfbatch.codecs.Codec`) and a binary output stream, then fed one
-:class:`~bpfbatch.cursor.Batch` at a time: it formats the whole batch and writes it with one
+A renderer is built for one map (its :class:`~bpfbatch.map.handle.MapInfo` and key/value
+:class:`~bpfbatch.records.codec.Codec`) and a binary output stream, then fed one
+:class:`~bpfbatch.map.cursor.Batch` at a time: it formats the whole batch and writes it with one
 ``write()``, so memory stays bounded by the batch size whatever the map size. :meth:`close`
 writes the trailer (``]`` for the JSON arrays) and flushes.
 
 ``json``/``jsonl`` are typed from BTF: ``{"key":…,"value":…}``, per-CPU maps
 ``{"key":…,"values":[{"cpu":0,"value":…},…]}``, with bpftool's value rules (see
-:mod:`bpfbatch.codecs`); a side without BTF prints bpftool's raw byte list. ``bpftool-json``
+:mod:`bpfbatch.records.codec`); a side without BTF prints bpftool's raw byte list. ``bpftool-json``
 is byte for byte what ``bpftool -j map dump`` prints, ``formatted`` member included when the
 map has BTF. ``csv`` and ``table`` flatten structs into ``key.field`` / ``value.field``
 columns, with one row per CPU for per-CPU maps.
@@ -23,10 +23,10 @@ from typing import BinaryIO
 
 from tabulate import tabulate
 
-from .codecs import BtfCodec, Codec, PerCpuCodec, RawCodec, rows
-from .codecs.jsontext import Template
-from .codecs.nodes import Bits, Enum, Int, Node, leaf_columns
-from .errors import InputError
+from ..errors import InputError
+from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, rows
+from .jsontext import Template
+from .layout import Bits, Enum, Int, Node, leaf_columns
 
 
 def _byte_list(offset: int, size: int) -> Template:
@@ -45,7 +45,7 @@ class Renderer:
         self.count = 0
 
     def write_batch(self, batch) -> None:
-        """Format and write ``batch`` (a :class:`~bpfbatch.cursor.Batch`) with one write."""
+        """Format and write ``batch`` (a :class:`~bpfbatch.map.cursor.Batch`) with one write."""
         if batch.count:
             self._write(batch.count, rows(batch.keys, batch.count, self.key.size),
                         rows(batch.values, batch.count, self.value.size))

@@ -6,7 +6,7 @@ the ``sock:sock_send_length``/``sock:sock_recv_length`` tracepoints — TCP sock
 ``MSG_ERRQUEUE`` (notifications and looped-back headers, not stream bytes), added atomically. bcc's kprobe version counted the *requested* send size and libbpf-tools counts
 ``tcp_cleanup_rbuf``'s cumulative ``copied``; both over-count.
 
-Every interval is read out with :class:`~bpfbatch.tools.intervals.SwappedMaps`: nothing sent or
+Every interval is read out with :class:`~bpfbatch.top.intervals.SwappedMaps`: nothing sent or
 received between two read-outs is lost or counted twice.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..errors import InputError
-from ..objects import HOOK_KINDS
+from ..loader import HOOK_KINDS
 from . import screen
 from .intervals import IntervalTool
 

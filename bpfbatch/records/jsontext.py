@@ -3,7 +3,7 @@
 A template is the text of one record as a ``%``-format whose placeholders are leaves; each
 leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with one
 numpy operation, so a batch renders with a single ``%`` and the type is never walked per
-record. The layout tree (:mod:`bpfbatch.codecs.nodes`) builds templates; this module knows
+record. The layout tree (:mod:`bpfbatch.records.layout`) builds templates; this module knows
 nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
 does (``exact``).
 """

@@ -3,7 +3,7 @@ buffers out, ready for one batch write.
 
 The whole input is parsed and encoded before anything touches the map, so bad input changes
 nothing; every error names ``file:line`` (and the field, from the codec). The accepted shapes
-are what :mod:`bpfbatch.formats` prints, so a dump loads back unchanged:
+are what :mod:`bpfbatch.records.render` prints, so a dump loads back unchanged:
 
 - ``jsonl``: one ``{"key": K, "value": V}`` per line (per-CPU maps: ``"values": [{"cpu": 0,
   "value": V}, …]``, or one ``"value"`` for every CPU); ``K``/``V`` typed from the map's BTF,
@@ -17,7 +17,7 @@ are what :mod:`bpfbatch.formats` prints, so a dump loads back unchanged:
   are used (``formatted`` is ignored), so it loads into any map of the same sizes.
 
 Records are parsed and encoded in chunks (JSONL: pieces of the file, so it is never held
-whole), each side of a chunk with one :meth:`~bpfbatch.codecs.Codec.encode_batch`; a chunk
+whole), each side of a chunk with one :meth:`~bpfbatch.records.codec.Codec.encode_batch`; a chunk
 with a bad record is redone record by record, which names the first one.
 """
 
@@ -42,10 +42,21 @@ from typing import BinaryIO
 
 import numpy as np
 
-from .codecs import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
-from .codecs.nodes import (Bits, Bool, Char, CharArray, Enum, Float, Int, Node, Unsupported,
-                           leaf_columns, overflows_double)
-from .errors import InputError
+from ..errors import InputError
+from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
+from .layout import (
+    Bits,
+    Bool,
+    Char,
+    CharArray,
+    Enum,
+    Float,
+    Int,
+    Node,
+    Unsupported,
+    leaf_columns,
+    overflows_double,
+)
 
 FORMATS = ("jsonl", "json", "csv", "bpftool-json")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
@@ -73,7 +84,7 @@ def guess_format(path: str) -> str:
     return "jsonl"
 
 
-def read(path: str, info, *, fmt: str | None = None, with_values: bool = True,
+def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
          codecs: tuple[Codec, Codec] | None = None) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
     ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record."""
@@ -305,7 +316,7 @@ def _decode(piece: bytes, offset: int, source: str) -> str:
 def _raw_codecs(info) -> tuple[Codec, Codec]:
     value: Codec = RawCodec(info.value_size)
     if info.percpu:
-        from ._libbpf import num_possible_cpus
+        from .._sys.libbpf import num_possible_cpus
         value = PerCpuCodec(value, num_possible_cpus())
     return RawCodec(info.key_size), value
 

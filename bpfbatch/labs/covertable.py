@@ -18,10 +18,10 @@ from collections.abc import Callable
 import numpy as np
 from tabulate import tabulate
 
-from . import cursor
-from ._abi import MapType
-from .errors import BpfBatchError, InputError
-from .maps import Map
+from .._sys.abi import MapType
+from ..errors import BpfBatchError, InputError
+from ..map import cursor, writes
+from ..map.handle import Map
 
 OPERATIONS = ("lookup", "lookup_and_delete", "delete")
 
@@ -39,7 +39,7 @@ def modes(entries: int) -> list[Mode]:
 
 def _fill(m: Map, entries: int) -> np.ndarray:
     keys = np.arange(entries, dtype=np.uint32)
-    cursor.update(m, keys, keys.astype(np.uint64), entries)
+    writes.update(m, keys, keys.astype(np.uint64), entries)
     return keys
 
 
@@ -55,7 +55,7 @@ def _run(m: Map, op: str, mode: Mode, keys: np.ndarray) -> Callable[[], int]:
         if mode.batch_size is None:
             rows = [k.tobytes() for k in keys]
             return lambda: sum(m.delete(k) for k in rows)
-        return lambda: cursor.delete(m, keys, len(keys), batch_size=mode.batch_size).deleted
+        return lambda: writes.delete(m, keys, len(keys), batch_size=mode.batch_size).deleted
     if mode.batch_size is None:
         return lambda: _per_key_walk(m, op == "lookup_and_delete")
     return lambda: sum(b.count for b in cursor.BatchCursor(

@@ -3,7 +3,7 @@ selects — in the kernel, or in a user-space emulation with the same semantics.
 
 **Kernel path** (:class:`KernelWalker`): the generic program ``progs/map_exec.bpf.c``, a
 ``BPF_PROG_TYPE_SYSCALL`` program run with ``BPF_PROG_TEST_RUN``, walks the map with
-``bpf_for_each_map_elem``, evaluates the compiled predicate (:mod:`bpfbatch.expr`) and deletes a
+``bpf_for_each_map_elem``, evaluates the compiled predicate (:mod:`bpfbatch.exec.predicate`) and deletes a
 selected element in the same visit, after re-reading it by key (an update that replaced the
 element since the walk reached it is judged again). Selected records go to an mmap-able array
 (the "out" map) that Python reads through the mapping, with no syscall; when it fills, the pass
@@ -13,7 +13,7 @@ checks every access against that map's sizes; a :class:`KernelWalker` is reused 
 Why not an ``iter/bpf_map_elem`` iterator: on some kernels attaching one is refused (EPERM)
 while syscall programs run; ``bpf_for_each_map_elem`` also has no 1M-object read budget.
 
-**User-space emulation** (:func:`user_exec`): batched lookups (:class:`~bpfbatch.cursor.
+**User-space emulation** (:func:`user_exec`): batched lookups (:class:`~bpfbatch.map.cursor.
 BatchCursor`), the predicate vectorised with numpy, then for each selected key of the batch
 ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` — the value it returns is exactly what was deleted — and a
 re-check of those values, :data:`RECHECK_CHUNK` keys at a time: an element a writer refreshed
@@ -30,7 +30,7 @@ returning ``BPFBATCH_KEEP``/``SELECT``/``STOP``, made a program by
 
 Both modes take ``now`` once per pass (CLOCK_MONOTONIC, as ``bpf_ktime_get_ns``). Neither is a
 snapshot: elements added behind the walk are not seen. Per-CPU maps compare each field's
-largest per-CPU value (:mod:`bpfbatch.expr`).
+largest per-CPU value (:mod:`bpfbatch.exec.predicate`).
 """
 
 from __future__ import annotations
@@ -45,14 +45,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _abi, cursor, expr, features
-from ._abi import MapType
-from ._libbpf import check, lib, num_possible_cpus
-from .btf import Kind
-from .codecs import map_codecs
-from .errors import BpfBatchError, InputError, NotFoundError, NotSupportedError, from_errno
-from .maps import Map
-from .objects import PROGS_DIR, BpfObject
+from .._sys import abi
+from .._sys.abi import MapType
+from .._sys.libbpf import check, lib, num_possible_cpus
+from ..btf import Kind
+from ..errors import BpfBatchError, InputError, NotFoundError, NotSupportedError, from_errno
+from ..loader import PROGS_DIR, BpfObject
+from ..map import cursor, probes
+from ..map.handle import Map
+from ..records.codec import map_codecs
+from .predicate import Predicate, compile_predicate
 
 ACTIONS = ("count", "dump", "delete")
 MODES = ("auto", "kernel", "user")
@@ -173,26 +175,26 @@ def _check_action(m: Map, action: str, max_selected: int) -> None:
                                 detail=f"{m.info.type_name} elements cannot be deleted")
 
 
-def compile_for(m: Map, where: str | expr.Predicate) -> expr.Predicate:
+def compile_for(m: Map, where: str | Predicate) -> Predicate:
     """``where`` compiled against the map's BTF key and value types (a Predicate passes
     through)."""
-    if isinstance(where, expr.Predicate):
+    if isinstance(where, Predicate):
         return where
     key, value = map_codecs(m.info)
-    return expr.compile(where, value, key=key)
+    return compile_predicate(where, value, key=key)
 
 
-def kernel_support(m: Map) -> features.Support:
+def kernel_support(m: Map) -> probes.Support:
     """Whether the kernel path can run on ``m`` (map type, sizes, syscall programs)."""
     info = m.info
     if info.type not in KERNEL_TYPES:
-        return features.Support(False, f"bpf_for_each_map_elem cannot walk {info.type_name} maps")
+        return probes.Support(False, f"bpf_for_each_map_elem cannot walk {info.type_name} maps")
     if info.key_size > MAX_KEY_SIZE or info.value_size > MAX_VALUE_SIZE:
-        return features.Support(False, f"key/value larger than {MAX_KEY_SIZE}/{MAX_VALUE_SIZE} "
+        return probes.Support(False, f"key/value larger than {MAX_KEY_SIZE}/{MAX_VALUE_SIZE} "
                                        "bytes")
     if info.percpu and num_possible_cpus() > MAX_CPUS:
-        return features.Support(False, f"more than {MAX_CPUS} possible CPUs")
-    return features.syscall_program()
+        return probes.Support(False, f"more than {MAX_CPUS} possible CPUs")
+    return probes.syscall_program()
 
 
 # -- kernel path ---------------------------------------------------------------------------
@@ -235,7 +237,7 @@ class KernelWalker:
             self.close()
             raise
 
-    def run(self, predicate: expr.Predicate | None, action: str, *, sink: Sink | None = None,
+    def run(self, predicate: Predicate | None, action: str, *, sink: Sink | None = None,
             max_selected: int = 0) -> ExecResult:
         """One exec: as many program runs as the out map needs to hand over every record.
         ``predicate``: the map exec program's parameters (``None`` for a user's filter)."""
@@ -275,7 +277,7 @@ class KernelWalker:
     def _run_once(self, args: np.ndarray) -> np.void:
         buf = bytearray(args.tobytes())
         ctx = (ctypes.c_char * len(buf)).from_buffer(buf)
-        opts = _abi.opts(_abi.BpfTestRunOpts, ctx_in=ctypes.addressof(ctx), ctx_size_in=len(buf))
+        opts = abi.opts(abi.BpfTestRunOpts, ctx_in=ctypes.addressof(ctx), ctx_size_in=len(buf))
         ret = lib.bpf_prog_test_run_opts(self._prog_fd, ctypes.byref(opts))
         del ctx
         if ret < 0:
@@ -307,7 +309,7 @@ class KernelWalker:
 # -- user-space emulation ------------------------------------------------------------------
 
 
-def user_exec(m: Map, predicate: expr.Predicate, action: str, *, sink: Sink | None = None,
+def user_exec(m: Map, predicate: Predicate, action: str, *, sink: Sink | None = None,
               max_selected: int = 0, batch_size: int = cursor.DEFAULT_BATCH) -> ExecResult:
     """The emulation (see the module doc): same selection, same counts, same records."""
     _check_action(m, action, max_selected)
@@ -344,7 +346,7 @@ def user_exec(m: Map, predicate: expr.Predicate, action: str, *, sink: Sink | No
 RECHECK_CHUNK = 256
 
 
-def _delete_rechecked(m: Map, predicate: expr.Predicate, keys: np.ndarray, now: int,
+def _delete_rechecked(m: Map, predicate: Predicate, keys: np.ndarray, now: int,
                       cpus: int, result: ExecResult) -> tuple[np.ndarray, np.ndarray]:
     """Delete each key atomically with its current value, put back the ones a writer
     refreshed since the batch read; the deleted keys and values."""
@@ -368,7 +370,7 @@ def _delete_rechecked(m: Map, predicate: expr.Predicate, keys: np.ndarray, now: 
                                           cpu_stride=info.cpu_stride)]
         for i in fresh:  # refreshed since the batch read: put it back as it is now
             ret = lib.bpf_map_update_elem(fd, key_at + int(i) * ks, value_at + int(i) * vs,
-                                          _abi.BPF_NOEXIST)
+                                          abi.BPF_NOEXIST)
             if ret < 0 and ret != -errno.EEXIST:  # EEXIST: a writer re-created it: theirs
                 raise from_errno("restore refreshed element", -ret, obj=info.label)
         gone[fresh] = False
@@ -403,7 +405,7 @@ def open_walker(m: Map, mode: str, *, records: bool) -> KernelWalker | None:
         raise
 
 
-def exec_map(m: Map, where: str | expr.Predicate, action: str = "count", *, mode: str = "auto",
+def exec_map(m: Map, where: str | Predicate, action: str = "count", *, mode: str = "auto",
              sink: Sink | None = None, max_selected: int = 0) -> ExecResult:
     """Run ``where`` over every element of ``m`` and ``count``, ``dump`` or ``delete`` the
     selected ones; ``sink`` receives the dumped or deleted records batch by batch (zero-copy

@@ -18,8 +18,8 @@ import signal
 import threading
 from ctypes import POINTER, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_void_p
 
-from . import _abi
-from .errors import BpfBatchError, from_errno
+from ..errors import BpfBatchError, from_errno
+from . import abi
 
 _u32p = POINTER(c_uint32)
 
@@ -66,7 +66,7 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "btf__add_enum64_value": (c_int, [c_void_p, c_char_p, ctypes.c_uint64]),
     "btf__load_into_kernel": (c_int, [c_void_p]),
     "btf__fd": (c_int, [c_void_p]),
-    # --- CO-RE objects (objects.py) and program feature probes (features.py) ---
+    # --- CO-RE objects (loader.py) and program feature probes (map/probes.py) ---
     "bpf_object__open_file": (c_void_p, [c_char_p, c_void_p]),
     "bpf_object__load": (c_int, [c_void_p]),
     "bpf_object__close": (None, [c_void_p]),
@@ -143,7 +143,7 @@ def num_possible_cpus() -> int:
 
 
 def obj_info(fd: int, info: ctypes.Structure, obj: str | None = None) -> None:
-    """Fill ``info`` (e.g. :class:`_abi.BpfMapInfo`) for the object behind ``fd``."""
+    """Fill ``info`` (e.g. :class:`abi.BpfMapInfo`) for the object behind ``fd``."""
     size = c_uint32(ctypes.sizeof(info))
     check(lib.bpf_obj_get_info_by_fd(fd, ctypes.byref(info), ctypes.byref(size)),
           "get object info", obj)
@@ -151,14 +151,14 @@ def obj_info(fd: int, info: ctypes.Structure, obj: str | None = None) -> None:
 
 def map_fd_by_id(map_id: int, *, read_only: bool) -> int:
     """Open map ``map_id``; read-only opens work on maps frozen or created read-only."""
-    opts = _abi.opts(_abi.BpfGetFdByIdOpts, open_flags=_abi.BPF_F_RDONLY if read_only else 0)
+    opts = abi.opts(abi.BpfGetFdByIdOpts, open_flags=abi.BPF_F_RDONLY if read_only else 0)
     return check(lib.bpf_map_get_fd_by_id_opts(map_id, ctypes.byref(opts)),
                  "open map by id", f"map id {map_id}")
 
 
 def obj_fd_by_path(path: str, *, read_only: bool) -> int:
     """Open a pinned object at ``path`` on bpffs."""
-    opts = _abi.opts(_abi.BpfObjGetOpts, file_flags=_abi.BPF_F_RDONLY if read_only else 0)
+    opts = abi.opts(abi.BpfObjGetOpts, file_flags=abi.BPF_F_RDONLY if read_only else 0)
     return check(lib.bpf_obj_get_opts(path.encode(), ctypes.byref(opts)),
                  "open pinned object", path)
 
