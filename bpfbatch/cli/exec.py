@@ -68,13 +68,11 @@ def exec_command(
     against the contract in bpfbatch_filter.h (installed next to bpfbatch's BPF objects).
     """
     from ..exec import walker
-    from ..records import render
-    from ..records.codec import map_codecs
+    from ..records import pipeline
 
     user_filter = _user_filter(where, filter_obj, filter_prog, mode)
-    if output is not None and output not in render.FORMATS:  # before anything is deleted
-        raise InputError(f"unknown format '{output}' (use {', '.join(render.FORMATS)})",
-                         obj="--output")
+    if output is not None:
+        pipeline.check_format(output, "--output")  # before anything is deleted
     if action not in walker.ACTIONS:
         raise InputError(f"unknown action '{action}' (use {', '.join(walker.ACTIONS)})",
                          obj="--action")
@@ -82,20 +80,18 @@ def exec_command(
         output = "json"
     with open_map(map_id, pinned, name, read_only=action != "delete") as m:
         predicate = walker.compile_for(m, where) if user_filter is None else None
-        renderer = None
+        out = None
         if output is not None and action != "count":
-            key_codec, value_codec = map_codecs(m.info)
-            renderer = render.make_renderer(output, m.info, key_codec, value_codec,
-                                             sys.stdout.buffer)
-        sink = renderer.write_batch if renderer else None
+            out = pipeline.Output(output, m.info, sys.stdout.buffer)
+        sink = out.write if out else None
         if user_filter is None:
             result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
-                                      max_selected=max_selected)
+                                     max_selected=max_selected)
         else:
             result = walker.exec_filter(m, user_filter, action, sink=sink,
-                                         max_selected=max_selected)
-        if renderer:
-            renderer.close()
+                                        max_selected=max_selected)
+        if out:
+            out.close()
         if action == "count":
             print(result.selected)
         _say(_summary(m.info.label, result))

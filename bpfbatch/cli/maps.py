@@ -96,30 +96,15 @@ def dump(
     check_batch_size(batch_size)
     if limit is not None and limit < 0:
         raise InputError(f"must not be negative, got {limit}", obj="--limit")
-    from ..records import render
-    from ..records.codec import map_codecs
+    from ..records import pipeline
 
+    pipeline.check_format(output, "--output")
     with open_map(map_id, pinned, name, read_only=True) as m:
-        key_codec, value_codec = map_codecs(m.info)
-        renderer = render.make_renderer(output, m.info, key_codec, value_codec, sys.stdout.buffer)
-        left = limit
+        out = pipeline.Output(output, m.info, sys.stdout.buffer)
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
-            for batch in cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size)):
-                if left is not None:
-                    batch = _truncated(batch, left, m.info.key_size, m.info.value_stride)
-                    left -= batch.count
-                renderer.write_batch(batch)
-                advance(batch.count)
-                if left == 0:
-                    break
-        renderer.close()
-
-
-def _truncated(batch: cursor.Batch, limit: int, key_size: int, stride: int) -> cursor.Batch:
-    if batch.count <= limit:
-        return batch
-    return cursor.Batch(limit, batch.keys[:limit * key_size], batch.values[:limit * stride])
+            batches = cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size))
+            pipeline.run(batches, out, limit=limit, progress=advance)
 
 
 @contextlib.contextmanager

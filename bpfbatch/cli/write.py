@@ -119,21 +119,15 @@ def drain(
     check_batch_size(batch_size)
     from ..map import whole
     from ..map.whole import DrainError
-    from ..records import render
-    from ..records.codec import map_codecs
+    from ..records import pipeline
 
-    out = sys.stdout.buffer
+    pipeline.check_format(output, "--output")
     with open_map(map_id, pinned, name, read_only=False) as m:
-        key_codec, value_codec = map_codecs(m.info)
-        renderer = render.make_renderer(output, m.info, key_codec, value_codec, out)
-
-        def sink(batch: cursor.Batch) -> None:
-            renderer.write_batch(batch)
-            out.flush()
-
+        # Flushed per batch: the drain deletes the next batch only once this one is out.
+        out = pipeline.Output(output, m.info, sys.stdout.buffer, flush_each=True)
         try:
-            result = whole.drain(m, sink, batch_size=batch_size)
-            renderer.close()
+            result = whole.drain(m, out.write, batch_size=batch_size)
+            out.close()
         except DrainError:
             _abandon_stdout()
             raise

@@ -21,7 +21,7 @@ from .._sys.abi import MapType
 from ..btf import Btf, BtfBuilder
 from ..map import cursor, writes
 from ..map.handle import Map
-from ..records import render
+from ..records import pipeline
 from ..records.codec import map_codecs
 
 C_DECLARATION = """\
@@ -93,13 +93,10 @@ def run(entries: int, *, out=sys.stdout, pin: str | None = None) -> None:
             m.pin(pin)
             say(f"pinned at {pin}: try `bpfbatch dump --pinned {pin} -o table --limit 10`\n")
         say(f"$ bpfbatch dump --map-id {i.id} -o table --limit 5")
-        key_codec, value_codec = map_codecs(i)
-        renderer = render.make_renderer("table", i, key_codec, value_codec, out.buffer)
-        batch = next(iter(cursor.BatchCursor(m, batch_size=5)))
-        renderer.write_batch(batch)
-        renderer.close()
+        pipeline.run(cursor.BatchCursor(m, batch_size=5), pipeline.Output("table", i, out.buffer),
+                     limit=5)
         say()
-        rows = _compare(m, key_codec, value_codec)
+        rows = _compare(m)
         base = rows[0][1]
         say(f"reading all {entries:,} entries (to /dev/null), the first row is the baseline:\n")
         say(tabulate([[what, f"{secs:.2f}", f"{secs / base:.1f}×", how] for what, secs, how in rows],
@@ -108,18 +105,16 @@ def run(entries: int, *, out=sys.stdout, pin: str | None = None) -> None:
             "as a whole is not.")
 
 
-def _compare(m: Map, key_codec, value_codec) -> list[tuple[str, float, str]]:
+def _compare(m: Map) -> list[tuple[str, float, str]]:
     n = m.info.max_entries
     calls = -(-n // cursor.DEFAULT_BATCH)
     rows = [("bpfbatch API → numpy arrays", _timed(lambda: cursor.read_all(m)),
              f"~{calls} lookup_batch")]
     with open(os.devnull, "wb") as null:
-        def render():
-            r = render.make_renderer("jsonl", m.info, key_codec, value_codec, null)
-            for batch in cursor.read_ahead(cursor.BatchCursor(m)):
-                r.write_batch(batch)
-            r.close()
-        rows.append(("bpfbatch dump -o jsonl", _timed(render), f"~{calls} lookup_batch"))
+        def dump_jsonl():
+            pipeline.run(cursor.read_ahead(cursor.BatchCursor(m)),
+                         pipeline.Output("jsonl", m.info, null))
+        rows.append(("bpfbatch dump -o jsonl", _timed(dump_jsonl), f"~{calls} lookup_batch"))
         rows.append(("per-key walk in Python", _timed(lambda: _per_key_walk(m)),
                      f"{2 * n:,} get_next_key + lookup"))
         bpftool = shutil.which("bpftool")

@@ -399,7 +399,7 @@ def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None) -> tuple[
     value = codec_for(btf if typed else None, info.btf_value_type_id, info.value_size)
     if info.percpu:
         if ncpus is None:
-            from .._libbpf import num_possible_cpus
+            from .._sys.libbpf import num_possible_cpus
             ncpus = num_possible_cpus()
         value = PerCpuCodec(value, ncpus)
     return key, value

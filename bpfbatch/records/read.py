@@ -58,7 +58,7 @@ from .layout import (
     overflows_double,
 )
 
-FORMATS = ("jsonl", "json", "csv", "bpftool-json")
+READ_FORMATS = ("jsonl", "json", "csv", "bpftool-json")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv"}
 
 
@@ -85,12 +85,12 @@ def guess_format(path: str) -> str:
 
 
 def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
-         codecs: tuple[Codec, Codec] | None = None) -> Records:
+                 codecs: tuple[Codec, Codec] | None = None) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
     ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record."""
     fmt = fmt or guess_format(path)
-    if fmt not in FORMATS:
-        raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})", obj="--format")
+    if fmt not in READ_FORMATS:
+        raise InputError(f"unknown format '{fmt}' (use {', '.join(READ_FORMATS)})", obj="fmt")
     source = "<stdin>" if path == "-" else path
     # Read first: an unreadable file or bad UTF-8 is reported before anything else.
     if fmt == "jsonl":

@@ -230,7 +230,8 @@ class Table(_Flat):
                        for row in table)
 
 
-FORMATS: dict[str, type[Renderer]] = {
+#: Every output format by name: the one place format names are defined.
+RENDERERS: dict[str, type[Renderer]] = {
     "table": Table,
     "json": TypedJson,
     "jsonl": JsonLines,
@@ -239,11 +240,14 @@ FORMATS: dict[str, type[Renderer]] = {
 }
 
 
+def check_format(fmt: str, source: str = "fmt") -> str:
+    """``fmt`` if it names a renderer, else an :class:`InputError` naming ``source`` (the
+    parameter, or the caller's flag) and the formats there are."""
+    if fmt not in RENDERERS:
+        raise InputError(f"unknown format '{fmt}' (use {', '.join(RENDERERS)})", obj=source)
+    return fmt
+
+
 def make_renderer(fmt: str, info, key: Codec, value: Codec, out: BinaryIO) -> Renderer:
-    """The renderer for output format ``fmt`` (one of :data:`FORMATS`)."""
-    try:
-        cls = FORMATS[fmt]
-    except KeyError:
-        raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})",
-                         obj="--output") from None
-    return cls(info, key, value, out)
+    """The renderer for output format ``fmt`` (one of :data:`RENDERERS`)."""
+    return RENDERERS[check_format(fmt)](info, key, value, out)

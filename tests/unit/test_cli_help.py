@@ -12,7 +12,7 @@ from bpfbatch.records import render
 
 
 def test_output_help_lists_exactly_the_renderers():
-    assert re.split(r", | or ", OUTPUT_FORMATS) == list(render.FORMATS)
+    assert re.split(r", | or ", OUTPUT_FORMATS) == list(render.RENDERERS)
 
 
 def test_tc_batch_bytes_help_states_the_senders_default():

@@ -14,7 +14,7 @@ from bpfbatch.errors import InputError, KernelError
 from bpfbatch.map.cursor import Batch, read_ahead
 from bpfbatch.map.handle import MapInfo
 from bpfbatch.records.codec import PerCpuCodec, RawCodec, map_codecs
-from bpfbatch.records.render import FORMATS, make_renderer
+from bpfbatch.records.render import RENDERERS, make_renderer
 
 
 def _types():
@@ -74,7 +74,7 @@ def test_jsonl_and_csv_of_an_empty_map_are_empty():
     assert render("csv", info(), []).getvalue() == b""
 
 
-@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("fmt", sorted(RENDERERS))
 def test_batches_stream_one_write_each_and_concatenate(fmt):
     first, second = batch(*entries(3)), batch(*entries(2, start=3))
     whole = batch(*entries(5))
@@ -164,9 +164,9 @@ def test_table_has_one_header_and_keeps_its_widths():
     assert lines[-1] == "13     130        n13"
 
 
-def test_unknown_format_names_the_option():
+def test_unknown_format_names_the_parameter():
     key, value = RawCodec(4), RawCodec(16)
-    with pytest.raises(InputError, match="--output: unknown format 'yaml'"):
+    with pytest.raises(InputError, match="fmt: unknown format 'yaml'"):
         make_renderer("yaml", info(), key, value, io.BytesIO())
 
 

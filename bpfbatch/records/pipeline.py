@@ -1,0 +1,87 @@
+"""The one output pipeline: batches → (read-ahead) → limit → renderer → writer.
+
+Every command that prints records — ``dump``, ``drain``, ``exec -o``, the demo — and the
+Python API build it here, so a format, a limit or a flush rule behaves the same everywhere.
+It is fed batches and never touches a map: the caller picks the source (a
+:class:`~bpfbatch.map.cursor.BatchCursor`, read ahead with
+:func:`~bpfbatch.map.cursor.read_ahead` when nothing is deleted; a drain; the exec walker's
+sink) and this module does the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO
+
+from ..errors import InputError
+from .codec import map_codecs
+from .render import RENDERERS, Renderer, check_format, make_renderer
+
+__all__ = ["RENDERERS", "Output", "check_format", "limited", "run"]
+
+
+class Output:
+    """The writing end: each batch rendered in the map's format and written with one
+    ``write()``; with ``flush_each`` flushed before :meth:`write` returns, which a drain needs
+    (its sink contract: a batch is delivered when the call returns). :meth:`close` writes the
+    trailer (``]`` of the JSON arrays) and flushes."""
+
+    def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None):
+        key_codec, value_codec = map_codecs(info, btf)
+        self.info = info
+        self.renderer: Renderer = make_renderer(fmt, info, key_codec, value_codec, out)
+        self._out = out
+        self._flush_each = flush_each
+
+    def write(self, batch) -> None:
+        self.renderer.write_batch(batch)
+        if self._flush_each:
+            self._out.flush()
+
+    def close(self) -> None:
+        self.renderer.close()
+
+    @property
+    def written(self) -> int:
+        """Elements rendered so far."""
+        return self.renderer.count
+
+
+def limited(batches: Iterable, limit: int | None, key_size: int, value_stride: int) -> Iterator:
+    """``batches`` cut to ``limit`` elements in all (``None``: no limit); the last batch is
+    shortened in place (views, no copy) and nothing after it is read."""
+    if limit is None:
+        yield from batches
+        return
+    if limit < 0:
+        raise InputError(f"must not be negative, got {limit}", obj="limit")
+    left = limit
+    for batch in batches:
+        if batch.count > left:
+            batch = type(batch)(left, batch.keys[:left * key_size],
+                                batch.values[:left * value_stride])
+        left -= batch.count
+        yield batch
+        if left == 0:
+            return
+
+
+def run(batches: Iterable, output: Output, *, limit: int | None = None,
+        progress: Callable[[int], None] = lambda n: None) -> int:
+    """Write ``batches`` (at most ``limit`` elements) to ``output``, close it, and return how
+    many elements were written. ``progress`` is told each batch's count.
+
+    ``batches`` is closed before this returns, also when stopped early by the limit, so a
+    read-ahead thread is gone before the caller closes the map.
+    """
+    info = output.info
+    try:
+        for batch in limited(batches, limit, info.key_size, info.value_stride):
+            output.write(batch)
+            progress(batch.count)
+    finally:
+        close = getattr(batches, "close", None)
+        if close:
+            close()
+    output.close()
+    return output.written
