@@ -1,8 +1,24 @@
 """bpfbatch: move data across the user/kernel boundary in batches.
 
-BPF maps are read, drained, loaded and deleted with the kernel's batch commands through one
-shared cursor (:mod:`bpfbatch.map.cursor`); tc rules are sent many netlink messages per
-``sendmsg()`` (:mod:`bpfbatch.tc`). Errors are :class:`bpfbatch.errors.BpfBatchError`.
+The public Python API is :class:`Map` (``from bpfbatch import Map``): open a map by id,
+pinned path or name, then ``count``, ``items``, ``to_numpy``, ``update_items``,
+``delete_keys``, ``drain`` and ``batches`` — each one or more batch syscalls per batch, never
+one per element. Every failure is a :class:`BpfBatchError`. tc rules are sent many netlink
+messages per ``sendmsg()`` by :mod:`bpfbatch.tc`.
+
+Importing the package loads nothing native and no numpy: :class:`Map` (and with it
+libbpf.so.1) is imported on first use, so ``bpfbatch tc`` runs where libbpf is missing.
 """
 
+from .errors import BpfBatchError
+
 __version__ = "0.1.0"
+__all__ = ["BpfBatchError", "Map"]
+
+
+def __getattr__(name: str):
+    if name == "Map":
+        from .map.handle import Map
+
+        return Map
+    raise AttributeError(f"module 'bpfbatch' has no attribute '{name}'")

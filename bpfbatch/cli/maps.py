@@ -37,11 +37,7 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
     if len(given) != 1:
         raise InputError("name the map with exactly one of --map-id, --pinned, --name"
                          + (f" (got {' and '.join(given)})" if given else ""), obj="MAP")
-    if map_id is not None:
-        return Map.open_id(map_id, read_only=read_only)
-    if pinned is not None:
-        return Map.open_pinned(pinned, read_only=read_only)
-    return Map.open_name(name, read_only=read_only)
+    return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only)
 
 
 def _show_record(info: MapInfo) -> dict:

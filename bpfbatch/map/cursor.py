@@ -47,12 +47,11 @@ from ..errors import (
     from_errno,
 )
 from . import probes
-from .handle import Map
+from .handle import DEFAULT_BATCH, Map
 
 if TYPE_CHECKING:
     import numpy as np
 
-DEFAULT_BATCH = 8192
 #: Upper bound of one batch's buffers: a per-CPU map with large values on a many-CPU host
 #: would otherwise need gigabytes for a default-sized batch. ENOSPC growth may still exceed it
 #: when one bucket needs more.

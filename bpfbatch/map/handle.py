@@ -1,5 +1,8 @@
-"""``Map``: one BPF map opened by id, pinned path, exact name or fd, with its info and the
-per-element operations. Bulk work goes through :mod:`bpfbatch.map.cursor`.
+"""``Map``: one BPF map opened by id, pinned path, exact name or fd, with its info, the
+per-element calls, and the batch surface of the public API (``count``, ``items``,
+``to_numpy``, ``update_items``, ``delete_keys``, ``drain``, ``batches``) — each a thin door
+onto the cursor (:mod:`.cursor`), the writes (:mod:`.writes`), the whole-map policies
+(:mod:`.whole`) and the codecs (:mod:`bpfbatch.records.codec`).
 
 Addressing follows bpftool (``id N | pinned FILE | name NAME``): a name is an *exact* match of
 the kernel's (at most 15-character) map name; operations on one map refuse a name several maps
@@ -12,12 +15,21 @@ import ctypes
 import dataclasses
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
 from .._sys.libbpf import check, lib
-from ..errors import BpfBatchError, KernelError, NotFoundError
+from ..errors import BpfBatchError, InputError, KernelError, NotFoundError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .cursor import BatchCursor
+
+#: Elements per batch syscall unless told otherwise (the cursor's default).
+DEFAULT_BATCH = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +115,26 @@ class Map:
         self.owned = owned
         self.read_only = read_only
         self.info = MapInfo.from_fd(fd)
+        self._codecs = None
 
     # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, *, id: int | None = None, pinned: str | None = None, name: str | None = None,
+             read_only: bool = False) -> "Map":
+        """The map named by exactly one of ``id``, ``pinned`` (a bpffs path) or ``name`` (the
+        kernel's exact map name, which must be unambiguous) — bpftool's ``id | pinned |
+        name``. ``read_only`` opens it so that the kernel refuses writes (EPERM)."""
+        given = [param for param, value in (("id", id), ("pinned", pinned), ("name", name))
+                 if value is not None]
+        if len(given) != 1:
+            raise InputError("name the map with exactly one of id, pinned, name"
+                             + (f" (got {' and '.join(given)})" if given else ""), obj="Map.open")
+        if id is not None:
+            return cls.open_id(id, read_only=read_only)
+        if pinned is not None:
+            return cls.open_pinned(pinned, read_only=read_only)
+        return cls.open_name(name, read_only=read_only)
 
     @classmethod
     def open_id(cls, map_id: int, *, read_only: bool = False) -> "Map":
@@ -188,8 +218,18 @@ class Map:
 
     # -- per-element operations ----------------------------------------------------------
 
+    def _check_size(self, data: bytes, size: int, what: str) -> bytes:
+        """``data`` if it is exactly ``size`` bytes: the kernel reads ``key_size`` (or the
+        value's) bytes from the pointer whatever the buffer holds, so a short one would
+        hand it memory past the end."""
+        if len(data) != size:
+            raise InputError(f"{what} is {len(data)} bytes, the map's is {size}",
+                             obj=self.info.label)
+        return data
+
     def lookup(self, key: bytes, *, flags: int = 0) -> bytes | None:
         """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent."""
+        self._check_size(key, self.info.key_size, "key")
         value = ctypes.create_string_buffer(self.info.value_stride)
         ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)
         if ret == -errno.ENOENT:
@@ -198,11 +238,16 @@ class Map:
         return value.raw
 
     def update(self, key: bytes, value: bytes, flags: int = abi.BPF_ANY) -> None:
+        """Write one element (``value`` is ``value_stride`` bytes: every possible CPU's slot
+        for a per-CPU map)."""
+        self._check_size(key, self.info.key_size, "key")
+        self._check_size(value, self.info.value_stride, "value")
         check(lib.bpf_map_update_elem(self.fd, key, value, flags), "update element",
               self.info.label)
 
     def delete(self, key: bytes) -> bool:
         """Delete ``key``; ``False`` when it was not there."""
+        self._check_size(key, self.info.key_size, "key")
         ret = lib.bpf_map_delete_elem(self.fd, key)
         if ret == -errno.ENOENT:
             return False
@@ -211,12 +256,119 @@ class Map:
 
     def next_key(self, key: bytes | None) -> bytes | None:
         """The key after ``key`` (the first with ``None``), or ``None`` at the end."""
+        if key is not None:
+            self._check_size(key, self.info.key_size, "key")
         out = ctypes.create_string_buffer(self.info.key_size)
         ret = lib.bpf_map_get_next_key(self.fd, key, out)
         if ret == -errno.ENOENT:
             return None
         check(ret, "get next key", self.info.label)
         return out.raw
+
+    # -- the batch surface (the public API) ----------------------------------------------
+    # Cursor, writes and codecs are imported in the methods: opening a map (``bpfbatch
+    # count``, ``list``) must not import numpy or build codecs (a start-up goal).
+
+    def codecs(self):
+        """``(key codec, value codec)`` from the map's BTF (raw bytes without BTF), built once
+        (:func:`bpfbatch.records.codec.map_codecs`)."""
+        if self._codecs is None:
+            from ..records.codec import map_codecs
+
+            self._codecs = map_codecs(self.info)
+        return self._codecs
+
+    def batches(self, *, batch_size: int = DEFAULT_BATCH) -> "BatchCursor":
+        """One pass in raw batches: zero-copy views of ``count`` packed keys and values,
+        valid until the next step (:class:`~bpfbatch.map.cursor.BatchCursor`). Not an atomic
+        snapshot: each hash bucket is read atomically, the map as a whole is not."""
+        from .cursor import BatchCursor
+
+        return BatchCursor(self, batch_size=batch_size)
+
+    def count(self, *, batch_size: int = DEFAULT_BATCH) -> int:
+        """How many elements one batched pass sees."""
+        return sum(batch.count for batch in self.batches(batch_size=batch_size))
+
+    def items(self, *, batch_size: int = DEFAULT_BATCH) -> Iterator[tuple[object, object]]:
+        """Every ``(key, value)``, decoded from BTF as ``dump -o json`` prints them: ints,
+        strings for printable char arrays, enum names, dicts for structs, lists for arrays,
+        a list of one value per possible CPU for per-CPU maps; ``bytes`` without BTF."""
+        key_codec, value_codec = self.codecs()
+        for batch in self.batches(batch_size=batch_size):
+            yield from zip(key_codec.decode_batch(batch.keys, batch.count),
+                           value_codec.decode_batch(batch.values, batch.count))
+
+    def to_numpy(self, *, batch_size: int = DEFAULT_BATCH) -> tuple["np.ndarray", "np.ndarray"]:
+        """``(keys, values)`` as numpy structured arrays whose fields are the BTF field names
+        (``uint8 × size`` rows where the layout has no dtype: no BTF, bitfields); per-CPU
+        values have one ``value`` slot per possible CPU. One copy per batch."""
+        from .cursor import read_all
+
+        keys, values = read_all(self, batch_size=batch_size)
+        key_codec, value_codec = self.codecs()
+        return key_codec.array(keys, len(keys)), value_codec.array(values, len(values))
+
+    def update_items(self, items: Iterable[tuple[object, object]], *,
+                     batch_size: int = DEFAULT_BATCH) -> int:
+        """Write ``(key, value)`` pairs in the forms :meth:`items` yields (or ``bytes``) with
+        batched updates; returns how many were written. Every pair is encoded before the
+        first syscall, so a bad one (named by its index and field) writes nothing."""
+        from . import whole
+
+        pairs = list(items)
+        keys = self._encode([key for key, _ in pairs], 0, "item {}: key")
+        values = self._encode([value for _, value in pairs], 1, "item {}: value")
+        return whole.load(self, keys, values, len(pairs), batch_size=batch_size).applied
+
+    def delete_keys(self, keys: Iterable[object], *, batch_size: int = DEFAULT_BATCH) -> int:
+        """Delete ``keys`` (as :meth:`items` yields them, or ``bytes``) with batched deletes;
+        returns how many were deleted. Keys not in the map are skipped."""
+        from . import writes
+
+        keys = list(keys)
+        packed = self._encode(keys, 0, "key {}")
+        return writes.delete(self, packed, len(keys), batch_size=batch_size).deleted
+
+    def drain(self, *, batch_size: int = DEFAULT_BATCH) -> Iterator[tuple[object, object]]:
+        """Every ``(key, value)``, deleted as read (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``,
+        atomic per bucket), decoded as :meth:`items`. Leaving the loop early puts the drained
+        entries not yet handed out back into the map, so nothing is lost."""
+        from . import whole
+        from .cursor import Batch, BatchCursor
+
+        if self.info.type in abi.MAP_IN_MAP_TYPES:
+            from ..errors import NotSupportedError
+
+            raise NotSupportedError("drain", errno.EOPNOTSUPP, obj=self.info.label,
+                                    detail="drained inner maps could not be put back")
+        key_codec, value_codec = self.codecs()
+        ks, vs = self.info.key_size, self.info.value_stride
+        for batch in BatchCursor(self, delete=True, batch_size=batch_size):
+            handed = 0  # the caller holds pairs[:handed] once the yield is reached
+            try:
+                pairs = zip(key_codec.decode_batch(batch.keys, batch.count),
+                            value_codec.decode_batch(batch.values, batch.count))
+                for pair in pairs:
+                    handed += 1
+                    yield pair
+            finally:
+                if handed < batch.count:
+                    rest = batch.count - handed
+                    whole.put_back(self, Batch(rest, batch.keys[handed * ks:],
+                                               batch.values[handed * vs:]))
+
+    def _encode(self, values: list, side: int, where: str) -> bytes:
+        """``values`` packed by the key (``side`` 0) or value (1) codec; ``bytes`` pass
+        through after a size check."""
+        codec = self.codecs()[side]
+        if all(isinstance(v, (bytes, bytearray, memoryview)) for v in values):
+            for i, v in enumerate(values):
+                if len(v) != codec.size:
+                    raise InputError(f"{len(v)} bytes, the map's are {codec.size}",
+                                     obj=where.format(i))
+            return b"".join(bytes(v) for v in values)
+        return codec.encode_batch(values, where.format)
 
 
 def ids_by_name(name: str) -> list[int]:

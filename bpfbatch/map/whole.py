@@ -153,7 +153,7 @@ def drain(map: Map, sink: Sink, *, batch_size: int = cursor.DEFAULT_BATCH,
         try:
             sink(batch)
         except BaseException as exc:
-            restored = _restore(map, batch)
+            restored = put_back(map, batch)
             if isinstance(exc, OSError):
                 raise DrainError(
                     f"output failed after {delivered} entries were delivered: {exc.strerror or exc}; "
@@ -168,7 +168,9 @@ def drain(map: Map, sink: Sink, *, batch_size: int = cursor.DEFAULT_BATCH,
     return DrainResult(delivered, batches)
 
 
-def _restore(map: Map, batch: Batch) -> int:
+def put_back(map: Map, batch: Batch) -> int:
+    """Write a drained ``batch`` back into ``map``; how many of its entries went back (all,
+    unless the update failed part-way)."""
     try:
         return writes.update(map, batch.keys, batch.values, batch.count)
     except PartialError as exc:
