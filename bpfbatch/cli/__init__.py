@@ -1,50 +1,31 @@
-"""The ``bpfbatch`` command: one typer app, one sub-module per command group.
+"""The ``bpfbatch`` command: the typer app with its lazy command registry (:mod:`.app`),
+shared options (:mod:`.options`), and one module per command group.
 
-This is the only place that turns a :class:`~bpfbatch.errors.BpfBatchError` into an exit
-status and the one-line ``bpfbatch: error: ...`` message; command modules stay thin (parse →
-call the library → render).
+:func:`main` is the only place that turns a :class:`~bpfbatch.errors.BpfBatchError` into an
+exit status and the one-line ``bpfbatch: error: ...`` message; command modules stay thin
+(check options → call the library → render).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
-import typer
-
-from .._sys import libbpf
 from ..errors import BpfBatchError, errno_name
+from .app import app
 
-app = typer.Typer(
-    name="bpfbatch",
-    help="Move data across the user/kernel boundary in batches: BPF maps and tc rules.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["app", "main"]
 
 
-@app.callback()
-def _global_options(
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="Show libbpf's log on stderr."),
-) -> None:
-    if verbose:
-        libbpf.set_log_sink(lambda line: sys.stderr.write(line))
-
-
-def _register() -> None:
-    # Imported for their side effect of adding commands to ``app``.
-    from . import bench, demo, exec, maps, tc, top, write  # noqa: F401
-
-
-_register()
-
-
-def main() -> None:
-    """Console-script entry point: click handles usage errors, we handle ours."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``): click
+    handles usage errors, we handle ours."""
     try:
-        app()
+        app(args=list(argv) if argv is not None else None, prog_name="bpfbatch")
     except BpfBatchError as exc:
-        print(f"bpfbatch: error: {exc}", file=sys.stderr)
+        from .options import as_flags
+
+        print(f"bpfbatch: error: {as_flags(exc)}", file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:
         # The reader (e.g. `head`) went away; silence the interpreter's flush at exit.

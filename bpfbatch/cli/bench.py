@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from . import app
+
+commands = typer.Typer()
 
 
-@app.command("bench")
+@commands.command("bench")
 def bench(
     entries: Annotated[int, typer.Option("--entries", help="Elements in the hash map.")] = 1_000_000,
     rounds: Annotated[int, typer.Option("--rounds", help="Rounds per cell; the median is shown.")] = 1,

@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from . import app
+
+commands = typer.Typer()
 
 
-@app.command("demo")
+@commands.command("demo")
 def demo(
     entries: Annotated[int, typer.Option("--entries", help="Flows to create.")] = 1_000_000,
     pin: Annotated[Optional[str], typer.Option(

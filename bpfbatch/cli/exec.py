@@ -16,8 +16,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from . import app
-from .maps import OUTPUT_FORMATS, MapId, Name, Pinned, open_map
+from .options import OUTPUT_FORMATS, MapId, Name, Pinned, check_output, open_map
+
+commands = typer.Typer()
 
 Mode = Annotated[str, typer.Option("--mode", help="kernel, user or auto (kernel when it runs "
                                                   "here).")]
@@ -36,7 +37,7 @@ def _summary(label: str, r) -> str:
             f"({r.mode}, {r.passes} pass{'es' if r.passes != 1 else ''})")
 
 
-@app.command("exec")
+@commands.command("exec")
 def exec_command(
     where: Annotated[Optional[str], typer.Option("--where", help="Predicate over the value's "
                      "fields, e.g. 'last_seen_ns < now - 30s and packets > 10'.")] = None,
@@ -72,7 +73,7 @@ def exec_command(
 
     user_filter = _user_filter(where, filter_obj, filter_prog, mode)
     if output is not None:
-        pipeline.check_format(output, "--output")  # before anything is deleted
+        check_output(output)  # before anything is deleted
     if action not in walker.ACTIONS:
         raise InputError(f"unknown action '{action}' (use {', '.join(walker.ACTIONS)})",
                          obj="--action")
@@ -134,7 +135,7 @@ def _stop_on_signals():
             signal.signal(sig, handler)
 
 
-@app.command("prune")
+@commands.command("prune")
 def prune_command(
     field: Annotated[str, typer.Option("--field", help="Timestamp field (ns, CLOCK_MONOTONIC "
                                        "as bpf_ktime_get_ns), e.g. last_seen_ns.")],
@@ -175,7 +176,7 @@ def prune_command(
                      f"{res.seconds * 1e3:.1f} ms ({res.mode})")
 
 
-@app.command("prune-demo")
+@commands.command("prune-demo")
 def prune_demo(
     flows: Annotated[int, typer.Option("--flows", help="UDP flows to open.")] = 2000,
     active: Annotated[int, typer.Option("--active", help="Flows that keep sending.")] = 200,

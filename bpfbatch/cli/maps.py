@@ -1,8 +1,4 @@
-"""Map commands: ``list``, ``dump``, ``count``, and the MAP addressing every map command shares.
-
-``MAP := --map-id N | --pinned PATH | --name NAME`` (bpftool's ``id | pinned | name``; the
-name is an exact match and must be unambiguous).
-"""
+"""Map commands: ``list``, ``dump``, ``count`` (MAP addressing: :mod:`.options`)."""
 
 from __future__ import annotations
 
@@ -16,29 +12,10 @@ import typer
 from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
-from ..map.handle import Map, MapInfo, iter_infos
-from . import app
+from ..map.handle import MapInfo, iter_infos
+from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
 
-MapId = Annotated[Optional[int], typer.Option("--map-id", help="Map id (as bpftool map show lists).")]
-Pinned = Annotated[Optional[str], typer.Option("--pinned", help="Path of a map pinned on bpffs.")]
-Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; must match one map.")]
-BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
-#: The renderers' names (render.FORMATS, spelled out so that starting any command does not
-#: import the codecs; tests/unit check the two agree).
-OUTPUT_FORMATS = "table, json, jsonl, csv or bpftool-json"
-Output = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_FORMATS)]
-
-
-def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
-             read_only: bool) -> Map:
-    """The map the user named with exactly one of ``--map-id``, ``--pinned``, ``--name``."""
-    given = [flag for flag, value in (("--map-id", map_id), ("--pinned", pinned), ("--name", name))
-             if value is not None]
-    if len(given) != 1:
-        raise InputError("name the map with exactly one of --map-id, --pinned, --name"
-                         + (f" (got {' and '.join(given)})" if given else ""), obj="MAP")
-    return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only)
-
+commands = typer.Typer()
 
 def _show_record(info: MapInfo) -> dict:
     """The fields of ``bpftool -j map show``, same names and order."""
@@ -48,7 +25,7 @@ def _show_record(info: MapInfo) -> dict:
             "frozen": int(info.frozen), "btf_id": info.btf_id}
 
 
-@app.command("list")
+@commands.command("list")
 def list_maps(
     output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
 ) -> None:
@@ -68,9 +45,9 @@ def list_maps(
     print(tabulate(rows, headers=headers, tablefmt="simple"))
 
 
-@app.command("count")
+@commands.command("count")
 def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-          batch_size: BatchSize = cursor.DEFAULT_BATCH) -> None:
+          batch_size: BatchSize = DEFAULT_BATCH) -> None:
     """Count a map's elements with one batched pass (bpftool has no count)."""
     check_batch_size(batch_size)
     with open_map(map_id, pinned, name, read_only=True) as m:
@@ -78,11 +55,11 @@ def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     print(total)
 
 
-@app.command("dump")
+@commands.command("dump")
 def dump(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     output: Output = "json",
-    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+    batch_size: BatchSize = DEFAULT_BATCH,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N elements.")] = None,
 ) -> None:
     """Print a map's elements, typed from its BTF, read with batched lookups.
@@ -92,9 +69,9 @@ def dump(
     check_batch_size(batch_size)
     if limit is not None and limit < 0:
         raise InputError(f"must not be negative, got {limit}", obj="--limit")
+    check_output(output)
     from ..records import pipeline
 
-    pipeline.check_format(output, "--output")
     with open_map(map_id, pinned, name, read_only=True) as m:
         out = pipeline.Output(output, m.info, sys.stdout.buffer)
         with _progress(m.info.label) as advance:

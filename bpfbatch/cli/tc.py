@@ -9,7 +9,8 @@ import sys
 import typer
 
 from ..errors import InputError
-from . import app
+
+commands = typer.Typer()
 
 
 def _print_failure(failure) -> None:
@@ -23,7 +24,7 @@ def _print_failure(failure) -> None:
     print(f"Command failed {failure.where}", file=sys.stderr)
 
 
-@app.command("tc")
+@commands.command("tc")
 def tc_batch(
     batch: str = typer.Option(..., "-b", "--batch", metavar="FILE",
                               help="tc batch file (iproute2 `tc -batch` syntax); '-' reads stdin."),

@@ -10,11 +10,12 @@ import typer
 
 from ..errors import InputError
 from ..top import screen
-from . import app
+
+commands = typer.Typer()
 
 top = typer.Typer(help="bcc-style top tools over batched, loss-free interval read-outs.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
-app.add_typer(top, name="top")
+commands.add_typer(top, name="top")
 
 Interval = Annotated[float, typer.Argument(help="Output interval, in seconds.")]
 Count = Annotated[Optional[int], typer.Argument(help="Number of outputs (default: until Ctrl-C).")]
@@ -114,5 +115,4 @@ def run_as_tool(command: str) -> None:
     args = sys.argv[1:]
     verbose = [arg for arg in args if arg in ("-v", "--verbose")]
     rest = [arg for arg in args if arg not in ("-v", "--verbose")]
-    sys.argv = [sys.argv[0], *verbose, "top", command, *rest]
-    main()
+    main([*verbose, "top", command, *rest])

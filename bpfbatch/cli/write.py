@@ -14,9 +14,11 @@ import typer
 
 from .._sys import abi
 from ..errors import BpfBatchError, InputError
-from ..map import cursor, writes
-from . import app
-from .maps import BatchSize, MapId, Name, Output, Pinned, check_batch_size, open_map
+from ..map import writes
+from ..map.cursor import check_batch_size
+from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
+
+commands = typer.Typer()
 
 InputFile = Annotated[str, typer.Argument(help="Input file; '-' reads stdin.")]
 InputFormat = Annotated[Optional[str], typer.Option(
@@ -27,12 +29,12 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-@app.command("load")
+@commands.command("load")
 def load(
     file: InputFile,
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     fmt: InputFormat = None,
-    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+    batch_size: BatchSize = DEFAULT_BATCH,
     if_absent: Annotated[bool, typer.Option(
         "--if-absent", help="Only keys not in the map (BPF_NOEXIST semantics).")] = False,
     if_present: Annotated[bool, typer.Option(
@@ -74,12 +76,12 @@ def load(
     _say(f"{m.info.label}: {result.applied} entries loaded{skipped}")
 
 
-@app.command("delete")
+@commands.command("delete")
 def delete(
     file: InputFile,
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     fmt: InputFormat = None,
-    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+    batch_size: BatchSize = DEFAULT_BATCH,
 ) -> None:
     """Delete the keys of FILE's records (values, if present, are ignored: a dump works).
     Keys not in the map are skipped and counted."""
@@ -92,10 +94,10 @@ def delete(
     _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
 
 
-@app.command("clear")
+@commands.command("clear")
 def clear(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+    batch_size: BatchSize = DEFAULT_BATCH,
 ) -> None:
     """Remove every element (arrays: set every element to zero)."""
     check_batch_size(batch_size)
@@ -107,11 +109,11 @@ def clear(
     _say(f"{m.info.label}: {removed} entries {verb}")
 
 
-@app.command("drain")
+@commands.command("drain")
 def drain(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     output: Output = "json",
-    batch_size: BatchSize = cursor.DEFAULT_BATCH,
+    batch_size: BatchSize = DEFAULT_BATCH,
 ) -> None:
     """Print and delete every element (LOOKUP_AND_DELETE). Each batch is written and flushed
     before the next is taken; if the output fails (closed pipe, full disk) the batch in hand
@@ -119,9 +121,9 @@ def drain(
     check_batch_size(batch_size)
     from ..map import whole
     from ..map.whole import DrainError
+    check_output(output)
     from ..records import pipeline
 
-    pipeline.check_format(output, "--output")
     with open_map(map_id, pinned, name, read_only=False) as m:
         # Flushed per batch: the drain deletes the next batch only once this one is out.
         out = pipeline.Output(output, m.info, sys.stdout.buffer, flush_each=True)

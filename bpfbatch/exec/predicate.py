@@ -182,7 +182,7 @@ def _compare(column: np.ndarray, term: Term, now: int) -> np.ndarray:
 # -- parsing -------------------------------------------------------------------------------
 
 
-def tokenize(text: str, source: str = "--where") -> list[Token]:
+def tokenize(text: str, source: str = "where") -> list[Token]:
     tokens, pos = [], 0
     while pos < len(text):
         m = _TOKEN.match(text, pos)
@@ -371,7 +371,7 @@ class _Parser:
         raise self.error(token, f"not a number or an enumerator of field '{field.path}'{known}")
 
 
-def compile_predicate(text: str, value: Codec, *, key: Codec | None = None, source: str = "--where",
+def compile_predicate(text: str, value: Codec, *, key: Codec | None = None, source: str = "where",
             max_terms: int = MAX_TERMS) -> Predicate:
     """Parse ``text`` against the value (and key) codecs of a map
     (:func:`bpfbatch.records.codec.map_codecs`); without ``key``, ``key`` is an ordinary name.

@@ -36,12 +36,12 @@ def prune_predicate(m: Map, field: str, older_than_ns: int, where: str | None = 
     text the user did not write.
     """
     if older_than_ns <= 0:
-        raise InputError(f"must be positive, got {older_than_ns} ns", obj="--older-than")
+        raise InputError(f"must be positive, got {older_than_ns} ns", obj="older_than_ns")
     key, value = map_codecs(m.info)
-    compile_predicate(f"{field} < now", value, key=key, source="--field")
+    compile_predicate(f"{field} < now", value, key=key, source="field")
     text = f"{field} < now - {older_than_ns}ns"
     if where and where.strip():
-        compile_predicate(where, value, key=key, source="--where")  # errors point into --where
+        compile_predicate(where, value, key=key, source="where")  # errors point into where
         text = f"{text} and ({where})"
     return compile_predicate(text, value, key=key, source="prune predicate")
 

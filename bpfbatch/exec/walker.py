@@ -167,9 +167,9 @@ def _round8(n: int) -> int:
 
 def _check_action(m: Map, action: str, max_selected: int) -> None:
     if action not in ACTIONS:
-        raise InputError(f"unknown action '{action}' (use {', '.join(ACTIONS)})", obj="--action")
+        raise InputError(f"unknown action '{action}' (use {', '.join(ACTIONS)})", obj="action")
     if max_selected < 0:
-        raise InputError(f"must not be negative, got {max_selected}", obj="--max")
+        raise InputError(f"must not be negative, got {max_selected}", obj="max_selected")
     if action == "delete" and m.info.type not in DELETABLE_TYPES:
         raise NotSupportedError("delete", errno.EINVAL, obj=m.info.label,
                                 detail=f"{m.info.type_name} elements cannot be deleted")
@@ -386,7 +386,7 @@ def _delete_rechecked(m: Map, predicate: Predicate, keys: np.ndarray, now: int,
 def choose_mode(m: Map, mode: str) -> str:
     """``kernel`` or ``user`` for ``mode`` (``auto``: the kernel path when its probe passes)."""
     if mode not in MODES:
-        raise InputError(f"unknown mode '{mode}' (use {', '.join(MODES)})", obj="--mode")
+        raise InputError(f"unknown mode '{mode}' (use {', '.join(MODES)})", obj="mode")
     if mode == "auto":
         return "kernel" if kernel_support(m) else "user"
     return mode

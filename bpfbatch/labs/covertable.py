@@ -99,7 +99,7 @@ def plot(results: dict[tuple[str, str], float], entries: int, path: str) -> None
         import matplotlib
     except ImportError:
         raise InputError("drawing needs matplotlib: pip install 'bpfbatch[plot]'",
-                         obj="--plot") from None
+                         obj="plot") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

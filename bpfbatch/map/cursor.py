@@ -88,13 +88,13 @@ class CursorToken:
 
 
 def check_batch_size(batch_size: int) -> int:
-    """``batch_size`` if usable, else an :class:`InputError` naming ``--batch-size``.
+    """``batch_size`` if usable, else an :class:`InputError` naming ``batch_size``.
 
     Zero would never make progress and a negative number wraps to 2**32 - 1 in the kernel's
     ``u32 count``, which makes it read past the caller's buffers.
     """
     if batch_size <= 0:
-        raise InputError(f"must be a positive number, got {batch_size}", obj="--batch-size")
+        raise InputError(f"must be a positive number, got {batch_size}", obj="batch_size")
     return batch_size
 
 

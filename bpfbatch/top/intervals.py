@@ -79,7 +79,7 @@ class IntervalTool:
                  records: tuple[str, ...], pid: int | None = None,
                  hook_kinds: tuple[str, ...] = HOOK_KINDS, capacity: int | None = None):
         if pid is not None and pid <= 0:
-            raise InputError(f"PID must be positive, got {pid}", obj="-p")
+            raise InputError(f"PID must be positive, got {pid}", obj="pid")
         self.obj = BpfObject.package(name)
         self._totals: dict[str, int] = {}
         try:

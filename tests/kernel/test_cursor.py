@@ -353,9 +353,9 @@ def test_per_key_walk_resumes_from_its_token(maps):
 def test_writes_refuse_a_batch_size_that_would_hang_or_overrun(maps, bad):
     m = maps()
     keys = np.arange(4, dtype=np.uint32)
-    with pytest.raises(InputError, match="--batch-size"):
+    with pytest.raises(InputError, match="batch_size"):
         writes.update(m, keys, keys, 4, batch_size=bad)
-    with pytest.raises(InputError, match="--batch-size"):
+    with pytest.raises(InputError, match="batch_size"):
         writes.delete(m, keys, 4, batch_size=bad)
     assert keys_of(m) == []
 

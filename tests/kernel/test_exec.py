@@ -205,7 +205,7 @@ def test_array_elements_cannot_be_deleted(mode):
 
 def test_unknown_field_names_the_token():
     with make_map(MapType.HASH, 10) as m:
-        with pytest.raises(InputError, match=r"^--where column 14 'pakets': no such field"):
+        with pytest.raises(InputError, match=r"^where column 14 'pakets': no such field"):
             walker.exec_map(m, "port == 1 or pakets < 3", "count")
 
 

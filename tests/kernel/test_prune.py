@@ -188,7 +188,7 @@ def test_per_cpu_prune_goes_by_the_newest_cpu(mode):
 
 def test_prune_predicate_refuses_what_it_cannot_compare():
     with percpu_table() as m:
-        with pytest.raises(InputError, match="^--field column 1 'packet'"):
+        with pytest.raises(InputError, match="^field column 1 'packet'"):
             prune.prune_predicate(m, "packet", 10)
-        with pytest.raises(InputError, match="^--older-than: must be positive"):
+        with pytest.raises(InputError, match="^older_than_ns: must be positive"):
             prune.prune_predicate(m, "last_seen_ns", 0)

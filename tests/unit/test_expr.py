@@ -173,9 +173,9 @@ def test_errors_name_column_and_token(codec, text, column, token, message):
     line = str(info.value)
     shown = f"'{token}'" if token else "(end of expression)"
     if message == "unexpected character":
-        assert line.startswith(f"--where column {column}: unexpected character '{token}'")
+        assert line.startswith(f"where column {column}: unexpected character '{token}'")
     else:
-        assert line.startswith(f"--where column {column} {shown}: "), line
+        assert line.startswith(f"where column {column} {shown}: "), line
         assert message in line
     assert "\n" not in line
 
@@ -236,10 +236,10 @@ def test_key_fields(codec, values, key_codecs):
     want = [i < 100 or codec.decode(vr.tobytes())["packets"] > 45 for i, vr in enumerate(values)]
     np.testing.assert_array_equal(p.evaluate(values, NOW, keys=scalar), want)
     assert p.table()[0]["in_key"] == 1 and p.table()[0]["width"] == 4
-    with pytest.raises(InputError, match=r"^--where column 5 'port': no such field in 'key' "
+    with pytest.raises(InputError, match=r"^where column 5 'port': no such field in 'key' "
                                          r"\(fields: saddr, dport, proto\)"):
         predicate.compile_predicate("key.port == 1", codec, key=struct_key)
-    with pytest.raises(InputError, match=r"^--where column 1 'key': no such field"):
+    with pytest.raises(InputError, match=r"^where column 1 'key': no such field"):
         predicate.compile_predicate("key.dport == 1", codec)  # no key codec: 'key' is just a name
     with pytest.raises(InputError, match="field 'key' is a struct"):
         predicate.compile_predicate("key == 1", codec, key=struct_key)

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.cli import app
+from bpfbatch.cli.options import as_flags
 from bpfbatch.errors import InputError
 from bpfbatch.labs import covertable
 from bpfbatch.records import read, render
@@ -181,7 +182,7 @@ def test_format_from_file_name(name, fmt):
 ])
 def test_cli_option_errors_name_the_option(args, option):
     result = CliRunner().invoke(app, args)
-    assert isinstance(result.exception, InputError) and result.exception.obj == option
+    assert isinstance(result.exception, InputError) and as_flags(result.exception).obj == option
 
 
 def test_bench_table_shows_speedup_over_per_key():
