@@ -1,5 +1,7 @@
-/* map exec: the parameter table of map_exec.bpf.c, shared with Python (which reads the layout
- * back from the object's BTF: nothing here is retyped on the Python side).
+/* map exec: the parameter table of map_exec.bpf.c, shared with Python. The structs' layout is
+ * read back from the object's BTF; the enum values and limits below are mirrored by hand in
+ * bpfbatch/exec/predicate.py (OPS, MAX_TERMS) and bpfbatch/exec/walker.py (MAX_*_SIZE,
+ * MAX_CPUS, the action and stop codes): change them together.
  *
  * A predicate is a disjunction of and-clauses over integer fields of the map's value, compiled
  * by bpfbatch/exec/predicate.py into at most MAP_EXEC_MAX_TERMS terms; the terms of one clause are

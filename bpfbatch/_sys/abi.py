@@ -21,7 +21,6 @@ BPF_F_LOCK = 4
 BPF_F_NO_PREALLOC = 1 << 0
 BPF_F_NO_COMMON_LRU = 1 << 1
 BPF_F_RDONLY = 1 << 3
-BPF_F_WRONLY = 1 << 4
 
 
 class MapType(enum.IntEnum):
@@ -82,7 +81,6 @@ HASH_TYPES = frozenset({
     MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH, MapType.LRU_PERCPU_HASH,
     MapType.HASH_OF_MAPS,
 })
-ARRAY_TYPES = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY, MapType.ARRAY_OF_MAPS})
 #: Maps whose every index always holds a value: nothing can be deleted, "clear" means zeroing.
 #: (An array-of-maps slot can be empty, so it is not one of them.)
 ELEMENTS_ALWAYS_EXIST = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY})

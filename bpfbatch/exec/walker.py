@@ -72,7 +72,7 @@ MAX_CPUS = 1024
 OUT_BYTES = 32 << 20
 
 _ACTION_CODES = {"count": 0, "dump": 1, "delete": 2}
-_STOP_OUT_FULL, _STOP_LIMIT = 1, 2
+_STOP_OUT_FULL = 1  # enum map_exec_stop (progs/map_exec.h)
 
 Sink = Callable[[cursor.Batch], None]
 

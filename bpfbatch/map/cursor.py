@@ -1,7 +1,8 @@
 """The batch cursor: every read and drain of a map goes through here (writes: :mod:`.writes`).
 
 Reading (``BPF_MAP_LOOKUP_BATCH``) and draining (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``) follow
-the kernel contract documented in the project's batch-semantics notes:
+the kernel's contract (``kernel/bpf/syscall.c`` ``generic_map_lookup_batch``,
+``kernel/bpf/hashtab.c`` ``__htab_map_lookup_and_delete_batch``):
 
 - the first call passes ``in_batch = NULL`` (a zeroed token would skip key 0 of an array);
   the token is an opaque ``max(key_size, 4)``-byte buffer (a u32 bucket index for the hash

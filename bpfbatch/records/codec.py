@@ -32,7 +32,7 @@ No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lis
 Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
 ``round_up(size, 8)`` bytes; a pure function of ``ncpus`` so it is testable anywhere.
 
-The package: :mod:`~bpfbatch.records.jsontext` (templates and leaves, the JSON text of a
+Its siblings: :mod:`~bpfbatch.records.jsontext` (templates and leaves, the JSON text of a
 batch), :mod:`~bpfbatch.records.layout` (the layout tree built from BTF) and, here, the codecs
 over them.
 """
