@@ -21,10 +21,11 @@ from __future__ import annotations
 import ctypes
 from functools import reduce
 
+from . import interrupts
 from ._sys import abi
 from .errors import InputError
 from .map import cursor, whole
-from .map.cursor import BatchCursor
+from .map.cursor import Batch, BatchCursor
 from .map.handle import Map
 
 
@@ -37,13 +38,29 @@ def items(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
 def items_and_clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
     """Read and delete every entry with ``BPF_MAP_LOOKUP_AND_DELETE_BATCH``: an update a BPF
     program makes between the read and the delete cannot be lost, unlike ``items()`` followed
-    by ``clear()``. Tables whose elements cannot be deleted (arrays) are read, then zeroed."""
+    by ``clear()``. Tables whose elements cannot be deleted (arrays) are read, then zeroed.
+
+    Nothing is lost if it does not return: entries are handed over only by the return, so
+    on any exception (a KeyboardInterrupt included) everything drained so far is put back
+    (:func:`bpfbatch.map.whole.put_back`: a key a BPF program re-created meanwhile keeps its
+    new value), and each batch is deleted and kept with the signals deferred.
+    """
     with _open(table) as map:
         if map.info.type in abi.ELEMENTS_ALWAYS_EXIST:
             entries = _collect(table, delete=False, batch_size=batch_size)
             whole.clear(map, batch_size=batch_size)
             return entries
-    return _collect(table, delete=True, batch_size=batch_size)
+        _check_types(table, map)
+        taken: list[tuple[bytes, bytes, int]] = []
+        try:
+            whole.drain(map, lambda b: taken.append((bytes(b.keys), bytes(b.values), b.count)),
+                        batch_size=batch_size)
+            return _entries(table, taken)
+        except BaseException:
+            with interrupts.deferred():
+                for keys, values, count in taken:
+                    whole.put_back(map, Batch(count, memoryview(keys), memoryview(values)))
+            raise
 
 
 def clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
@@ -59,19 +76,29 @@ def _open(table) -> Map:
 
 
 def _collect(table, *, delete: bool, batch_size: int) -> list[tuple]:
+    with _open(table) as map:
+        _check_types(table, map)
+        return _entries(table, ((batch.keys, batch.values, batch.count) for batch in
+                                BatchCursor(map, delete=delete, batch_size=batch_size)))
+
+
+def _check_types(table, map: Map) -> None:
+    ks, vs = ctypes.sizeof(table.Key), ctypes.sizeof(table.Leaf)
+    if (ks, vs) != (map.info.key_size, map.info.value_stride):
+        raise InputError(f"table types are {ks}/{vs} bytes, the map's key/value are "
+                         f"{map.info.key_size}/{map.info.value_stride}", obj=map.info.label)
+
+
+def _entries(table, batches) -> list[tuple]:
+    """bcc's ``(Key, Leaf)`` objects of ``(keys, values, count)`` batches."""
     key_type, leaf_type = table.Key, table.Leaf
     convert = _leaf_converter(table)
     ks, vs = ctypes.sizeof(key_type), ctypes.sizeof(leaf_type)
     out = []
-    with _open(table) as map:
-        if (ks, vs) != (map.info.key_size, map.info.value_stride):
-            raise InputError(f"table types are {ks}/{vs} bytes, the map's key/value are "
-                             f"{map.info.key_size}/{map.info.value_stride}", obj=map.info.label)
-        for batch in BatchCursor(map, delete=delete, batch_size=batch_size):
-            keys, values = batch.keys, batch.values
-            out.extend((key_type.from_buffer_copy(keys, i * ks),
-                        convert(leaf_type.from_buffer_copy(values, i * vs)))
-                       for i in range(batch.count))
+    for keys, values, count in batches:
+        out.extend((key_type.from_buffer_copy(keys, i * ks),
+                    convert(leaf_type.from_buffer_copy(values, i * vs)))
+                   for i in range(count))
     return out
 
 

@@ -133,6 +133,31 @@ class NotFoundError(BpfBatchError):
     """A named object (map, device, field) does not exist, or a name is ambiguous."""
 
 
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP arrived (raised by the CLI's handlers, outside any critical
+    section: see :mod:`bpfbatch.interrupts`). Not an :class:`Exception`, like
+    KeyboardInterrupt, so that no ``except Exception`` swallows it. ``message`` says what was
+    done before it; the exit status is 128 + the signal number, as a shell reports it."""
+
+    def __init__(self, signum: int, *, obj: str | None = None, message: str = ""):
+        super().__init__(signum)
+        self.signum = signum
+        self.obj = obj
+        self.message = message
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+    def __str__(self) -> str:
+        import signal
+
+        text = f"interrupted ({signal.Signals(self.signum).name})"
+        if self.message:
+            text += f" {self.message}"
+        return f"{self.obj}: {text}" if self.obj else text
+
+
 def from_errno(op: str, code: int, *, obj: str | None = None, detail: str | None = None) -> KernelError:
     """Translate a failed syscall into the right subclass. The one translation table."""
     code = abs(code)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ..errors import BpfBatchError, errno_name
+from ..errors import BpfBatchError, Interrupted, errno_name
 from .app import app
 
 __all__ = ["app", "main"]
@@ -27,6 +27,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         print(f"bpfbatch: error: {as_flags(exc)}", file=sys.stderr)
         sys.exit(1)
+    except Interrupted as exc:  # a command stopped by SIGINT/SIGTERM/SIGHUP, saying what it did
+        print(f"bpfbatch: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_status)
     except BrokenPipeError:
         # The reader (e.g. `head`) went away; silence the interpreter's flush at exit.
         sys.stderr.close()

@@ -6,15 +6,17 @@ Thin: open the map, read the input (all of it, before the first syscall), call
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
 from typing import Annotated, Optional
 
 import typer
 
+from .. import interrupts
 from .._sys import abi
 from ..errors import BpfBatchError, InputError
-from ..map import writes
+from ..interrupts import Tally
+from ..map import cursor, writes
 from ..map.cursor import check_batch_size
 from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
 
@@ -61,11 +63,13 @@ def load(
     if per_key and not (if_absent or if_present):
         raise InputError("only applies with --if-absent or --if-present", obj="--per-key")
     only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
-    with open_map(map_id, pinned, name, read_only=False) as m:
+    tally = Tally()
+    with interrupts.stopping(lambda: f"{tally.applied} entries loaded"), \
+            open_map(map_id, pinned, name, read_only=False) as m:
         records = read.read_records(file, m.info, fmt=fmt)
         try:
             result = whole.load(m, records.keys, records.values, records.count, only=only,
-                               per_key=per_key, batch_size=batch_size)
+                                per_key=per_key, batch_size=batch_size, tally=tally)
         except LoadError as exc:
             exc.message += f" (record at {records.where(exc.index)})"
             raise
@@ -88,9 +92,12 @@ def delete(
     check_batch_size(batch_size)
     from ..records import read
 
-    with open_map(map_id, pinned, name, read_only=False) as m:
+    tally = Tally()
+    with interrupts.stopping(lambda: f"{tally.applied} entries deleted"), \
+            open_map(map_id, pinned, name, read_only=False) as m:
         records = read.read_records(file, m.info, fmt=fmt, with_values=False)
-        result = writes.delete(m, records.keys, records.count, batch_size=batch_size)
+        result = writes.delete(m, records.keys, records.count, batch_size=batch_size,
+                               tally=tally)
     _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
 
 
@@ -103,8 +110,10 @@ def clear(
     check_batch_size(batch_size)
     from ..map import whole
 
-    with open_map(map_id, pinned, name, read_only=False) as m:
-        removed = whole.clear(m, batch_size=batch_size)
+    tally = Tally()
+    with interrupts.stopping(lambda: f"{tally.applied} entries removed"), \
+            open_map(map_id, pinned, name, read_only=False) as m:
+        removed = whole.clear(m, batch_size=batch_size, tally=tally)
     verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"
     _say(f"{m.info.label}: {removed} entries {verb}")
 
@@ -114,35 +123,45 @@ def drain(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     output: Output = "json",
     batch_size: BatchSize = DEFAULT_BATCH,
+    fsync: Annotated[bool, typer.Option(
+        "--fsync", help="A batch counts as delivered only once it is on disk.")] = False,
 ) -> None:
-    """Print and delete every element (LOOKUP_AND_DELETE). Each batch is written and flushed
-    before the next is taken; if the output fails (closed pipe, full disk) the batch in hand
-    is put back into the map and the command fails saying so."""
+    """Print and delete every element (LOOKUP_AND_DELETE). Nothing is deleted that is not
+    delivered or put back: each batch is taken, written to the last byte (and with --fsync
+    synced) with SIGINT/SIGTERM/SIGHUP deferred; if the output fails (closed pipe, full disk)
+    the records not completely written go back into the map and the command fails saying how
+    many were delivered and put back. A signal stops it after the batch in hand. SIGKILL
+    can lose at most one batch: --batch-size bounds it."""
     check_batch_size(batch_size)
-    from ..map import whole
-    from ..map.whole import DrainError
     check_output(output)
-    from ..records import pipeline
+    from ..delivery import Output as Fd
+    from ..delivery import RecordSink
+    from ..errors import Interrupted
+    from ..map import whole
+    from ..records.codec import map_codecs
+    from ..records.render import make_renderer
 
-    with open_map(map_id, pinned, name, read_only=False) as m:
-        # Flushed per batch: the drain deletes the next batch only once this one is out.
-        out = pipeline.Output(output, m.info, sys.stdout.buffer, flush_each=True)
-        try:
-            result = whole.drain(m, out.write, batch_size=batch_size)
-            out.close()
-        except DrainError:
-            _abandon_stdout()
-            raise
-        except OSError as exc:  # the trailer (closing ']') could not be written
-            _abandon_stdout()
-            raise BpfBatchError(f"output failed after every entry was delivered: {exc.strerror}",
-                                obj=m.info.label, errno=exc.errno) from None
-    _say(f"{m.info.label}: {result.delivered} entries drained")
+    with interrupts.stopping(lambda: "0 entries delivered (before the map was opened)"):
+        if sys.stdout is not None:  # None when the process started with fd 1 closed
+            sys.stdout.flush()
+        out = Fd(1, fsync=fsync, name="stdout")
+        with open_map(map_id, pinned, name, read_only=False) as m:
+            key_codec, value_codec = map_codecs(m.info)
+            sink = RecordSink(make_renderer(output, m.info, key_codec, value_codec, None), out)
+            delivery = whole.delivery(m, sink)
+            try:
+                delivery.drain(cursor.BatchCursor(m, delete=True, batch_size=batch_size))
+                with interrupts.deferred():
+                    sink.finish()
+            except Interrupted as exc:
+                exc.obj = m.info.label
+                exc.message = (f"after {delivery.delivered} entries delivered, "
+                               f"{_count(m)} left in the map")
+                raise
+    _say(f"{m.info.label}: {delivery.delivered} entries drained")
 
 
-def _abandon_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush of what is left in its
-    buffer cannot fail again (and print a second error) after ours."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+def _count(m) -> int:
+    with contextlib.suppress(BpfBatchError):
+        return sum(batch.count for batch in cursor.BatchCursor(m))
+    return -1

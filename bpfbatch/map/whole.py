@@ -1,4 +1,5 @@
-"""Whole-map writes: clear, drain into a sink that must not lose data, and load with
+"""Whole-map writes: clear, drain into a sink that must not lose data (put back what it did
+not deliver: :mod:`bpfbatch.delivery`), and load with
 ``--if-absent`` / ``--if-present`` semantics the kernel's batch update does not offer.
 
 Everything goes through :mod:`bpfbatch.map.cursor`; this module only decides *which* batch
@@ -26,24 +27,22 @@ Clear, per map type:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import enum
 import errno as E
+import functools
 import os
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from .. import interrupts
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
-from ..errors import (
-    BpfBatchError,
-    InputError,
-    KernelError,
-    NotSupportedError,
-    PartialError,
-    errno_meaning,
-)
+from ..delivery import Delivery, PutBack
+from ..errors import InputError, KernelError, NotSupportedError, PartialError, errno_meaning
+from ..interrupts import Tally
 from . import cursor, writes
 from .cursor import Batch, BatchCursor
 from .handle import Map
@@ -55,37 +54,47 @@ _BATCH_DELETE_TYPES = frozenset({MapType.LPM_TRIE})
 # -- clear ---------------------------------------------------------------------------------
 
 
-def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
+def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH, tally: Tally | None = None
+          ) -> int:
     """Empty ``map`` and return how many elements were removed (zeroed, for arrays).
+    ``tally`` counts them as they go, each batch in the critical section of its syscall, for
+    a caller that must say exactly what was removed when a signal stops it.
 
     See the module docstring for what "empty" means per map type and for the race with
     concurrent writers.
     """
+    tally = tally if tally is not None else Tally()
     kind = map.info.type
     if kind in abi.ELEMENTS_ALWAYS_EXIST:
-        return _zero_array(map, batch_size)
-    if kind in abi.HASH_TYPES:
-        return sum(batch.count for batch in BatchCursor(map, delete=True, batch_size=batch_size))
-    if kind in _BATCH_DELETE_TYPES:
-        removed = 0
+        _zero_array(map, batch_size, tally)
+    elif kind in abi.HASH_TYPES:
+        batches = iter(BatchCursor(map, delete=True, batch_size=batch_size))
+        while True:
+            with interrupts.deferred():
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                tally.add(batch.count)
+    elif kind in _BATCH_DELETE_TYPES:
         for batch in BatchCursor(map, batch_size=batch_size):
-            removed += writes.delete(map, batch.keys, batch.count, batch_size=batch_size).deleted
-        return removed
-    return _clear_per_key(map)
+            writes.delete(map, batch.keys, batch.count, batch_size=batch_size, tally=tally)
+    else:
+        _clear_per_key(map, tally)
+    return tally.applied
 
 
-def _zero_array(map: Map, batch_size: int) -> int:
+def _zero_array(map: Map, batch_size: int, tally: Tally) -> None:
     info = map.info
     step = max(1, min(batch_size, info.max_entries))
     zeroes = bytes(step * info.value_stride)
     for start in range(0, info.max_entries, step):
         n = min(step, info.max_entries - start)
         keys = np.arange(start, start + n, dtype=np.uint32)
-        writes.update(map, keys, zeroes[: n * info.value_stride], n, batch_size=step)
-    return info.max_entries
+        writes.update(map, keys, zeroes[: n * info.value_stride], n, batch_size=step,
+                      tally=tally)
 
 
-def _clear_per_key(map: Map) -> int:
+def _clear_per_key(map: Map, tally: Tally) -> None:
     """Delete key by key, asking for the next key before deleting the current one.
 
     Not the cursor's per-key walk: that looks every value up, and several of the types that
@@ -94,87 +103,76 @@ def _clear_per_key(map: Map) -> int:
     like the cursor's walk: after ``max_entries`` steps it stops, so a writer that keeps
     inserting cannot keep it going forever.
     """
-    removed = 0
     key = map.next_key(None)
     for _ in range(max(map.info.max_entries, 1)):
         if key is None:
             break
         following = map.next_key(key)
-        removed += map.delete(key)
+        with interrupts.deferred():
+            tally.add(map.delete(key))
         key = following
-    return removed
 
 
 # -- drain ---------------------------------------------------------------------------------
 
-#: Receives one drained batch; must have written *and flushed* it when it returns, and raise
-#: (``OSError`` for I/O) when it could not. The batch's views die at the sink's return.
-Sink = Callable[[Batch], None]
 
+def delivery(map: Map, sink: Callable[[Batch], None]) -> Delivery:
+    """A :class:`~bpfbatch.delivery.Delivery` of ``map``'s drained batches into ``sink``,
+    putting back into ``map`` what ``sink`` did not deliver.
 
-@dataclasses.dataclass(frozen=True)
-class DrainResult:
-    delivered: int
-    batches: int
-
-
-class DrainError(BpfBatchError):
-    """The sink failed. ``delivered`` entries reached it in earlier batches; ``restored``
-    entries of the failed batch were put back into the map (all of them unless the restore
-    itself failed, which the message says)."""
-
-    def __init__(self, message: str, *, obj: str | None, errno: int | None, delivered: int,
-                 restored: int):
-        super().__init__(message, obj=obj, errno=errno)
-        self.delivered = delivered
-        self.restored = restored
-
-
-def drain(map: Map, sink: Sink, *, batch_size: int = cursor.DEFAULT_BATCH,
-          elem_flags: int = 0) -> DrainResult:
-    """Move every element of ``map`` into ``sink`` with ``BPF_MAP_LOOKUP_AND_DELETE_BATCH``.
-
-    Nothing drained may be lost: a batch is taken only after ``sink`` accepted the previous
-    one, and if ``sink`` raises, the batch it was given is written back with
-    ``BPF_MAP_UPDATE_BATCH`` before the error propagates (as :class:`DrainError` for an
-    ``OSError`` — a closed pipe, a full disk — otherwise unchanged). Delivery of the failed
-    batch is at-least-once: entries the sink wrote before failing are restored too. A key a BPF
-    program re-created between the drain and the restore is overwritten by the drained value.
-
-    Map-in-map types are refused: a drained inner map id cannot be written back (the batch
-    update takes fds, and the inner map may be gone once its last reference was drained).
+    Map-in-map types are refused: a drained inner map id cannot be put back (an update takes
+    fds, and the inner map may be gone once its last reference was drained).
     """
     info = map.info
     if info.type in abi.MAP_IN_MAP_TYPES:
         raise NotSupportedError("drain", E.EOPNOTSUPP, obj=info.label,
                                 detail="drained inner maps could not be put back on failure")
-    delivered = batches = 0
-    for batch in BatchCursor(map, delete=True, batch_size=batch_size, elem_flags=elem_flags):
-        try:
-            sink(batch)
-        except BaseException as exc:
-            restored = put_back(map, batch)
-            if isinstance(exc, OSError):
-                raise DrainError(
-                    f"output failed after {delivered} entries were delivered: {exc.strerror or exc}; "
-                    f"the undelivered batch of {batch.count} entries was put back into the map"
-                    + ("" if restored == batch.count else
-                       f" — only {restored} could be restored, {batch.count - restored} are lost"),
-                    obj=info.label, errno=exc.errno, delivered=delivered, restored=restored,
-                ) from exc
-            raise
-        delivered += batch.count
-        batches += 1
-    return DrainResult(delivered, batches)
+    return Delivery(sink, functools.partial(put_back, map), label=info.label)
 
 
-def put_back(map: Map, batch: Batch) -> int:
-    """Write a drained ``batch`` back into ``map``; how many of its entries went back (all,
-    unless the update failed part-way)."""
-    try:
-        return writes.update(map, batch.keys, batch.values, batch.count)
-    except PartialError as exc:
-        return exc.applied
+def drain(map: Map, sink: Callable[[Batch], None], *, batch_size: int = cursor.DEFAULT_BATCH,
+          elem_flags: int = 0) -> int:
+    """Move every element of ``map`` into ``sink`` with ``BPF_MAP_LOOKUP_AND_DELETE_BATCH``;
+    returns how many were delivered.
+
+    ``sink`` receives one batch at a time (views valid during the call) and has delivered it
+    when it returns; if it raises, the batch is put back (:func:`put_back`) before the error
+    propagates — as a :class:`~bpfbatch.delivery.DeliveryError` for an ``OSError`` (a closed
+    pipe, a full disk), otherwise unchanged. A sink that delivers part of a batch raises
+    :class:`~bpfbatch.delivery.Undelivered` to have only the rest put back. Each delete and
+    its delivery run with SIGINT/SIGTERM/SIGHUP/SIGPIPE deferred (:mod:`bpfbatch.interrupts`).
+    """
+    return delivery(map, sink).drain(
+        BatchCursor(map, delete=True, batch_size=batch_size, elem_flags=elem_flags))
+
+
+def put_back(map: Map, batch: Batch) -> PutBack:
+    """Write the drained records of ``batch`` back into ``map``, each with
+    ``BPF_MAP_UPDATE_ELEM`` and ``BPF_NOEXIST``: a key a writer re-created since the drain
+    keeps the writer's newer value (counted as superseded), and a record the kernel refuses
+    (the map filled up meanwhile) is counted as lost with the errno. One syscall per record:
+    the batch update cannot say ``BPF_NOEXIST``. On an LRU map that filled up meanwhile a
+    put-back evicts, as any insert does.
+    """
+    info = map.info
+    ks, vs = info.key_size, info.value_stride
+    count = batch.count
+    key_buf, value_buf = bytearray(batch.keys), bytearray(batch.values)
+    key_at = ctypes.addressof(ctypes.c_char.from_buffer(key_buf))
+    value_at = ctypes.addressof(ctypes.c_char.from_buffer(value_buf))
+    update, fd = libbpf.lib.bpf_map_update_elem, map.fd
+    restored = superseded = lost = 0
+    refused = None
+    for i in range(count):
+        ret = update(fd, key_at + i * ks, value_at + i * vs, abi.BPF_NOEXIST)
+        if ret == 0:
+            restored += 1
+        elif ret == -E.EEXIST:
+            superseded += 1
+        else:
+            lost += 1
+            refused = -ret
+    return PutBack(restored, superseded, lost, refused)
 
 
 # -- load ----------------------------------------------------------------------------------
@@ -196,7 +194,7 @@ class LoadResult:
 
 def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
          per_key: bool = False, batch_size: int = cursor.DEFAULT_BATCH,
-         elem_flags: int = 0) -> LoadResult:
+         elem_flags: int = 0, tally: Tally | None = None) -> LoadResult:
     """Write ``count`` packed records; raise :class:`LoadError` (``applied`` set, failing
     key and its record index named) if the kernel stops part-way.
 
@@ -215,31 +213,34 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
     Map-in-map values are inner map *ids*, as a dump prints them; each is opened for the
     write (an update takes fds) and closed afterwards. An id with no map raises
     :class:`RecordError` before anything is written.
+
+    ``tally`` counts the records applied as they go (see :func:`bpfbatch.map.writes.update`).
     """
+    tally = tally if tally is not None else Tally()
     if map.info.type in abi.MAP_IN_MAP_TYPES:
         with _inner_map_fds(values, count) as fds:
-            return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags)
-    return _load(map, keys, values, count, only, per_key, batch_size, elem_flags)
+            return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags, tally)
+    return _load(map, keys, values, count, only, per_key, batch_size, elem_flags, tally)
 
 
 def _load(map: Map, keys, values, count: int, only: Existing, per_key: bool, batch_size: int,
-          elem_flags: int) -> LoadResult:
+          elem_flags: int, tally: Tally) -> LoadResult:
     info = map.info
     if only is Existing.ABSENT and info.type in abi.ELEMENTS_ALWAYS_EXIST:
         raise InputError("array elements always exist: nothing could be loaded 'if absent'",
                          obj=info.label)
     if only is Existing.ANY:
-        return LoadResult(_update(map, keys, values, count, batch_size, elem_flags), 0)
+        return LoadResult(_update(map, keys, values, count, batch_size, elem_flags, tally), 0)
     key_rows = _rows(keys, info.key_size, count)
     value_rows = _rows(values, info.value_stride, count)
     if per_key:
-        return _load_per_key(map, key_rows, value_rows, only, elem_flags)
+        return _load_per_key(map, key_rows, value_rows, only, elem_flags, tally)
     keep = _filter(map, key_rows, only, batch_size)
     chosen = int(keep.sum())
     if not chosen:
         return LoadResult(0, count)
     applied = _update(map, key_rows[keep], value_rows[keep], chosen, batch_size, elem_flags,
-                      indices=np.flatnonzero(keep))
+                      tally, indices=np.flatnonzero(keep))
     return LoadResult(applied, count - chosen)
 
 
@@ -322,12 +323,12 @@ class LoadError(PartialError):
 
 
 def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int,
-            indices: np.ndarray | None = None) -> int:
+            tally: Tally, indices: np.ndarray | None = None) -> int:
     """Batch update; on a part-way failure raise :class:`LoadError` naming the failing key
     and its index among the caller's records (``indices`` maps the written rows back)."""
     try:
         return writes.update(map, keys, values, count, batch_size=batch_size,
-                             elem_flags=elem_flags)
+                             elem_flags=elem_flags, tally=tally)
     except PartialError as exc:
         key = _rows(keys, map.info.key_size, count)[exc.applied].tobytes()
         index = exc.applied if indices is None else int(indices[exc.applied])
@@ -335,13 +336,15 @@ def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int
 
 
 def _load_per_key(map: Map, keys: np.ndarray, values: np.ndarray, only: Existing,
-                  elem_flags: int) -> LoadResult:
+                  elem_flags: int, tally: Tally) -> LoadResult:
     flag = abi.BPF_NOEXIST if only is Existing.ABSENT else abi.BPF_EXIST
     skip_errno = E.EEXIST if only is Existing.ABSENT else E.ENOENT
     applied = skipped = 0
     for index, (key, value) in enumerate(zip(keys, values)):
         try:
-            map.update(key.tobytes(), value.tobytes(), flag | elem_flags)
+            with interrupts.deferred():
+                map.update(key.tobytes(), value.tobytes(), flag | elem_flags)
+                tally.add(1)
         except KernelError as exc:
             if exc.errno != skip_errno:
                 failed = PartialError("update", exc.errno, applied=applied, obj=map.info.label)

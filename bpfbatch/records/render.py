@@ -6,6 +6,10 @@ A renderer is built for one map (its :class:`~bpfbatch.map.handle.MapInfo` and k
 ``write()``, so memory stays bounded by the batch size whatever the map size. :meth:`close`
 writes the trailer (``]`` for the JSON arrays) and flushes.
 
+:meth:`Renderer.render` gives the same bytes without writing them, with the offset where each
+record ends (its line end included): what :mod:`bpfbatch.delivery` needs to tell the records
+that were completely written from those that were not.
+
 ``json``/``jsonl`` are typed from BTF: ``{"key":…,"value":…}``, per-CPU maps
 ``{"key":…,"values":[{"cpu":0,"value":…},…]}``, with bpftool's value rules (see
 :mod:`bpfbatch.records.codec`); a side without BTF prints bpftool's raw byte list. ``bpftool-json``
@@ -19,8 +23,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
+import numpy as np
 from tabulate import tabulate
 
 from ..errors import InputError
@@ -34,27 +39,56 @@ def _byte_list(offset: int, size: int) -> Template:
     return RawCodec(size).template().shifted(offset)
 
 
+class Rendered(NamedTuple):
+    """A batch as bytes: ``ends[i]`` is the offset in ``data`` just past record ``i`` (past
+    its line end in the line formats; before the separator that follows it in the JSON
+    arrays). Whatever precedes record 0 (``[``, a header) belongs to it."""
+
+    data: bytes
+    ends: np.ndarray
+
+
+def _record_ends(lengths: list[int], head: int, per_record: int = 1) -> np.ndarray:
+    """Record ends from the byte lengths of consecutive pieces after a ``head``-byte prefix,
+    ``per_record`` pieces to a record (per-CPU rows)."""
+    return (head + np.cumsum(np.array(lengths, dtype=np.int64)))[per_record - 1::per_record]
+
+
 class Renderer:
     """Base: splits a batch into key rows and value rows; subclasses format them."""
 
-    def __init__(self, info, key: Codec, value: Codec, out: BinaryIO):
+    def __init__(self, info, key: Codec, value: Codec, out: BinaryIO | None):
         self.info = info
         self.key = key
         self.value = value
         self.out = out
         self.count = 0
 
-    def write_batch(self, batch) -> None:
-        """Format and write ``batch`` (a :class:`~bpfbatch.map.cursor.Batch`) with one write."""
-        if batch.count:
-            self._write(batch.count, rows(batch.keys, batch.count, self.key.size),
-                        rows(batch.values, batch.count, self.value.size))
-            self.count += batch.count
+    def render(self, batch) -> Rendered:
+        """``batch`` (a :class:`~bpfbatch.map.cursor.Batch`) formatted, with its record ends."""
+        if not batch.count:
+            return Rendered(b"", np.zeros(0, dtype=np.int64))
+        rendered = self._render(batch.count, rows(batch.keys, batch.count, self.key.size),
+                                rows(batch.values, batch.count, self.value.size))
+        self.count += batch.count
+        return rendered
 
-    def _write(self, count, keys, values) -> None:
+    def write_batch(self, batch) -> None:
+        """Format and write ``batch`` with one write (none for an empty batch)."""
+        if batch.count:
+            self.out.write(self.render(batch).data)
+
+    def _render(self, count, keys, values) -> Rendered:
         raise NotImplementedError
 
+    def trailer(self) -> bytes:
+        """What ends the output (``]`` for the JSON arrays)."""
+        return b""
+
     def close(self) -> None:
+        trailer = self.trailer()
+        if trailer:
+            self.out.write(trailer)
         self.out.flush()
 
 
@@ -73,13 +107,29 @@ class _JsonArray(Renderer):
     def _entry_template(self) -> Template:
         raise NotImplementedError
 
-    def _write(self, count, keys, values):
-        text = self.template.render_joined([keys, values], self.sep)
-        self.out.write((self.sep if self.count else self.open) + text)
+    def _render(self, count, keys, values):
+        head = self.sep if self.count else self.open
+        text, ends = _joined(self.template, keys, values, self.sep)
+        return Rendered(head + text, ends + len(head))
 
-    def close(self):
-        self.out.write(self.end if self.count else self.empty)
-        super().close()
+    def trailer(self):
+        return self.end if self.count else self.empty
+
+
+def _joined(template: Template, keys, values, sep: bytes) -> tuple[bytes, np.ndarray]:
+    """The rows' texts joined by ``sep``, and where each one ends. JSON text holds no raw
+    newline, so the rows are joined by one first and located by it; a row that does hold one
+    (never seen, but not ours to rule out) makes the batch render row by row."""
+    count = len(keys)
+    text = template.render_joined([keys, values], b"\n")
+    newlines = np.flatnonzero(np.frombuffer(text, np.uint8) == 0x0A)
+    if len(newlines) != count - 1:
+        parts = [template.render_joined([keys[i:i + 1], values[i:i + 1]], b"")
+                 for i in range(count)]
+        ends = np.cumsum([len(p) for p in parts]) + np.arange(count) * len(sep)
+        return sep.join(parts), ends
+    ends = np.append(newlines, len(text)) + np.arange(count) * (len(sep) - 1)
+    return (text if sep == b"\n" else text.replace(b"\n", sep)), ends
 
 
 class BpftoolJson(_JsonArray):
@@ -116,11 +166,12 @@ class TypedJson(_JsonArray):
 class JsonLines(TypedJson):
     """One typed entry per line, no enclosing array."""
 
-    def _write(self, count, keys, values):
-        self.out.write(self.template.render_joined([keys, values], b"\n") + b"\n")
+    def _render(self, count, keys, values):
+        text, ends = _joined(self.template, keys, values, b"\n")
+        return Rendered(text + b"\n", ends + 1)
 
-    def close(self):
-        Renderer.close(self)
+    def trailer(self):
+        return b""
 
 
 def _typed_entry(out: Template, key: Codec, value: Codec, *, exact: bool) -> Template:
@@ -192,11 +243,17 @@ class _Flat(Renderer):
         self.header = [name for name, _ in columns]
         return table
 
-    def _write(self, count, keys, values):
+    def _render(self, count, keys, values):
         first = self.header is None
-        self.out.write(self._format(self._table(keys, values), first).encode())
+        head, lines = self._format(self._table(keys, values), first)
+        head_bytes = head.encode()
+        encoded = [line.encode() for line in lines]
+        per_record = len(encoded) // count
+        return Rendered(head_bytes + b"".join(encoded),
+                        _record_ends([len(e) for e in encoded], len(head_bytes), per_record))
 
-    def _format(self, table: list[tuple], first: bool) -> str:
+    def _format(self, table: list[tuple], first: bool) -> tuple[str, list[str]]:
+        """The header (or ``""``) and one string per row of ``table``."""
         raise NotImplementedError
 
 
@@ -204,10 +261,14 @@ class Csv(_Flat):
     def _format(self, table, first):
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        if first:
-            writer.writerow(self.header)
-        writer.writerows(table)
-        return buf.getvalue()
+
+        def line(row) -> str:  # row by row: a quoted cell may hold a newline
+            buf.seek(0)
+            buf.truncate()
+            writer.writerow(row)
+            return buf.getvalue()
+
+        return (line(self.header) if first else ""), [line(row) for row in table]
 
 
 class Table(_Flat):
@@ -223,11 +284,14 @@ class Table(_Flat):
         if first:
             text = tabulate(table, headers=self.header, tablefmt="simple",
                             disable_numparse=True)
-            self.widths = [len(dashes) for dashes in text.splitlines()[1].split("  ")]
-            return text + "\n"
-        return "".join("  ".join(str(cell).ljust(width)
-                                 for cell, width in zip(row, self.widths)).rstrip() + "\n"
-                       for row in table)
+            lines = text.split("\n")
+            self.widths = [len(dashes) for dashes in lines[1].split("  ")]
+            if len(lines) != len(table) + 2:  # a multi-line cell: the batch is one piece
+                return "", [text + "\n"] + [""] * (len(table) - 1)
+            return lines[0] + "\n" + lines[1] + "\n", [line + "\n" for line in lines[2:]]
+        return "", ["  ".join(str(cell).ljust(width)
+                              for cell, width in zip(row, self.widths)).rstrip() + "\n"
+                    for row in table]
 
 
 #: Every output format by name: the one place format names are defined.

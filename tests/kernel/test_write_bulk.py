@@ -18,10 +18,11 @@ import pytest
 from bpfbatch._sys import abi, libbpf
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
+from bpfbatch.delivery import DeliveryError
 from bpfbatch.errors import InputError, NotSupportedError, PartialError
 from bpfbatch.map import cursor, whole, writes
 from bpfbatch.map.handle import Map
-from bpfbatch.map.whole import DrainError, Existing, LoadError
+from bpfbatch.map.whole import Existing, LoadError
 
 NCPUS = libbpf.num_possible_cpus()
 
@@ -290,7 +291,7 @@ def test_drain_sink_failure_puts_the_batch_back(maps):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         delivered.extend(np.frombuffer(batch.keys, np.uint32).tolist())
 
-    with pytest.raises(DrainError) as exc:
+    with pytest.raises(DeliveryError) as exc:
         whole.drain(m, sink, batch_size=100)
     assert exc.value.errno == errno.ENOSPC and exc.value.delivered == len(delivered)
     assert "put back" in str(exc.value)
@@ -313,7 +314,7 @@ def test_drain_into_a_pipe_that_closes_midway_loses_nothing(maps):
         written.extend(keys.tolist())
 
     try:
-        with pytest.raises(DrainError) as exc:
+        with pytest.raises(DeliveryError) as exc:
             whole.drain(m, sink, batch_size=64)
     finally:
         reader.wait(10)

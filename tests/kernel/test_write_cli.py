@@ -275,7 +275,7 @@ def test_drain_into_a_pipe_that_closes_midway_puts_the_batch_back(maps):
     drain.stderr.close()
     assert drain.wait(60) == 1
     assert len(head.stdout.splitlines()) == 3
-    match = re.search(r"after (\d+) entries were delivered.*batch of (\d+) entries was put back "
+    match = re.search(r"output failed: Broken pipe; (\d+) entries delivered, (\d+) put back "
                       r"into the map \(EPIPE\)$", stderr.strip())
     assert match, stderr
     assert len(stderr.strip().splitlines()) == 1  # no second error from the final flush

@@ -1,0 +1,113 @@
+"""Signals that must not land between a delete and what pays for it.
+
+A command that deletes what it outputs, or applies a file to a map, has critical sections: a
+``LOOKUP_AND_DELETE`` and the write of what it returned, a batch update and the count of what
+it applied. Python runs a signal handler between any two bytecodes, so a SIGINT that lands
+after the syscall returned but before the batch reached the writer (or the tally) loses it.
+:func:`deferred` holds SIGINT, SIGTERM, SIGHUP and SIGPIPE back for such a section; one that
+arrives meanwhile lands when the section ends, at a point where everything taken has been
+delivered or put back and counted, with the disposition it had (KeyboardInterrupt, the
+CLI's :class:`~bpfbatch.errors.Interrupted`, or death by SIGTERM's default).
+
+Two mechanisms, because CPython runs Python-level handlers in the main thread whichever
+thread the kernel delivered the signal to (numpy's BLAS threads have every signal unblocked):
+in the main thread the handlers are swapped for one that only records the signal, which is
+raised again at the end of the section; in every thread the signals are blocked with
+``pthread_sigmask``, which also keeps a default disposition (SIGTERM, SIGHUP: terminate) from
+acting inside the section. SIGKILL cannot be deferred: it loses at most the batch in hand.
+
+The CLI turns the three terminating signals into :class:`Interrupted`
+(:func:`raised_as_interrupted`), so every command stops the same way — saying what it did,
+exiting 128 + the signal number — instead of SIGTERM and SIGHUP killing it on the spot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import signal
+import threading
+from collections.abc import Callable
+
+from .errors import Interrupted
+
+#: Deferred in critical sections. SIGPIPE is ignored by Python (writes fail with EPIPE), but a
+#: program embedding the library may have it at its default, which kills.
+DEFERRED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE})
+#: Turned into Interrupted by the CLI.
+TERMINATING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+_held = threading.local()
+
+
+@contextlib.contextmanager
+def deferred():
+    """Hold :data:`DEFERRED` back for the block; what arrived lands at its end."""
+    main = threading.current_thread() is threading.main_thread()
+    caught: list[int] = []
+    outer = getattr(_held, "caught", None)
+    previous = {}
+    if main and outer is None:
+        previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum))
+                    for sig in TERMINATING}
+        _held.caught = caught
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if previous:
+            _held.caught = None
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
+
+
+def pending() -> bool:
+    """Whether a deferred signal is waiting for the section to end (a writer stuck on a full
+    pipe uses it to give up the batch in hand instead of waiting forever)."""
+    return bool(getattr(_held, "caught", None)) or bool(signal.sigpending() & DEFERRED)
+
+
+def _raise(signum, _frame):
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def raised_as_interrupted():
+    """SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` for the block (then the previous
+    handlers). Main thread only: elsewhere the handlers cannot be set and this is a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise) for sig in TERMINATING}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def stopping(done: Callable[[], str]):
+    """For a command: SIGINT/SIGTERM/SIGHUP stop it with :class:`Interrupted`, whose message
+    says ``after <done()>`` (what was applied or delivered) unless the command said more."""
+    with raised_as_interrupted():
+        try:
+            yield
+        except Interrupted as exc:
+            exc.message = exc.message or f"after {done()}"
+            raise
+
+
+@dataclasses.dataclass
+class Tally:
+    """What a write has applied so far, counted in the same critical section as the syscall
+    that applied it, so an interrupted command can say exactly what it did."""
+
+    applied: int = 0
+
+    def add(self, n: int) -> None:
+        self.applied += n

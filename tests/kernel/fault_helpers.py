@@ -1,0 +1,220 @@
+"""Fault-injection harness for the delivery guarantee: real maps, real processes, real file
+descriptors (a full tmpfs, /dev/full, a pipe whose reader leaves, signals).
+
+Every map here is ``u32 key → u64 value`` with BTF, filled with ``value = mix(key)`` so that a
+record read back from the output or from the map can be checked exactly. A trial ends with an
+:class:`Outcome`: which keys were completely written (complete lines only: a torn last record
+is not delivered), which are still in the map, and what the command said and returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bpfbatch._sys.abi import MapType
+from bpfbatch.btf import BtfBuilder
+from bpfbatch.map import cursor, writes
+from bpfbatch.map.handle import Map
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_RECORD = re.compile(rb'^\{"key":(\d+),"value":(\d+)\}\n', re.M)
+
+
+def mix(keys: np.ndarray) -> np.ndarray:
+    """The value every key is filled with (a bijection, so a wrong value cannot pass)."""
+    return keys.astype(np.uint64) * _MIX
+
+
+def typed_map(max_entries: int, name: str = "bb_dlv") -> Map:
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        return Map.create(MapType.HASH, 4, 8, max_entries, name=name, btf_fd=b.load(),
+                          btf_key_type_id=u32, btf_value_type_id=u64)
+
+
+def fill(m: Map, n: int) -> None:
+    """Keys ``0..n-1`` with their mixed values (what a drained map needs to start again)."""
+    keys = np.arange(n, dtype=np.uint32)
+    writes.update(m, keys, mix(keys), n)
+
+
+def parse_jsonl(data: bytes) -> tuple[np.ndarray, np.ndarray, int]:
+    """Keys and values of the complete ``{"key":K,"value":V}`` lines, and how many complete
+    lines were not such a record (garbage, which must be zero)."""
+    found = _RECORD.findall(data)
+    keys = np.array([int(k) for k, _ in found], dtype=np.uint64)
+    values = np.array([int(v) for _, v in found], dtype=np.uint64)
+    return keys, values, data.count(b"\n") - len(found)
+
+
+def map_contents(m: Map) -> tuple[np.ndarray, np.ndarray]:
+    keys, values = cursor.read_all(m)
+    return (keys.view("<u4").reshape(-1).astype(np.uint64),
+            values.view("<u8").reshape(-1))
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One trial. ``lost``: selected keys neither completely written nor in the map;
+    ``wrong``: a written or remaining value that is not the key's; ``twice``: keys written and
+    still in the map (a put-back of a record that was written) or written twice."""
+
+    n: int
+    delivered: int
+    left: int
+    lost: int
+    wrong: int
+    twice: int
+    rc: int
+    stderr: str
+    said_delivered: int | None
+    said_left: int | None
+
+    @property
+    def nothing_lost(self) -> bool:
+        return self.lost == 0 and self.wrong == 0
+
+    @property
+    def status_ok(self) -> bool:
+        """Non-zero exit whenever something was not delivered."""
+        return self.rc != 0 or self.left == 0
+
+    @property
+    def message_ok(self) -> bool:
+        """A failure says how many entries were delivered (and, when it says how many are
+        left in the map, says it right)."""
+        if self.rc == 0:
+            return True
+        if self.said_delivered != self.delivered:
+            return False
+        return self.said_left is None or self.said_left == self.left
+
+    @property
+    def good(self) -> bool:
+        return self.nothing_lost and self.status_ok and self.message_ok and not self.twice
+
+
+def said(stderr: str, pattern: str) -> int | None:
+    found = re.search(pattern, stderr)
+    return int(found.group(1)) if found else None
+
+
+def judge(m: Map, n: int, written: tuple[np.ndarray, np.ndarray] | None, rc: int, stderr: str,
+          *, keep_below: int = 0, delivered: int | None = None) -> Outcome:
+    """Check a trial on a map that held keys ``0..n-1``: keys below ``keep_below`` were not
+    selected and must still be in the map untouched. ``written``: the parsed output, or None
+    when it cannot be seen (a pipe): then ``delivered`` is what the command said and only the
+    accounting is checked."""
+    left_keys, left_values = map_contents(m)
+    wrong = int((left_values != mix(left_keys)).sum())
+    seen = np.zeros(n, dtype=np.int64)
+    np.add.at(seen, left_keys.astype(np.int64), 1)
+    if written is not None:
+        keys, values = written
+        wrong += int((values != mix(keys)).sum()) + int((keys >= n).sum())
+        keys = keys[keys < n].astype(np.int64)
+        np.add.at(seen, keys, 1)
+        wrong += int(np.isin(keys, np.arange(keep_below)).sum())
+        delivered = len(keys)
+    missing = int((seen == 0).sum())
+    if written is None:  # only the count can be checked: what was said plus what is left
+        missing = max(0, n - len(left_keys) - (delivered or 0))
+    return Outcome(n=n, delivered=delivered if delivered is not None else 0,
+                   left=len(left_keys) - keep_below, lost=missing, wrong=wrong,
+                   twice=int((seen > 1).sum()), rc=rc, stderr=stderr.strip(),
+                   said_delivered=said(stderr, r"(\d+) entr(?:y|ies) (?:were )?(?:delivered|drained)"),
+                   said_left=said(stderr, r"(\d+) left in the map"))
+
+
+def bpfbatch_argv(*args) -> list[str]:
+    return [sys.executable, "-m", "bpfbatch", *map(str, args)]
+
+
+def holds_map(pid: int, map_id: int) -> bool:
+    """Whether process ``pid`` holds an fd of map ``map_id`` (it has opened the map). Nothing
+    is cached: fd numbers are reused as the interpreter opens and closes files."""
+    fds = f"/proc/{pid}/fd"
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(fds):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"{fds}/{fd}") != "anon_inode:bpf-map":
+                    continue
+                info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+                if re.search(rf"^map_id:\s+{map_id}$", info, re.M):
+                    return True
+    return False
+
+
+def signal_after_open(proc: subprocess.Popen, map_id: int, sig: int, delay: float) -> bool:
+    """Send ``sig`` ``delay`` seconds after ``proc`` opened the map: the sweep's clock starts
+    where the command starts working, not at the interpreter's start-up. False when the
+    process ended first."""
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        if holds_map(proc.pid, map_id):
+            time.sleep(delay)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+                return True
+            return False
+        time.sleep(0.0005)
+    return False
+
+
+def run_with_signal(argv: list[str], out_path: Path, m: Map, sig: int, delay: float
+                    ) -> tuple[int, str]:
+    """Run ``argv`` with stdout into ``out_path``, signalled ``delay`` after it opened ``m``."""
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
+        try:
+            signal_after_open(proc, m.info.id, sig, delay)
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return proc.returncode, stderr.decode(errors="replace")
+
+
+@contextlib.contextmanager
+def small_tmpfs(where: Path, size: str = "64k"):
+    """A tmpfs of ``size`` mounted at ``where/mnt`` (unique per test), unmounted after."""
+    mnt = where / f"mnt{os.getpid()}"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", f"bb_dlv{os.getpid()}",
+                    str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def report(kind: str, outcomes: list[Outcome]) -> str:
+    """One row of the fault table: kind, trials, nothing lost, exit status right, message
+    right, written twice."""
+    row = (f"FAULT {kind}: trials={len(outcomes)} "
+           f"nothing_lost={sum(o.nothing_lost for o in outcomes)} "
+           f"status_ok={sum(o.status_ok for o in outcomes)} "
+           f"message_ok={sum(o.message_ok for o in outcomes)} "
+           f"twice={sum(o.twice > 0 for o in outcomes)} "
+           f"entries_lost={sum(o.lost for o in outcomes)}")
+    print(row)
+    return row
+
+
+def bad(outcomes: list[Outcome]) -> list[str]:
+    return [f"rc={o.rc} delivered={o.delivered} left={o.left} lost={o.lost} wrong={o.wrong} "
+            f"twice={o.twice}: {o.stderr[-300:]}" for o in outcomes if not o.good]
+
+
+SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
