@@ -15,9 +15,10 @@
  *   - the walk is bpf_for_each_map_elem over the map `target`, which bpfbatch points at the
  *     user's map (bpf_map__reuse_fd) before load: the verifier checks the filter's reads
  *     against that map's real key and value sizes (a read past them is rejected at load);
- *   - for a delete, a selected element is looked up again by key, and when an update replaced
- *     it since the walk reached it the filter is called again on the new value (non-per-CPU
- *     maps): a refreshed element whose new value is not selected is kept;
+ *   - for a delete, a selected element is looked up again by key and the filter is called
+ *     again on what the map holds then, right before the delete: a refreshed element whose
+ *     new value is not selected is kept (a write landing between that second call and the
+ *     delete is the window that remains);
  *   - selected records go to the mmap-able array `out`; when it fills the run stops and the
  *     runner drains it and runs the program again (a dump skips what it already has);
  *   - per-CPU maps: `value` is the current CPU's slot; read the others with
@@ -114,12 +115,15 @@ static long bpfbatch_visit(struct bpf_map *map, const void *key, void *value, vo
 	if (verdict != BPFBATCH_SELECT)
 		return 0;
 	if (run->action == MAP_EXEC_DELETE) {
-		/* An update since the walk reached this element replaced it: judge the new one. */
+		/* Judge what the map holds now, at the last moment before the delete. Not only
+		 * when the element moved: a preallocated hash hands a replaced element back to
+		 * the next update (the per-CPU spare), so a writer's expire-then-refresh leaves
+		 * the very address the walk judged holding a fresh value. */
 		void *now = bpf_map_lookup_elem(&target, key);
 
 		if (!now)
 			return 0;
-		if (now != value && !nr_cpus && bpfbatch_filter(key, now) != BPFBATCH_SELECT) {
+		if (bpfbatch_filter(key, now) != BPFBATCH_SELECT) {
 			run->rechecked_out++;
 			return 0;
 		}

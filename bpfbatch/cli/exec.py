@@ -20,8 +20,10 @@ from .options import OUTPUT_FORMATS, MapId, Name, Pinned, check_output, open_map
 
 commands = typer.Typer()
 
-Mode = Annotated[str, typer.Option("--mode", help="kernel, user or auto (kernel when it runs "
-                                                  "here).")]
+Mode = Annotated[str, typer.Option("--mode", help="auto (kernel when it runs here), kernel "
+                                   "(the program selects; each key is taken atomically and "
+                                   "re-checked), kernel-fast (the program deletes: faster, "
+                                   "may delete an entry refreshed at that instant) or user.")]
 
 
 def _say(text: str) -> None:

@@ -58,11 +58,12 @@ def prune_rounds(m: Map, predicate: Predicate, *, every_ns: int | None = None,
     action = "count" if dry_run else "delete"
     number = 0
     kernel = walker.open_walker(m, mode, records=False)
+    fast = walker.choose_mode(m, mode) == "kernel-fast"
     try:
         while not stop.is_set():
             number += 1
             if kernel:
-                result = kernel.run(predicate, action, max_selected=max_deleted)
+                result = kernel.run(predicate, action, max_selected=max_deleted, fast=fast)
             else:
                 result = walker.user_exec(m, predicate, action, max_selected=max_deleted)
             yield Round(number, result, dry_run)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import interrupts
 from .._sys import abi
 from .._sys.abi import MapType
 from .._sys.libbpf import check, lib, num_possible_cpus
@@ -57,7 +58,12 @@ from ..records.codec import map_codecs
 from .predicate import Predicate, compile_predicate
 
 ACTIONS = ("count", "dump", "delete")
-MODES = ("auto", "kernel", "user")
+#: ``kernel``: the program selects, each selected key is deleted with
+#: ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` and re-checked (a refreshed one is put back);
+#: ``kernel-fast``: the program deletes in the same visit (a refresh landing between its last
+#: re-check and its delete is lost); ``user``: the emulation.
+MODES = ("auto", "kernel", "kernel-fast", "user")
+KERNEL_MODES = ("kernel", "kernel-fast")
 
 #: Map types ``bpf_for_each_map_elem`` walks.
 KERNEL_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
@@ -238,12 +244,77 @@ class KernelWalker:
             raise
 
     def run(self, predicate: Predicate | None, action: str, *, sink: Sink | None = None,
-            max_selected: int = 0) -> ExecResult:
+            max_selected: int = 0, fast: bool = False) -> ExecResult:
         """One exec: as many program runs as the out map needs to hand over every record.
-        ``predicate``: the map exec program's parameters (``None`` for a user's filter)."""
+        ``predicate``: the map exec program's parameters (``None`` for a user's filter).
+
+        A delete by predicate goes through :meth:`_run_checked` unless ``fast``: the
+        program's own delete leaves a window between its last re-check and the delete in
+        which a writer's refresh is lost, measured at a few percent of the deletions under an
+        expire-then-refresh writer; a user filter cannot be re-checked outside the kernel, so
+        it always deletes in the program."""
         _check_action(self.map, action, max_selected)
         if sink is not None and self._out is None:
             raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
+        if action == "delete" and predicate is not None and not fast:
+            return self._run_checked(predicate, sink, max_selected)
+        args = self._args(predicate, action, emit=sink is not None)
+        result = ExecResult("kernel-fast" if action == "delete" else "kernel", action)
+        start = time.perf_counter()
+        while True:
+            skip = result.selected if action == "dump" else 0
+            args["skip"] = skip
+            args["max_selected"] = skip + max_selected - result.selected if max_selected else 0
+            with interrupts.deferred():  # the program deletes: its records are in hand
+                out = self._run_once(args)
+                result.passes += 1
+                result.visited += int(out["visited"])
+                result.deleted += int(out["deleted"])
+                result.kept += int(out["rechecked_out"])
+                result.selected += int(out["selected"]) - skip
+                if sink is not None and out["emitted"]:
+                    sink(self._records(int(out["emitted"])))
+            if int(out["stopped"]) != _STOP_OUT_FULL:
+                break
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_checked(self, predicate: Predicate, sink: Sink | None,
+                     max_selected: int) -> ExecResult:
+        """Delete by predicate, safely: each pass the program only selects (a dump of the
+        matching records), then every selected key is taken with
+        ``BPF_MAP_LOOKUP_AND_DELETE_ELEM``, which returns exactly the value it deleted, that
+        value is judged again and, when a writer refreshed it, put back
+        (:func:`_delete_rechecked`). Deleted elements are gone and refreshed ones no longer
+        match, so every pass starts from the beginning until one walks the whole map."""
+        if self._out is None:
+            raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
+        info = self.map.info
+        cpus = num_possible_cpus() if info.percpu else 0
+        args = self._args(predicate, "dump", emit=True)
+        result = ExecResult("kernel", "delete")
+        start = time.perf_counter()
+        while True:
+            args["max_selected"] = max_selected - result.selected if max_selected else 0
+            out = self._run_once(args)
+            result.passes += 1
+            result.visited += int(out["visited"])
+            if out["emitted"]:
+                picked = self._records(int(out["emitted"]))
+                keys = np.frombuffer(picked.keys, np.uint8).reshape(picked.count, -1)
+                with interrupts.deferred():
+                    keys, values = _delete_rechecked(self.map, predicate, keys, int(out["now"]),
+                                                     cpus, result)
+                    if sink is not None and len(keys):
+                        sink(_batch(keys, values))
+            if int(out["stopped"]) != _STOP_OUT_FULL or (
+                    max_selected and result.selected >= max_selected):
+                break
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _args(self, predicate: Predicate | None, action: str, *, emit: bool) -> np.ndarray:
+        """The program's context for ``predicate`` and ``action``."""
         terms = predicate.table() if predicate is not None else []
         if len(terms) > self.max_terms:
             raise InputError(f"{len(terms)} comparisons; the kernel program holds "
@@ -251,28 +322,11 @@ class KernelWalker:
         args = np.zeros(1, self.args_dtype)
         args["action"] = _ACTION_CODES[action]
         args["nterms"] = len(terms)
-        args["emit"] = int(sink is not None)
+        args["emit"] = int(emit)
         for i, term in enumerate(terms):
             for name, value in term.items():
                 args["terms"][name][0, i] = value
-        result = ExecResult("kernel", action)
-        start = time.perf_counter()
-        while True:
-            skip = result.selected if action == "dump" else 0
-            args["skip"] = skip
-            args["max_selected"] = skip + max_selected - result.selected if max_selected else 0
-            out = self._run_once(args)
-            result.passes += 1
-            result.visited += int(out["visited"])
-            result.deleted += int(out["deleted"])
-            result.kept += int(out["rechecked_out"])
-            result.selected += int(out["selected"]) - skip
-            if sink is not None and out["emitted"]:
-                self._hand_over(int(out["emitted"]), sink)
-            if int(out["stopped"]) != _STOP_OUT_FULL:
-                break
-        result.seconds = time.perf_counter() - start
-        return result
+        return args
 
     def _run_once(self, args: np.ndarray) -> np.void:
         buf = bytearray(args.tobytes())
@@ -284,14 +338,15 @@ class KernelWalker:
             raise from_errno("run map exec program", -ret, obj=self.map.info.label)
         return np.frombuffer(bytes(buf), self.args_dtype)[0]
 
-    def _hand_over(self, count: int, sink: Sink) -> None:
+    def _records(self, count: int) -> cursor.Batch:
+        """The first ``count`` records of the out map, copied: the next run overwrites it, and
+        no view may outlive the mapping."""
         info = self.map.info
         recs = np.frombuffer(self._out, np.uint8, count * self.rec_size).reshape(count, -1)
-        # Copies: the out map is overwritten by the next run, and no view may outlive the mmap.
         keys = recs[:, :info.key_size].copy()
         values = recs[:, self.key_stride:self.key_stride + info.value_stride].copy()
         del recs
-        sink(cursor.Batch(count, memoryview(keys).cast("B"), memoryview(values).cast("B")))
+        return _batch(keys, values)
 
     def close(self) -> None:
         if self._out is not None:
@@ -304,6 +359,13 @@ class KernelWalker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _batch(keys: np.ndarray, values: np.ndarray) -> cursor.Batch:
+    """``(n, key_size)`` and ``(n, value_stride)`` rows as a Batch (contiguous copies if
+    needed)."""
+    return cursor.Batch(len(keys), memoryview(np.ascontiguousarray(keys)).cast("B"),
+                        memoryview(np.ascontiguousarray(values)).cast("B"))
 
 
 # -- user-space emulation ------------------------------------------------------------------
@@ -333,8 +395,7 @@ def user_exec(m: Map, predicate: Predicate, action: str, *, sink: Sink | None = 
             keys, values = keys[picked], values[picked]
             result.selected += len(picked)
         if sink is not None and action != "count" and len(keys):
-            sink(cursor.Batch(len(keys), memoryview(np.ascontiguousarray(keys)).cast("B"),
-                              memoryview(np.ascontiguousarray(values)).cast("B")))
+            sink(_batch(keys, values))
         if max_selected and result.selected >= max_selected:
             break
     result.seconds = time.perf_counter() - start
@@ -384,7 +445,8 @@ def _delete_rechecked(m: Map, predicate: Predicate, keys: np.ndarray, now: int,
 
 
 def choose_mode(m: Map, mode: str) -> str:
-    """``kernel`` or ``user`` for ``mode`` (``auto``: the kernel path when its probe passes)."""
+    """``kernel``, ``kernel-fast`` or ``user`` for ``mode`` (``auto``: ``kernel`` when its
+    probe passes)."""
     if mode not in MODES:
         raise InputError(f"unknown mode '{mode}' (use {', '.join(MODES)})", obj="mode")
     if mode == "auto":
@@ -394,11 +456,13 @@ def choose_mode(m: Map, mode: str) -> str:
 
 def open_walker(m: Map, mode: str, *, records: bool) -> KernelWalker | None:
     """The kernel path's walker for ``mode``, or ``None`` for the emulation. ``auto`` also
-    falls back when the program does not load on this kernel (e.g. a verifier it predates)."""
-    if choose_mode(m, mode) == "user":
+    falls back when the program does not load on this kernel (e.g. a verifier it predates).
+    ``kernel`` deletes need records whatever ``records`` says (the selected keys)."""
+    chosen = choose_mode(m, mode)
+    if chosen == "user":
         return None
     try:
-        return KernelWalker(m, records=records)
+        return KernelWalker(m, records=records or chosen == "kernel")
     except BpfBatchError:
         if mode == "auto":
             return None
@@ -416,7 +480,8 @@ def exec_map(m: Map, where: str | Predicate, action: str = "count", *, mode: str
     if walker is None:
         return user_exec(m, predicate, action, sink=sink, max_selected=max_selected)
     with walker:
-        return walker.run(predicate, action, sink=sink, max_selected=max_selected)
+        return walker.run(predicate, action, sink=sink, max_selected=max_selected,
+                          fast=choose_mode(m, mode) == "kernel-fast")
 
 
 def exec_filter(m: Map, user_filter: Filter, action: str = "count", *, sink: Sink | None = None,
