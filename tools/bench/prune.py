@@ -3,7 +3,9 @@
 Pruning a 2M-entry flow table with half of it expired, four ways, on the same map, interleaved:
 
 - bpfbatch's kernel path: the map exec program, loaded once (a ``prune --every`` round), and
-  as a one-shot ``exec`` that includes opening and verifying the program;
+  as a one-shot ``exec`` that includes opening and verifying the program; the default selects
+  in the program and deletes each key with ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` + re-check,
+  ``kernel-fast`` deletes in the program;
 - bpfbatch's user-space emulation (batch lookup, numpy predicate, lookup-and-delete with
   re-check);
 - C, ``bpf_map_lookup_batch`` of the whole map then ``bpf_map_delete_elem`` per expired key —
@@ -18,26 +20,41 @@ fill evicts nothing), or with ``--hash`` a plain hash of the same layout. Before
 refilled untimed: N flows, the even ones last seen at boot, the odd ones now; after every run
 the remaining count is checked (N/2). The C peers get the cutoff as a constant; bpfbatch uses
 ``last_seen_ns < now - 30s``. Prints medians and ratios (case / kernel path), writes JSON.
+
+Then the adversarial part (``--adversary-seconds``, 0 skips it): per mode, prune rounds on a
+table of ``--adversary-filler`` expired flows (put back before each round) plus 64 keys that
+``tools/bench/refresher.py`` expires and refreshes in a tight loop in its own process; prints
+live deletions (refreshed entries that stayed deleted) per million deletions, next to the
+median round time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from bpfbatch._sys.abi import MapType
+from bpfbatch.btf import BtfBuilder
 from bpfbatch.exec import walker
 from bpfbatch.labs import demo
 from bpfbatch.loader import BpfObject
 from bpfbatch.map import cursor, writes
+from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 from tools.bench.harness import Command, InProcess, build_c, interleave, report, summarize
 
 WHERE = "last_seen_ns < now - 30s"
 KERNEL = "bpfbatch kernel path (prune round)"
+KERNEL_FAST = "bpfbatch kernel-fast (prune round, deletes in the program)"
+#: Keys the adversarial refresher expires and refreshes.
+ADVERSARY_KEYS = 64
 PY_PER_KEY = "Python get_next_key + lookup + delete per key"
 
 
@@ -108,18 +125,22 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--hash", action="store_true", help="a plain hash instead of the LRU")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument("--adversary-seconds", type=float, default=5.0)
+    parser.add_argument("--adversary-filler", type=int, default=100_000)
     args = parser.parse_args(argv)
     cutoff = time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # between boot and every refill
     table = Table(args.entries, args.hash)
     m = table.map
     try:
         with tempfile.TemporaryDirectory() as tmp, \
-                walker.KernelWalker(m, records=False) as kernel:
+                walker.KernelWalker(m) as kernel:
             peer = build_c("prune_floor.c", Path(tmp))
             predicate = walker.compile_for(m, WHERE)
             ident = [str(m.info.id), str(table.offset), str(cutoff)]
             cases = {
                 KERNEL: InProcess(lambda: kernel.run(predicate, "delete"), table.refill),
+                KERNEL_FAST: InProcess(lambda: kernel.run(predicate, "delete", fast=True),
+                                       table.refill),
                 "bpfbatch kernel path (exec, program load included)": InProcess(
                     lambda: walker.exec_map(m, predicate, "delete", mode="kernel"),
                     table.refill),
@@ -147,4 +168,57 @@ def main(argv: list[str]) -> int:
               f"(target ≥ 5×)")
     finally:
         table.close()
+    if args.adversary_seconds > 0:
+        adversary_table(args.adversary_seconds, args.adversary_filler)
     return 0
+
+
+def adversary_table(seconds: float, filler: int) -> None:
+    """Live deletions per million deletions, per mode, under the expire-then-refresh writer."""
+    print(f"\nprune under an expire-then-refresh writer ({ADVERSARY_KEYS} keys, "
+          f"{filler:,} expired flows per round, {seconds:g} s per mode)")
+    print(f"{'mode':<12} {'rounds':>7} {'median round':>13} {'deletions':>10} {'live':>6} "
+          f"{'live per 1M deletions':>22}")
+    for mode in ("kernel", "kernel-fast", "user"):
+        rounds, median, deleted, live = _adversary_run(mode, seconds, filler)
+        print(f"{mode:<12} {rounds:>7} {median * 1e3:>10.1f} ms {deleted:>10,} {live:>6} "
+              f"{live / max(deleted, 1) * 1e6:>22,.0f}")
+
+
+def _adversary_run(mode: str, seconds: float, filler: int) -> tuple[int, float, int, int]:
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        value = b.struct("flow", [("packets", u64), ("last_seen_ns", u64)])
+        m = Map.create(MapType.HASH, 4, 16, ADVERSARY_KEYS + filler, name="bb_bench_adv",
+                       btf_fd=b.load(), btf_key_type_id=u32, btf_value_type_id=value)
+    with m:
+        fresh = np.zeros((ADVERSARY_KEYS, 2), np.uint64)
+        fresh[:, 1] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+        writes.update(m, np.arange(ADVERSARY_KEYS, dtype=np.uint32), fresh, ADVERSARY_KEYS)
+        filler_keys = np.arange(ADVERSARY_KEYS, ADVERSARY_KEYS + filler, dtype=np.uint32)
+        expired = np.ones((filler, 2), np.uint64)
+        predicate = walker.compile_for(m, "last_seen_ns < now - 1s")
+        kernel = walker.open_walker(m, mode, records=False)
+        refresher = subprocess.Popen([sys.executable, "-m", "tools.bench.refresher",
+                                      str(m.info.id), str(ADVERSARY_KEYS)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        times, deleted = [], 0
+        try:
+            assert refresher.stdout.readline() == "ready\n"
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                writes.update(m, filler_keys, expired, filler)
+                start = time.perf_counter()
+                if kernel is None:
+                    result = walker.user_exec(m, predicate, "delete")
+                else:
+                    result = kernel.run(predicate, "delete", fast=mode == "kernel-fast")
+                times.append(time.perf_counter() - start)
+                deleted += result.deleted
+        finally:
+            refresher.stdin.close()
+            counts = json.loads(refresher.stdout.readline())
+            refresher.wait(30)
+            if kernel is not None:
+                kernel.close()
+    return len(times), float(np.median(times)), deleted, counts["live"]
