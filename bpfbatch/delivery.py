@@ -122,14 +122,14 @@ class Output:
                 raise Refused(written, "interrupted while the output accepted nothing", None)
 
 
-class Undelivered(Exception):
-    """Raised by a sink: its first ``complete`` records were delivered, the rest not."""
+class Undelivered(BpfBatchError):
+    """Raised by a sink: its first ``complete`` records were delivered, the rest not. Where
+    nothing was deleted (a dump) it is the command's error as it stands."""
 
     def __init__(self, complete: int, reason: str, errno: int | None):
-        super().__init__(reason)
+        super().__init__(f"output failed: {reason}", obj="output", errno=errno)
         self.complete = complete
         self.reason = reason
-        self.errno = errno
 
 
 class RecordSink:

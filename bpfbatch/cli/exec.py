@@ -70,8 +70,12 @@ def exec_command(
     Instead of --where, --filter-obj and --filter-prog run your own filter, written in C
     against the contract in bpfbatch_filter.h (installed next to bpfbatch's BPF objects).
     """
+    from .. import interrupts
+    from ..delivery import Output, RecordSink
     from ..exec import walker
-    from ..records import pipeline
+    from ..map import whole
+    from ..records.codec import map_codecs
+    from ..records.render import make_renderer
 
     user_filter = _user_filter(where, filter_obj, filter_prog, mode)
     if output is not None:
@@ -81,20 +85,31 @@ def exec_command(
                          obj="--action")
     if action == "dump" and output is None:
         output = "json"
-    with open_map(map_id, pinned, name, read_only=action != "delete") as m:
+    delivery = None
+    with interrupts.stopping(lambda: f"{delivery.delivered if delivery else 0} entries "
+                                     "delivered"), \
+            open_map(map_id, pinned, name, read_only=action != "delete") as m:
         predicate = walker.compile_for(m, where) if user_filter is None else None
-        out = None
+        records = None
         if output is not None and action != "count":
-            out = pipeline.Output(output, m.info, sys.stdout.buffer)
-        sink = out.write if out else None
+            key_codec, value_codec = map_codecs(m.info)
+            if sys.stdout is not None:
+                sys.stdout.flush()
+            records = RecordSink(make_renderer(output, m.info, key_codec, value_codec, None),
+                                 Output(1, name="stdout"))
+        sink = records
+        if records is not None and action == "delete":  # deleted records: delivered or back
+            delivery = whole.delivery(m, records)
+            sink = delivery.take
         if user_filter is None:
             result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
                                      max_selected=max_selected)
         else:
             result = walker.exec_filter(m, user_filter, action, sink=sink,
                                         max_selected=max_selected)
-        if out:
-            out.close()
+        if records is not None:
+            with interrupts.deferred():
+                records.finish()
         if action == "count":
             print(result.selected)
         _say(_summary(m.info.label, result))

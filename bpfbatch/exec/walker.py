@@ -389,13 +389,14 @@ def user_exec(m: Map, predicate: Predicate, action: str, *, sink: Sink | None = 
                                                    cpu_stride=info.cpu_stride))
         if max_selected:
             picked = picked[:max_selected - result.selected]
-        if action == "delete":
-            keys, values = _delete_rechecked(m, predicate, keys[picked], now, cpus, result)
-        else:
-            keys, values = keys[picked], values[picked]
-            result.selected += len(picked)
-        if sink is not None and action != "count" and len(keys):
-            sink(_batch(keys, values))
+        with interrupts.deferred():  # deleted records are in hand until the sink has them
+            if action == "delete":
+                keys, values = _delete_rechecked(m, predicate, keys[picked], now, cpus, result)
+            else:
+                keys, values = keys[picked], values[picked]
+                result.selected += len(picked)
+            if sink is not None and action != "count" and len(keys):
+                sink(_batch(keys, values))
         if max_selected and result.selected >= max_selected:
             break
     result.seconds = time.perf_counter() - start

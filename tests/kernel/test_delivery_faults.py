@@ -166,14 +166,12 @@ def test_drain_1m_in_one_batch_interrupted_inside_the_syscall(big, tmp_path):
 
 # -- exec --action delete -o ---------------------------------------------------------------
 
-MODES = ["user", pytest.param("kernel", marks=pytest.mark.skipif(
-    not probes.syscall_program(), reason="no syscall programs"))]
+#: kernel-fast deletes in the program: its records are the put-back source.
+MODES = ["user"] + [pytest.param(mode, marks=pytest.mark.skipif(
+    not probes.syscall_program(), reason="no syscall programs"))
+    for mode in ("kernel", "kernel-fast")]
 
 
-NOT_YET = pytest.mark.xfail(strict=True, reason="exec -o does not go through the delivery step yet")
-
-
-@NOT_YET
 @pytest.mark.parametrize("mode", MODES)
 def test_exec_delete_output_faults(sweep_map, tmp_path, mode):
     """/dev/full, a full tmpfs and a pipe closed after one line: the selected entries not
@@ -193,7 +191,6 @@ def test_exec_delete_output_faults(sweep_map, tmp_path, mode):
     assert all(o.rc != 0 for o in outcomes) and not bad(outcomes), bad(outcomes)
 
 
-@NOT_YET
 @pytest.mark.parametrize("mode", MODES)
 def test_exec_delete_output_signalled(sweep_map, tmp_path, mode):
     outcomes = []
