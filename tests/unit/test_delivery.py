@@ -1,0 +1,195 @@
+"""The delivery core on real file descriptors (pipes, /dev/full, a closed fd, a non-blocking
+pipe) and the record boundaries every renderer reports."""
+
+import csv
+import errno
+import fcntl
+import io
+import json
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from bpfbatch import interrupts
+from bpfbatch.delivery import (Delivery, DeliveryError, Output, PutBack, RecordSink, Refused,
+                               Undelivered)
+from bpfbatch.errors import BpfBatchError
+from bpfbatch.formats import FORMATS, make_renderer
+from test_formats import BTF, batch, entries, info
+from bpfbatch.codecs import map_codecs
+from bpfbatch._abi import MapType
+
+
+def renderer(fmt, map_info=None, ncpus=2):
+    map_info = map_info or info()
+    key, value = map_codecs(map_info, BTF if map_info.btf_id else None, ncpus=ncpus)
+    return make_renderer(fmt, map_info, key, value, None)
+
+
+# -- record boundaries ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("map_info", [info(), info(typed=False),
+                                      info(MapType.PERCPU_HASH, value_size=16)],
+                         ids=["typed", "raw", "percpu"])
+def test_record_ends_fall_on_record_boundaries(fmt, map_info):
+    r = renderer(fmt, map_info)
+    stride = map_info.value_stride
+    keys, values = entries(5)
+    values = [v.ljust(stride, b"\0") for v in values]
+    for first, rendered in enumerate([r.render(batch(keys[:2], values[:2])),
+                                      r.render(batch(keys[2:], values[2:]))]):
+        data, ends = rendered.data, rendered.ends
+        assert len(ends) == (2 if first == 0 else 3)
+        assert (np.diff(ends) > 0).all() and ends[-1] == len(data)
+        last = {"json": b"}", "bpftool-json": b"}"}.get(fmt, b"\n")
+        assert all(data[e - 1:e] == last for e in ends)
+
+
+def test_a_record_holding_a_newline_is_one_record_in_csv_and_jsonl():
+    keys, values = entries(3)
+    values[1] = values[1][:8] + b"a\nb\0\0\0\0\0"
+    for fmt in ("csv", "jsonl"):
+        rendered = renderer(fmt).render(batch(keys, values))
+        for n, end in enumerate(rendered.ends, 1):
+            text = rendered.data[:end].decode()
+            parsed = list(csv.reader(io.StringIO(text)))[1:] if fmt == "csv" else \
+                [json.loads(line) for line in text.splitlines()]
+            assert len(parsed) == n
+
+
+def test_render_is_what_write_batch_writes():
+    for fmt in FORMATS:
+        out = io.BytesIO()
+        key, value = map_codecs(info(), BTF)
+        r = make_renderer(fmt, info(), key, value, out)
+        r.write_batch(batch(*entries(4)))
+        assert out.getvalue() == renderer(fmt).render(batch(*entries(4))).data
+
+
+# -- Output on real fds ---------------------------------------------------------------------
+
+def _reader(fd, into, delay=0.0):
+    def run():
+        while True:
+            time.sleep(delay)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            into.extend(chunk)
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("nonblocking", [False, True])
+def test_every_byte_reaches_a_slow_pipe(nonblocking):
+    r, w = os.pipe()
+    if nonblocking:
+        fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+    got = bytearray()
+    thread = _reader(r, got, delay=0.001)
+    data = bytes(range(256)) * 4096  # 1 MiB: 16 pipe buffers
+    try:
+        Output(w).write(data)
+    finally:
+        os.close(w)
+        thread.join()
+        os.close(r)
+    assert bytes(got) == data
+
+
+def test_a_pipe_without_reader_refuses_with_epipe():
+    r, w = os.pipe()
+    os.close(r)
+    with pytest.raises(Refused) as exc:
+        Output(w).write(b"x" * 10)
+    os.close(w)
+    assert exc.value.errno == errno.EPIPE and exc.value.written == 0
+
+
+def test_dev_full_refuses_with_enospc():
+    with open("/dev/full", "wb") as f:
+        with pytest.raises(Refused) as exc:
+            Output(f.fileno(), fsync=True).write(b"record\n")
+    assert exc.value.errno == errno.ENOSPC and exc.value.written == 0
+
+
+def test_a_closed_fd_fails_before_anything_is_taken():
+    r, w = os.pipe()
+    os.close(r)
+    os.close(w)
+    with pytest.raises(BpfBatchError, match="cannot be written"):
+        Output(w, name="stdout")
+
+
+def test_a_signal_pending_while_the_reader_takes_nothing_ends_the_write():
+    """A stuck reader does not hold a held-back signal forever: the write stops, saying how
+    many bytes went, and the signal lands after the section."""
+    r, w = os.pipe()
+    got = []
+    previous = signal.signal(signal.SIGHUP, lambda *_: got.append("HUP"))
+    try:
+        with pytest.raises(Refused) as exc, interrupts.deferred():
+            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGHUP)).start()
+            Output(w).write(b"y" * (1 << 20))
+        assert got == ["HUP"]
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+        os.close(r)
+        os.close(w)
+    assert 0 < exc.value.written < 1 << 20 and "interrupted" in exc.value.reason
+
+
+# -- Delivery: exactly the records not written go back ----------------------------------
+
+class Returns:
+    """A put-back that records what it was given (the map side is tested in tests/kernel)."""
+
+    def __init__(self):
+        self.keys: list[bytes] = []
+
+    def __call__(self, keys, values, count):
+        self.keys.append(bytes(keys))
+        return PutBack(count)
+
+
+def test_only_the_records_not_written_are_put_back():
+    returns = Returns()
+    keys, values = entries(5)
+
+    def sink(b):
+        raise Undelivered(3, "No space left on device", errno.ENOSPC)
+
+    delivery = Delivery(sink, returns, label="map 1 't'")
+    with pytest.raises(DeliveryError) as exc:
+        delivery.take(batch(keys, values))
+    assert returns.keys == [b"".join(keys[3:])]
+    assert delivery.delivered == 3 and exc.value.restored == 2
+    assert str(exc.value) == ("map 1 't': output failed: No space left on device; 3 entries "
+                              "delivered, 2 put back into the map (ENOSPC)")
+
+
+def test_a_sink_that_raises_anything_else_gets_its_batch_put_back_and_the_error_kept():
+    returns = Returns()
+
+    def sink(b):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        Delivery(sink, returns).take(batch(*entries(2)))
+    assert len(returns.keys) == 1 and Delivery(sink, returns).delivered == 0
+
+
+def test_record_sink_counts_the_complete_records_of_a_torn_write():
+    r, w = os.pipe()
+    os.close(r)
+    sink = RecordSink(renderer("jsonl"), Output(w))
+    with pytest.raises(Undelivered) as exc:
+        sink(batch(*entries(3)))
+    os.close(w)
+    assert exc.value.complete == 0 and exc.value.errno == errno.EPIPE
