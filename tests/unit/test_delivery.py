@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from bpfbatch import interrupts
+from bpfbatch._sys.abi import MapType
 from bpfbatch.delivery import (Delivery, DeliveryError, Output, PutBack, RecordSink, Refused,
                                Undelivered)
 from bpfbatch.errors import BpfBatchError
-from bpfbatch.formats import FORMATS, make_renderer
+from bpfbatch.records.codec import map_codecs
+from bpfbatch.records.render import RENDERERS, make_renderer
 from test_formats import BTF, batch, entries, info
-from bpfbatch.codecs import map_codecs
-from bpfbatch._abi import MapType
 
 
 def renderer(fmt, map_info=None, ncpus=2):
@@ -32,7 +32,7 @@ def renderer(fmt, map_info=None, ncpus=2):
 
 # -- record boundaries ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("fmt", sorted(RENDERERS))
 @pytest.mark.parametrize("map_info", [info(), info(typed=False),
                                       info(MapType.PERCPU_HASH, value_size=16)],
                          ids=["typed", "raw", "percpu"])
@@ -63,7 +63,7 @@ def test_a_record_holding_a_newline_is_one_record_in_csv_and_jsonl():
 
 
 def test_render_is_what_write_batch_writes():
-    for fmt in FORMATS:
+    for fmt in RENDERERS:
         out = io.BytesIO()
         key, value = map_codecs(info(), BTF)
         r = make_renderer(fmt, info(), key, value, out)
@@ -153,9 +153,9 @@ class Returns:
     def __init__(self):
         self.keys: list[bytes] = []
 
-    def __call__(self, keys, values, count):
-        self.keys.append(bytes(keys))
-        return PutBack(count)
+    def __call__(self, batch):
+        self.keys.append(bytes(batch.keys))
+        return PutBack(batch.count)
 
 
 def test_only_the_records_not_written_are_put_back():
