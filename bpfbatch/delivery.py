@@ -22,104 +22,22 @@ count. Either makes the command fail.
 The one exception is SIGKILL, which cannot be deferred: it loses at most the batch in hand,
 so ``--batch-size`` bounds it.
 
-The pieces: :class:`Output` writes to a real file descriptor (no Python buffer that could
-hold bytes it claims were written); :class:`RecordSink` renders a batch and writes it,
-turning a failure into :class:`Undelivered` with the number of complete records;
-:class:`Delivery` runs the critical sections and keeps the counts a command reports.
+Here: :class:`Delivery` runs the critical sections and keeps the counts a command reports;
+a sink raises :class:`Undelivered` with the number of records it delivered completely;
+:class:`PutBack` is what the map layer's put-back did (:func:`bpfbatch.map.whole.put_back`).
+Writing to a real file descriptor, record boundaries included, is
+:mod:`bpfbatch.records.writer`'s; :func:`bpfbatch.records.pipeline.delivery` joins the two.
+This module sits below both the map and the records layers, which both use it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno as E
-import os
-import select
-import stat
 from collections.abc import Callable, Iterable
-
-import numpy as np
 
 from . import interrupts
 from .errors import BpfBatchError, errno_name
-
-#: Bytes per write to an fd that can block (pipe, socket, tty): at most what ``poll`` promises
-#: fits, so a write never blocks with a signal waiting and the batch half-written.
-_PIPE_CHUNK = select.PIPE_BUF
-#: How long a wait for a stuck reader lasts between looks at pending signals (ms).
-_POLL_MS = 50
-
-
-class Refused(Exception):
-    """The output took ``written`` bytes of a write, then refused the rest."""
-
-    def __init__(self, written: int, reason: str, errno: int | None):
-        super().__init__(reason)
-        self.written = written
-        self.reason = reason
-        self.errno = errno
-
-
-class Output:
-    """Every byte to the real fd ``fd``: ``os.write`` in a loop (short writes continue,
-    EAGAIN waits), each failure reported with how many bytes were accepted before it.
-
-    ``fsync``: after each batch, flush it to disk (regular files and block devices; on a
-    pipe, socket or tty there is no disk and nothing to wait for). Checks up front that the
-    fd is open, so a closed stdout fails before anything is deleted.
-    """
-
-    def __init__(self, fd: int, *, fsync: bool = False, name: str = "output"):
-        self.name = name
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError as exc:
-            raise BpfBatchError(f"cannot be written: {exc.strerror}", obj=name,
-                                errno=exc.errno) from None
-        self.fd = fd
-        self.on_disk = stat.S_ISREG(mode) or stat.S_ISBLK(mode)
-        self.fsync = fsync and self.on_disk
-        self._poll = None if self.on_disk else self._poller()
-
-    def write(self, data: bytes) -> None:
-        """Write all of ``data`` or raise :class:`Refused` with the bytes accepted."""
-        view = memoryview(data)
-        written = 0
-        chunk = _PIPE_CHUNK if self._poll else len(view)
-        while written < len(view):
-            if self._poll:
-                self._wait(written)
-            try:
-                n = os.write(self.fd, view[written:written + chunk])
-            except BlockingIOError:  # a non-blocking fd: _wait before the next try
-                self._poll = self._poll or self._poller()
-                chunk = _PIPE_CHUNK
-                continue
-            except OSError as exc:
-                raise Refused(written, exc.strerror or str(exc), exc.errno) from None
-            if n == 0:
-                raise Refused(written, "the output accepted no bytes", E.EIO)
-            written += n
-
-    def sync(self) -> None:
-        """With ``fsync``, make what was written durable; a failure leaves it unknown how much
-        is on disk, so nothing of the batch counts as delivered."""
-        if self.fsync:
-            try:
-                os.fsync(self.fd)
-            except OSError as exc:
-                raise Refused(0, f"fsync failed: {exc.strerror}", exc.errno) from None
-
-    def _poller(self) -> select.poll:
-        poller = select.poll()
-        poller.register(self.fd, select.POLLOUT)
-        return poller
-
-    def _wait(self, written: int) -> None:
-        """Until the fd takes bytes. A deferred signal waiting while the reader takes
-        nothing ends the batch here (the rest is put back) rather than never."""
-        while not self._poll.poll(_POLL_MS):
-            if interrupts.pending():
-                raise Refused(written, "interrupted while the output accepted nothing", None)
 
 
 class Undelivered(BpfBatchError):
@@ -130,35 +48,6 @@ class Undelivered(BpfBatchError):
         super().__init__(f"output failed: {reason}", obj="output", errno=errno)
         self.complete = complete
         self.reason = reason
-
-
-class RecordSink:
-    """Render a batch (a :class:`~bpfbatch.records.render.Renderer`) and write it to an
-    :class:`Output`; a refusal names the records that were completely written."""
-
-    def __init__(self, renderer, output: Output):
-        self.renderer = renderer
-        self.output = output
-
-    def __call__(self, batch) -> None:
-        rendered = self.renderer.render(batch)
-        try:
-            self.output.write(rendered.data)
-            self.output.sync()
-        except Refused as refused:
-            complete = int(np.searchsorted(rendered.ends, refused.written, side="right"))
-            raise Undelivered(complete, refused.reason, refused.errno) from None
-
-    def finish(self) -> None:
-        """Write the trailer; everything is delivered already, so a failure only fails."""
-        trailer = self.renderer.trailer()
-        try:
-            self.output.write(trailer)
-            self.output.sync()
-        except Refused as refused:
-            raise BpfBatchError(f"output failed after every entry was delivered: "
-                                f"{refused.reason}", obj=self.output.name,
-                                errno=refused.errno) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,6 +122,14 @@ class Delivery:
             self._restore(batch, 0)
             raise
         self.delivered += batch.count
+
+    def close(self) -> None:
+        """End the output (the sink's trailer, if it has one: ``]`` of a JSON array). Every
+        entry is delivered by then, so a failure only fails."""
+        finish = getattr(self.sink, "finish", None)
+        if finish is not None:
+            with interrupts.deferred():
+                finish()
 
     def drain(self, batches: Iterable) -> int:
         """Take every batch of ``batches`` (e.g. a draining cursor: each ``next`` deletes),

@@ -125,6 +125,16 @@ class PartialError(KernelError):
         self.applied = applied
 
 
+class OutputError(BpfBatchError):
+    """The output (stdout, a file) took ``written`` bytes of a write, then refused the rest:
+    a full disk, a closed pipe (EPIPE), an I/O error."""
+
+    def __init__(self, reason: str, *, written: int, obj: str | None, errno: int | None):
+        super().__init__(f"output failed: {reason}", obj=obj, errno=errno)
+        self.written = written
+        self.reason = reason
+
+
 class InputError(BpfBatchError):
     """Bad user input: a file line, an option, a field name or an expression token."""
 

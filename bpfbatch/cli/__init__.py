@@ -8,10 +8,11 @@ exit status and the one-line ``bpfbatch: error: ...`` message; command modules s
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Sequence
 
-from ..errors import BpfBatchError, Interrupted, errno_name
+from ..errors import BpfBatchError, Interrupted, OutputError, errno_name
 from .app import app
 
 __all__ = ["app", "main"]
@@ -22,6 +23,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     handles usage errors, we handle ours."""
     try:
         app(args=list(argv) if argv is not None else None, prog_name="bpfbatch")
+    except OutputError as exc:
+        if exc.errno == errno.EPIPE:  # the reader (e.g. `head`) went away: nothing to say
+            sys.exit(1)
+        print(f"bpfbatch: error: {exc}", file=sys.stderr)
+        sys.exit(1)
     except BpfBatchError as exc:
         from .options import as_flags
 

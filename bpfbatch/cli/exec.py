@@ -71,11 +71,9 @@ def exec_command(
     against the contract in bpfbatch_filter.h (installed next to bpfbatch's BPF objects).
     """
     from .. import interrupts
-    from ..delivery import Output, RecordSink
     from ..exec import walker
     from ..map import whole
-    from ..records.codec import map_codecs
-    from ..records.render import make_renderer
+    from ..records import pipeline
 
     user_filter = _user_filter(where, filter_obj, filter_prog, mode)
     if output is not None:
@@ -90,26 +88,24 @@ def exec_command(
                                      "delivered"), \
             open_map(map_id, pinned, name, read_only=action != "delete") as m:
         predicate = walker.compile_for(m, where) if user_filter is None else None
-        records = None
-        if output is not None and action != "count":
-            key_codec, value_codec = map_codecs(m.info)
-            if sys.stdout is not None:
-                sys.stdout.flush()
-            records = RecordSink(make_renderer(output, m.info, key_codec, value_codec, None),
-                                 Output(1, name="stdout"))
-        sink = records
-        if records is not None and action == "delete":  # deleted records: delivered or back
-            delivery = whole.delivery(m, records)
+        out = None  # deleted records: delivered or put back; dumped ones: just written
+        if output is not None and action == "delete":
+            out = delivery = pipeline.delivery(output, m.info, whole.restorer(m),
+                                               pipeline.stdout())
             sink = delivery.take
+        elif output is not None and action == "dump":
+            out = pipeline.Output(output, m.info, pipeline.stdout())
+            sink = out.write
+        else:
+            sink = None
         if user_filter is None:
             result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
                                      max_selected=max_selected)
         else:
             result = walker.exec_filter(m, user_filter, action, sink=sink,
                                         max_selected=max_selected)
-        if records is not None:
-            with interrupts.deferred():
-                records.finish()
+        if out is not None:
+            out.close()
         if action == "count":
             print(result.selected)
         _say(_summary(m.info.label, result))

@@ -73,7 +73,7 @@ def dump(
     from ..records import pipeline
 
     with open_map(map_id, pinned, name, read_only=True) as m:
-        out = pipeline.Output(output, m.info, sys.stdout.buffer)
+        out = pipeline.Output(output, m.info, pipeline.stdout())
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
             batches = cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size))

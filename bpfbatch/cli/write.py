@@ -134,25 +134,17 @@ def drain(
     can lose at most one batch: --batch-size bounds it."""
     check_batch_size(batch_size)
     check_output(output)
-    from ..delivery import Output as Fd
-    from ..delivery import RecordSink
     from ..errors import Interrupted
     from ..map import whole
-    from ..records.codec import map_codecs
-    from ..records.render import make_renderer
+    from ..records import pipeline
 
     with interrupts.stopping(lambda: "0 entries delivered (before the map was opened)"):
-        if sys.stdout is not None:  # None when the process started with fd 1 closed
-            sys.stdout.flush()
-        out = Fd(1, fsync=fsync, name="stdout")
+        out = pipeline.stdout(fsync=fsync)
         with open_map(map_id, pinned, name, read_only=False) as m:
-            key_codec, value_codec = map_codecs(m.info)
-            sink = RecordSink(make_renderer(output, m.info, key_codec, value_codec, None), out)
-            delivery = whole.delivery(m, sink)
+            delivery = pipeline.delivery(output, m.info, whole.restorer(m), out)
             try:
                 delivery.drain(cursor.BatchCursor(m, delete=True, batch_size=batch_size))
-                with interrupts.deferred():
-                    sink.finish()
+                delivery.close()
             except Interrupted as exc:
                 exc.obj = m.info.label
                 exc.message = (f"after {delivery.delivered} entries delivered, "

@@ -332,31 +332,44 @@ class Map:
 
     def drain(self, *, batch_size: int = DEFAULT_BATCH) -> Iterator[tuple[object, object]]:
         """Every ``(key, value)``, deleted as read (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``,
-        atomic per bucket), decoded as :meth:`items`. Leaving the loop early puts the drained
-        entries not yet handed out back into the map, so nothing is lost."""
+        atomic per bucket), decoded as :meth:`items`.
+
+        Nothing is lost: a pair is delivered when it is handed to the caller. Leaving the
+        loop early (``break``, an exception in its body, a closed generator) puts the drained
+        entries not yet handed out back into the map (:func:`~bpfbatch.map.whole.put_back`:
+        a key a program re-created meanwhile keeps its newer value). Each batch is deleted
+        and taken in hand with SIGINT/SIGTERM/SIGHUP held back, so a KeyboardInterrupt lands
+        where the put-back covers it. SIGKILL loses at most one batch (``batch_size``)."""
+        from .. import interrupts
+        from ..errors import BpfBatchError
         from . import whole
         from .cursor import Batch, BatchCursor
 
-        if self.info.type in abi.MAP_IN_MAP_TYPES:
-            from ..errors import NotSupportedError
-
-            raise NotSupportedError("drain", errno.EOPNOTSUPP, obj=self.info.label,
-                                    detail="drained inner maps could not be put back")
+        restore = whole.restorer(self)
         key_codec, value_codec = self.codecs()
         ks, vs = self.info.key_size, self.info.value_stride
-        for batch in BatchCursor(self, delete=True, batch_size=batch_size):
-            handed = 0  # the caller holds pairs[:handed] once the yield is reached
+        batches = iter(BatchCursor(self, delete=True, batch_size=batch_size))
+        while True:
+            batch, handed = None, 0  # the caller holds the first `handed` pairs of `batch`
             try:
+                with interrupts.deferred():
+                    batch = next(batches, None)
+                if batch is None:
+                    return
                 pairs = zip(key_codec.decode_batch(batch.keys, batch.count),
                             value_codec.decode_batch(batch.values, batch.count))
                 for pair in pairs:
                     handed += 1
                     yield pair
             finally:
-                if handed < batch.count:
+                if batch is not None and handed < batch.count:
                     rest = batch.count - handed
-                    whole.put_back(self, Batch(rest, batch.keys[handed * ks:],
-                                               batch.values[handed * vs:]))
+                    with interrupts.deferred():
+                        back = restore(Batch(rest, batch.keys[handed * ks:],
+                                             batch.values[handed * vs:]))
+                    if back.lost:
+                        raise BpfBatchError(f"drain stopped: {back}", obj=self.info.label,
+                                            errno=back.errno)
 
     def _encode(self, values: list, side: int, where: str) -> bytes:
         """``values`` packed by the key (``side`` 0) or value (1) codec; ``bytes`` pass

@@ -40,7 +40,7 @@ import numpy as np
 from .. import interrupts
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
-from ..delivery import Delivery, PutBack
+from ..delivery import Delivery, PutBack, PutBackFn
 from ..errors import InputError, KernelError, NotSupportedError, PartialError, errno_meaning
 from ..interrupts import Tally
 from . import cursor, writes
@@ -116,9 +116,9 @@ def _clear_per_key(map: Map, tally: Tally) -> None:
 # -- drain ---------------------------------------------------------------------------------
 
 
-def delivery(map: Map, sink: Callable[[Batch], None]) -> Delivery:
-    """A :class:`~bpfbatch.delivery.Delivery` of ``map``'s drained batches into ``sink``,
-    putting back into ``map`` what ``sink`` did not deliver.
+def restorer(map: Map) -> PutBackFn:
+    """What puts drained batches back into ``map`` (:func:`put_back`), for a
+    :class:`~bpfbatch.delivery.Delivery`.
 
     Map-in-map types are refused: a drained inner map id cannot be put back (an update takes
     fds, and the inner map may be gone once its last reference was drained).
@@ -127,7 +127,7 @@ def delivery(map: Map, sink: Callable[[Batch], None]) -> Delivery:
     if info.type in abi.MAP_IN_MAP_TYPES:
         raise NotSupportedError("drain", E.EOPNOTSUPP, obj=info.label,
                                 detail="drained inner maps could not be put back on failure")
-    return Delivery(sink, functools.partial(put_back, map), label=info.label)
+    return functools.partial(put_back, map)
 
 
 def drain(map: Map, sink: Callable[[Batch], None], *, batch_size: int = cursor.DEFAULT_BATCH,
@@ -141,9 +141,15 @@ def drain(map: Map, sink: Callable[[Batch], None], *, batch_size: int = cursor.D
     pipe, a full disk), otherwise unchanged. A sink that delivers part of a batch raises
     :class:`~bpfbatch.delivery.Undelivered` to have only the rest put back. Each delete and
     its delivery run with SIGINT/SIGTERM/SIGHUP/SIGPIPE deferred (:mod:`bpfbatch.interrupts`).
+
+    This is the door for a consumer that is not a file (the exporter's drain mode: a sink
+    that adds each batch to its counters); one that wants decoded pairs uses
+    :meth:`bpfbatch.Map.drain`, a command printing records :func:`bpfbatch.records.pipeline.
+    delivery`.
     """
-    return delivery(map, sink).drain(
-        BatchCursor(map, delete=True, batch_size=batch_size, elem_flags=elem_flags))
+    delivery = Delivery(sink, restorer(map), label=map.info.label)
+    return delivery.drain(BatchCursor(map, delete=True, batch_size=batch_size,
+                                      elem_flags=elem_flags))
 
 
 def put_back(map: Map, batch: Batch) -> PutBack:

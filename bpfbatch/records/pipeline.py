@@ -6,18 +6,27 @@ It is fed batches and never touches a map: the caller picks the source (a
 :class:`~bpfbatch.map.cursor.BatchCursor`, read ahead with
 :func:`~bpfbatch.map.cursor.read_ahead` when nothing is deleted; a drain; the exec walker's
 sink) and this module does the rest.
+
+What prints records it deleted gets its writing end from :func:`delivery`, never from
+:class:`Output`: the records go to the real fd byte by byte (:mod:`.writer`), each batch in
+the critical section of its delete, and what the output does not take is handed to the
+caller's put-back (:mod:`bpfbatch.delivery`). That is how ``drain`` and ``exec --action
+delete -o`` keep the rule "nothing deleted that is not delivered or put back".
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
+from ..delivery import Delivery, PutBackFn
 from ..errors import InputError
 from .codec import map_codecs
 from .render import RENDERERS, Renderer, check_format, make_renderer
+from .writer import FdWriter, RecordSink
 
-__all__ = ["RENDERERS", "Output", "check_format", "limited", "run"]
+__all__ = ["RENDERERS", "Output", "check_format", "delivery", "limited", "run", "stdout"]
 
 
 class Output:
@@ -45,6 +54,26 @@ class Output:
     def written(self) -> int:
         """Elements rendered so far."""
         return self.renderer.count
+
+
+def stdout(*, fsync: bool = False) -> FdWriter:
+    """Standard output as a checked writer on fd 1 (what Python buffered is flushed first):
+    a short write continues, a failure raises instead of being lost in a buffer, and a closed
+    stdout fails here, before anything is read or deleted."""
+    if sys.stdout is not None:  # None when the process started with fd 1 closed
+        sys.stdout.flush()
+    return FdWriter(1, fsync=fsync, name="stdout")
+
+
+def delivery(fmt: str, info, put_back: PutBackFn, writer: FdWriter, *, btf=None) -> Delivery:
+    """The writing end of a command that deletes what it prints: batches rendered in ``fmt``
+    and written through ``writer`` (e.g. :func:`stdout`); what the output does not take goes
+    to ``put_back``. Feed it with :meth:`~bpfbatch.delivery.Delivery.drain` (a draining
+    cursor) or :meth:`~bpfbatch.delivery.Delivery.take` (a sink that deleted the batch
+    itself); end it with :meth:`~bpfbatch.delivery.Delivery.close`."""
+    key_codec, value_codec = map_codecs(info, btf)
+    sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, None), writer)
+    return Delivery(sink, put_back, label=info.label)
 
 
 def limited(batches: Iterable, limit: int | None, key_size: int, value_stride: int) -> Iterator:

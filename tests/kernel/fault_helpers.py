@@ -171,19 +171,36 @@ def signal_after_open(proc: subprocess.Popen, map_id: int, sig: int, delay: floa
     return False
 
 
+def _signalled(proc: subprocess.Popen, m: Map, sig: int, delay: float) -> tuple[int, str]:
+    """Signal ``proc`` ``delay`` after it opened ``m``; its exit status and stderr (killed if
+    it outlives the test)."""
+    try:
+        signal_after_open(proc, m.info.id, sig, delay)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, stderr.decode(errors="replace")
+
+
 def run_with_signal(argv: list[str], out_path: Path, m: Map, sig: int, delay: float
                     ) -> tuple[int, str]:
     """Run ``argv`` with stdout into ``out_path``, signalled ``delay`` after it opened ``m``."""
     with open(out_path, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
-        try:
-            signal_after_open(proc, m.info.id, sig, delay)
-            _, stderr = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return proc.returncode, stderr.decode(errors="replace")
+        return _signalled(subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE), m, sig,
+                          delay)
+
+
+def run_script_with_signal(script: str, args: list, m: Map, delay: float,
+                           sig: int = signal.SIGINT) -> tuple[int, str]:
+    """Run Python ``script`` (which prints ``go`` once set up) with ``args``, signalled
+    ``delay`` after it opened ``m``."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if proc.stdout.readline() != b"go\n":
+        proc.kill()
+    return _signalled(proc, m, sig, delay)
 
 
 @contextlib.contextmanager

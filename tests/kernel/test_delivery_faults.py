@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from bpfbatch.map import probes, whole
 from fault_helpers import (SIGNALS, bad, bpfbatch_argv, fill, judge, map_contents, mix,
-                           parse_jsonl, report, run_with_signal, said, signal_after_open,
+                           parse_jsonl, report, run_script_with_signal, run_with_signal, said,
+                           signal_after_open,
                            small_tmpfs, typed_map)
 
 BIG = 1_000_000
@@ -121,6 +121,25 @@ def test_drain_1m_into_a_pipe_closed_after_a_few_lines(big, batch):
     o = _pipe_trial(big, BIG, drain_argv(big, *extra), 5)
     report(f"drain 1M | head -n 5 ({'batch 1M' if batch else 'default batch'})", [o])
     assert o.rc != 0 and not bad([o]), bad([o])
+
+
+@pytest.mark.parametrize("limit", [None, 5000])
+def test_dump_into_a_full_tmpfs_fails(sweep_map, tmp_path, limit):
+    """A dump deletes nothing, but a short output must not pass for a whole one (it exited 0
+    with --limit, the bytes lost in a buffer)."""
+    fill(sweep_map, SWEEP)
+    extra = ["--limit", limit] if limit else []
+    with small_tmpfs(tmp_path) as mnt:
+        path = mnt / "out.jsonl"
+        with open(path, "wb") as out:
+            proc = subprocess.run(bpfbatch_argv("dump", "--map-id", sweep_map.info.id, "-o",
+                                                "jsonl", *extra),
+                                  stdout=out, stderr=subprocess.PIPE, timeout=120)
+        lines = path.read_bytes().count(b"\n")
+    print(f"FAULT dump{' --limit 5000' if limit else ''} -> 64KiB tmpfs: rc={proc.returncode} "
+          f"lines={lines}")
+    assert proc.returncode == 1 and lines < (limit or SWEEP)
+    assert b"output failed: No space left on device (ENOSPC)" in proc.stderr
 
 
 #: Seconds after the map was opened; the 100k drain takes a few hundred milliseconds here.
@@ -227,8 +246,12 @@ try:
     got = batched.items_and_clear(table)
 except KeyboardInterrupt:
     status = 130
-if "got" in dir():  # handed over, even if the signal landed right after
-    np.save(sys.argv[2], np.array([(k.value, v.value) for k, v in got], np.uint64))
+while "got" in dir():  # handed over; a signal landing now must not cost it
+    try:
+        np.save(sys.argv[2], np.array([(k.value, v.value) for k, v in got], np.uint64))
+        break
+    except KeyboardInterrupt:
+        status = 130
 sys.exit(status)
 """
 
@@ -238,22 +261,59 @@ def test_items_and_clear_interrupted_keeps_what_it_did_not_hand_over(big, tmp_pa
     for i, delay in enumerate([0.02, 0.1, 0.25, 0.5]):
         fill(big, BIG)
         out = tmp_path / f"got{i}.npy"
-        proc = subprocess.Popen([sys.executable, "-c", ITEMS_AND_CLEAR, str(big.info.id),
-                                 str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            assert proc.stdout.readline() == b"go\n"
-            signal_after_open(proc, big.info.id, signal.SIGINT, delay)
-            _, stderr = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        rc, stderr = run_script_with_signal(ITEMS_AND_CLEAR, [big.info.id, out], big, delay)
         got = np.load(out) if out.exists() else np.empty((0, 2), np.uint64)
-        o = judge(big, BIG, (got[:, 0], got[:, 1]), proc.returncode,
-                  stderr.decode(errors="replace"))
+        o = judge(big, BIG, (got[:, 0], got[:, 1]), rc, stderr)
         o.said_delivered = o.delivered  # a library call: nothing to say, only to keep
         outcomes.append(o)
     report("bcc.items_and_clear 1M, SIGINT sweep", outcomes)
+    assert not bad(outcomes), bad(outcomes)
+
+
+MAP_DRAIN = r"""
+import sys
+from bpfbatch import Map
+
+got, pair, status = [], None, 0
+m = Map.open(id=int(sys.argv[1]))
+print("go", flush=True)
+try:
+    for pair in m.drain(batch_size=int(sys.argv[3])):
+        got.append(pair)
+except KeyboardInterrupt:
+    status = 130
+while True:  # a signal landing after the loop must not cost what the caller holds
+    try:
+        # Handed over: a pair bound to the loop variable is the caller's even if the signal
+        # landed before the append.
+        if pair is not None and (not got or got[-1] is not pair):
+            got.append(pair)
+        with open(sys.argv[2], "w") as out:
+            out.writelines(f'{{"key":{k},"value":{v}}}\n' for k, v in got)
+        break
+    except KeyboardInterrupt:
+        status = 130
+sys.exit(status)
+"""
+
+
+def test_map_drain_interrupted_puts_back_what_was_not_handed_over(sweep_map, tmp_path):
+    """The library's drain (``Map.drain()``): SIGINT at a sweep of moments, in the caller's
+    loop or in the drain itself; what the caller was handed is in its file, the rest is back
+    in the map."""
+    outcomes = []
+    for i, (delay, batch) in enumerate([(0.0, 8192), (0.02, 8192), (0.06, 8192), (0.15, 8192),
+                                        (0.03, SWEEP), (0.1, SWEEP)]):
+        fill(sweep_map, SWEEP)
+        path = tmp_path / f"pairs{i}.jsonl"
+        rc, stderr = run_script_with_signal(MAP_DRAIN, [sweep_map.info.id, path, batch],
+                                            sweep_map, delay)
+        keys, values, garbage = parse_jsonl(path.read_bytes())
+        assert garbage == 0
+        o = judge(sweep_map, SWEEP, (keys, values), rc, stderr)
+        o.said_delivered = o.delivered  # a library call: nothing to say, only to keep
+        outcomes.append(o)
+    report("Map.drain() 100k, SIGINT sweep", outcomes)
     assert not bad(outcomes), bad(outcomes)
 
 

@@ -16,11 +16,11 @@ import pytest
 
 from bpfbatch import interrupts
 from bpfbatch._sys.abi import MapType
-from bpfbatch.delivery import (Delivery, DeliveryError, Output, PutBack, RecordSink, Refused,
-                               Undelivered)
-from bpfbatch.errors import BpfBatchError
+from bpfbatch.delivery import Delivery, DeliveryError, PutBack, Undelivered
+from bpfbatch.errors import BpfBatchError, OutputError
 from bpfbatch.records.codec import map_codecs
 from bpfbatch.records.render import RENDERERS, make_renderer
+from bpfbatch.records.writer import FdWriter, RecordSink
 from test_formats import BTF, batch, entries, info
 
 
@@ -71,7 +71,7 @@ def test_render_is_what_write_batch_writes():
         assert out.getvalue() == renderer(fmt).render(batch(*entries(4))).data
 
 
-# -- Output on real fds ---------------------------------------------------------------------
+# -- FdWriter on real fds ---------------------------------------------------------------------
 
 def _reader(fd, into, delay=0.0):
     def run():
@@ -95,7 +95,7 @@ def test_every_byte_reaches_a_slow_pipe(nonblocking):
     thread = _reader(r, got, delay=0.001)
     data = bytes(range(256)) * 4096  # 1 MiB: 16 pipe buffers
     try:
-        Output(w).write(data)
+        FdWriter(w).write(data)
     finally:
         os.close(w)
         thread.join()
@@ -106,16 +106,16 @@ def test_every_byte_reaches_a_slow_pipe(nonblocking):
 def test_a_pipe_without_reader_refuses_with_epipe():
     r, w = os.pipe()
     os.close(r)
-    with pytest.raises(Refused) as exc:
-        Output(w).write(b"x" * 10)
+    with pytest.raises(OutputError) as exc:
+        FdWriter(w).write(b"x" * 10)
     os.close(w)
     assert exc.value.errno == errno.EPIPE and exc.value.written == 0
 
 
 def test_dev_full_refuses_with_enospc():
     with open("/dev/full", "wb") as f:
-        with pytest.raises(Refused) as exc:
-            Output(f.fileno(), fsync=True).write(b"record\n")
+        with pytest.raises(OutputError) as exc:
+            FdWriter(f.fileno(), fsync=True).write(b"record\n")
     assert exc.value.errno == errno.ENOSPC and exc.value.written == 0
 
 
@@ -124,7 +124,7 @@ def test_a_closed_fd_fails_before_anything_is_taken():
     os.close(r)
     os.close(w)
     with pytest.raises(BpfBatchError, match="cannot be written"):
-        Output(w, name="stdout")
+        FdWriter(w, name="stdout")
 
 
 def test_a_signal_pending_while_the_reader_takes_nothing_ends_the_write():
@@ -134,9 +134,9 @@ def test_a_signal_pending_while_the_reader_takes_nothing_ends_the_write():
     got = []
     previous = signal.signal(signal.SIGHUP, lambda *_: got.append("HUP"))
     try:
-        with pytest.raises(Refused) as exc, interrupts.deferred():
+        with pytest.raises(OutputError) as exc, interrupts.deferred():
             threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGHUP)).start()
-            Output(w).write(b"y" * (1 << 20))
+            FdWriter(w).write(b"y" * (1 << 20))
         assert got == ["HUP"]
     finally:
         signal.signal(signal.SIGHUP, previous)
@@ -188,7 +188,7 @@ def test_a_sink_that_raises_anything_else_gets_its_batch_put_back_and_the_error_
 def test_record_sink_counts_the_complete_records_of_a_torn_write():
     r, w = os.pipe()
     os.close(r)
-    sink = RecordSink(renderer("jsonl"), Output(w))
+    sink = RecordSink(renderer("jsonl"), FdWriter(w))
     with pytest.raises(Undelivered) as exc:
         sink(batch(*entries(3)))
     os.close(w)
