@@ -26,10 +26,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+import sys
 import threading
 from collections.abc import Callable
 
-from .errors import Interrupted
+from .errors import BpfBatchError, Interrupted, PartialError
 
 #: Deferred in critical sections. SIGPIPE is ignored by Python (writes fail with EPIPE), but a
 #: program embedding the library may have it at its default, which kills.
@@ -91,14 +92,27 @@ def raised_as_interrupted():
 
 
 @contextlib.contextmanager
-def stopping(done: Callable[[], str]):
+def stopping(done: Callable[[], str], tally: Tally | None = None):
     """For a command: SIGINT/SIGTERM/SIGHUP stop it with :class:`Interrupted`, whose message
-    says ``after <done()>`` (what was applied or delivered) unless the command said more."""
+    says ``after <done()>`` (what was applied or delivered) unless the command said more.
+    With ``tally``, an error that stops the command once something was applied says it too:
+    a package error in its message, anything else in a line of its own before the traceback.
+    """
     with raised_as_interrupted():
         try:
             yield
         except Interrupted as exc:
             exc.message = exc.message or f"after {done()}"
+            raise
+        except PartialError:
+            raise  # it says itself how many entries were applied
+        except BpfBatchError as exc:
+            if tally is not None and tally.applied:
+                exc.message += f" ({done()} before it)"
+            raise
+        except Exception:
+            if tally is not None and tally.applied:
+                print(f"bpfbatch: {done()} before this error", file=sys.stderr, flush=True)
             raise
 
 

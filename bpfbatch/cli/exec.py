@@ -57,6 +57,9 @@ def exec_command(
                                "defaults to json, delete prints records only when given.")] = None,
     max_selected: Annotated[int, typer.Option("--max", help="Stop after N selected "
                                               "(0: no limit).")] = 0,
+    fsync: Annotated[bool, typer.Option(
+        "--fsync", help="With --action delete -o: deleted records count as delivered only "
+                        "once on disk.")] = False,
 ) -> None:
     """Run a predicate over every element of a map, in the kernel or emulated in user space,
     and count, dump or delete what it selects.
@@ -91,7 +94,7 @@ def exec_command(
         out = None  # deleted records: delivered or put back; dumped ones: just written
         if output is not None and action == "delete":
             out = delivery = pipeline.delivery(output, m.info, whole.restorer(m),
-                                               pipeline.stdout())
+                                               pipeline.stdout(fsync=fsync))
             sink = delivery.take
         elif output is not None and action == "dump":
             out = pipeline.Output(output, m.info, pipeline.stdout())

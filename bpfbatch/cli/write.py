@@ -64,7 +64,7 @@ def load(
         raise InputError("only applies with --if-absent or --if-present", obj="--per-key")
     only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
     tally = Tally()
-    with interrupts.stopping(lambda: f"{tally.applied} entries loaded"), \
+    with interrupts.stopping(lambda: f"{tally.applied} entries loaded", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
         records = read.read_records(file, m.info, fmt=fmt)
         try:
@@ -93,7 +93,7 @@ def delete(
     from ..records import read
 
     tally = Tally()
-    with interrupts.stopping(lambda: f"{tally.applied} entries deleted"), \
+    with interrupts.stopping(lambda: f"{tally.applied} entries deleted", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
         records = read.read_records(file, m.info, fmt=fmt, with_values=False)
         result = writes.delete(m, records.keys, records.count, batch_size=batch_size,
@@ -111,7 +111,7 @@ def clear(
     from ..map import whole
 
     tally = Tally()
-    with interrupts.stopping(lambda: f"{tally.applied} entries removed"), \
+    with interrupts.stopping(lambda: f"{tally.applied} entries removed", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
         removed = whole.clear(m, batch_size=batch_size, tally=tally)
     verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"

@@ -1,0 +1,61 @@
+"""Signals held back around critical sections, and what an interrupted command says."""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from bpfbatch import interrupts
+from bpfbatch.errors import Interrupted, KernelError, PartialError
+
+
+def test_a_signal_inside_a_section_lands_at_its_end():
+    landed = []
+    previous = signal.signal(signal.SIGHUP, lambda *_: landed.append("HUP"))
+    try:
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGHUP)
+            assert interrupts.pending()
+            assert landed == []
+        assert landed == ["HUP"]
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_default_disposition_acts_only_after_the_section():
+    """SIGTERM at its default kills, but not inside a section: the section finishes."""
+    code = ("import os, signal\nfrom bpfbatch import interrupts\n"
+            "with interrupts.deferred():\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    print('finished the section', flush=True)\n"
+            "print('never here', flush=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert proc.stdout == "finished the section\n"
+
+
+def test_stopping_turns_a_signal_into_interrupted_saying_what_was_done():
+    tally = interrupts.Tally()
+    with pytest.raises(Interrupted) as exc, \
+            interrupts.stopping(lambda: f"{tally.applied} entries loaded", tally):
+        tally.add(42)
+        os.kill(os.getpid(), signal.SIGINT)
+    assert exc.value.exit_status == 130
+    assert str(exc.value) == "interrupted (SIGINT) after 42 entries loaded"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_stopping_adds_what_was_applied_to_an_error_that_does_not_say_it():
+    tally = interrupts.Tally(7)
+    with pytest.raises(KernelError) as exc, \
+            interrupts.stopping(lambda: f"{tally.applied} entries removed", tally):
+        raise KernelError("lookup_and_delete batch", errno.EFAULT, obj="map 1 'm'")
+    assert str(exc.value).endswith("bad user buffer (7 entries removed before it) (EFAULT)")
+    with pytest.raises(PartialError) as exc, \
+            interrupts.stopping(lambda: f"{tally.applied} entries loaded", tally):
+        raise PartialError("update batch", errno.E2BIG, applied=7, obj="map 1 'm'")
+    assert "before it" not in str(exc.value)
