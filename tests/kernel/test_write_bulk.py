@@ -300,6 +300,23 @@ def test_drain_sink_failure_puts_the_batch_back(maps):
     assert all(v == k for k, v in left.items())
 
 
+def test_put_back_keeps_a_value_a_writer_wrote_meanwhile_and_counts_what_it_could_not(maps):
+    """The put-back rule: BPF_NOEXIST, so a key re-created since the drain keeps the newer
+    value (superseded, counted); a record the full map refuses is counted as lost."""
+    m = maps(max_entries=4)
+    load_u64(m, range(4))
+    keys, values = cursor.read_all(m, delete=True)
+    m.update((2).to_bytes(4, "little"), (99).to_bytes(8, "little"))   # a writer re-creates 2
+    m.update((7).to_bytes(4, "little"), (7).to_bytes(8, "little"))    # and inserts 7
+    back = whole.put_back(m, cursor.Batch(len(keys), memoryview(keys.tobytes()),
+                                          memoryview(values.tobytes())))
+    assert (back.restored, back.superseded, back.lost) == (2, 1, 1)
+    assert back.errno == errno.E2BIG
+    assert contents(m)[2] == 99 and len(contents(m)) == 4
+    assert "1 not put back because a writer re-created the key" in str(back)
+    assert "1 could not be put back (E2BIG) and are lost" in str(back)
+
+
 def test_drain_into_a_pipe_that_closes_midway_loses_nothing(maps):
     m = maps(max_entries=1 << 17)
     load_u64(m, range(100000))  # ~600 KB of lines: far more than a pipe buffer holds
