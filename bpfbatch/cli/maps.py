@@ -18,11 +18,15 @@ from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, chec
 commands = typer.Typer()
 
 def _show_record(info: MapInfo) -> dict:
-    """The fields of ``bpftool -j map show``, same names and order."""
-    return {"id": info.id, "type": info.type_name, "name": info.name, "flags": info.flags,
-            "bytes_key": info.key_size, "bytes_value": info.value_size,
-            "max_entries": info.max_entries, "bytes_memlock": info.memlock,
-            "frozen": int(info.frozen), "btf_id": info.btf_id}
+    """The fields of ``bpftool -j map show``, same names and order; like bpftool, ``btf_id``
+    only for a map that has BTF."""
+    record = {"id": info.id, "type": info.type_name, "name": info.name, "flags": info.flags,
+              "bytes_key": info.key_size, "bytes_value": info.value_size,
+              "max_entries": info.max_entries, "bytes_memlock": info.memlock,
+              "frozen": int(info.frozen)}
+    if info.btf_id:
+        record["btf_id"] = info.btf_id
+    return record
 
 
 @commands.command("list")
@@ -41,7 +45,7 @@ def list_maps(
 
     headers = ["id", "type", "name", "flags", "key", "value", "max_entries", "memlock", "btf_id"]
     rows = [[r["id"], r["type"], r["name"], hex(r["flags"]), r["bytes_key"], r["bytes_value"],
-             r["max_entries"], r["bytes_memlock"], r["btf_id"] or ""] for r in records]
+             r["max_entries"], r["bytes_memlock"], r.get("btf_id", "")] for r in records]
     print(tabulate(rows, headers=headers, tablefmt="simple"))
 
 

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
 from .._sys.libbpf import check, lib
-from ..errors import BpfBatchError, InputError, KernelError, NotFoundError
+from ..errors import (FILE_MODE, FROZEN, BpfBatchError, InputError, KernelError, NotFoundError,
+                      from_errno)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -148,13 +149,26 @@ class Map:
 
     @classmethod
     def open_pinned(cls, path: str, *, read_only: bool = False) -> "Map":
-        if not os.path.exists(path):
-            raise NotFoundError("no such pinned object", obj=path, errno=errno.ENOENT)
+        try:
+            mode = os.stat(path)
+        except FileNotFoundError:
+            raise NotFoundError("no such pinned object", obj=path, errno=errno.ENOENT) from None
+        except PermissionError:  # bpffs is often mounted 0700: the path itself is hidden
+            raise KernelError("open pinned object", errno.EACCES, obj=path,
+                              cause="permission denied: a directory on the way is not "
+                                    "searchable by this user") from None
         try:
             fd = libbpf.obj_fd_by_path(path, read_only=read_only)
         except KernelError as exc:
             if exc.errno not in (errno.EACCES, errno.EINVAL):
                 raise
+            # The kernel answers EACCES both for a file this user may not open and for a
+            # file that is not on bpffs: tell the two apart by the file's own permissions.
+            wanted = os.R_OK if read_only else os.R_OK | os.W_OK
+            if exc.errno == errno.EACCES and not os.access(path, wanted):
+                raise KernelError("open pinned object", errno.EACCES, obj=path, cause=(
+                    f"{FILE_MODE} ({mode.st_mode & 0o777:04o}, owner uid {mode.st_uid}): uid "
+                    f"{os.geteuid()} may not {'read' if read_only else 'write'} it")) from None
             raise NotFoundError("not a pinned BPF object (is it on bpffs?)", obj=path,
                                 errno=exc.errno) from None
         return cls._adopt(fd, read_only, path)
@@ -217,19 +231,14 @@ class Map:
                 f"max_entries {i.max_entries}>")
 
     # -- per-element operations ----------------------------------------------------------
+    # Every argument is checked against the map's sizes before the syscall: the kernel copies
+    # key_size / value_stride bytes from whatever pointer it is given, so a short buffer
+    # would hand it the caller's heap (a root tool must never do that).
 
-    def _check_size(self, data: bytes, size: int, what: str) -> bytes:
-        """``data`` if it is exactly ``size`` bytes: the kernel reads ``key_size`` (or the
-        value's) bytes from the pointer whatever the buffer holds, so a short one would
-        hand it memory past the end."""
-        if len(data) != size:
-            raise InputError(f"{what} is {len(data)} bytes, the map's is {size}",
-                             obj=self.info.label)
-        return data
-
-    def lookup(self, key: bytes, *, flags: int = 0) -> bytes | None:
-        """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent."""
-        self._check_size(key, self.info.key_size, "key")
+    def lookup(self, key: bytes | None, *, flags: int = 0) -> bytes | None:
+        """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent. Maps
+        without keys (queue, stack) take ``None`` and peek at the next element."""
+        key = self._key(key, "lookup element")
         value = ctypes.create_string_buffer(self.info.value_stride)
         ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)
         if ret == -errno.ENOENT:
@@ -237,33 +246,72 @@ class Map:
         check(ret, "lookup element", self.info.label)
         return value.raw
 
-    def update(self, key: bytes, value: bytes, flags: int = abi.BPF_ANY) -> None:
+    def update(self, key: bytes | None, value: bytes, flags: int = abi.BPF_ANY) -> None:
         """Write one element (``value`` is ``value_stride`` bytes: every possible CPU's slot
-        for a per-CPU map)."""
-        self._check_size(key, self.info.key_size, "key")
-        self._check_size(value, self.info.value_stride, "value")
-        check(lib.bpf_map_update_elem(self.fd, key, value, flags), "update element",
-              self.info.label)
+        for a per-CPU map); for a queue, stack or bloom filter ``key`` is ``None`` and the
+        value is pushed."""
+        key = self._key(key, "update element")
+        value = self._sized(value, self.info.value_stride, "value", "update element")
+        ret = lib.bpf_map_update_elem(self.fd, key, value, flags)
+        if ret < 0:
+            raise self.write_error("update element", -ret)
 
     def delete(self, key: bytes) -> bool:
         """Delete ``key``; ``False`` when it was not there."""
-        self._check_size(key, self.info.key_size, "key")
+        key = self._key(key, "delete element")
         ret = lib.bpf_map_delete_elem(self.fd, key)
         if ret == -errno.ENOENT:
             return False
-        check(ret, "delete element", self.info.label)
+        if ret < 0:
+            raise self.write_error("delete element", -ret)
         return True
+
+    def pop(self) -> bytes | None:
+        """Take the next element of a queue or stack (``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` with
+        no key), or ``None`` when it is empty."""
+        value = ctypes.create_string_buffer(self.info.value_stride)
+        ret = lib.bpf_map_lookup_and_delete_elem(self.fd, None, value)
+        if ret == -errno.ENOENT:
+            return None
+        if ret < 0:
+            raise self.write_error("pop element", -ret)
+        return value.raw
 
     def next_key(self, key: bytes | None) -> bytes | None:
         """The key after ``key`` (the first with ``None``), or ``None`` at the end."""
         if key is not None:
-            self._check_size(key, self.info.key_size, "key")
+            key = self._key(key, "get next key")
         out = ctypes.create_string_buffer(self.info.key_size)
         ret = lib.bpf_map_get_next_key(self.fd, key, out)
         if ret == -errno.ENOENT:
             return None
         check(ret, "get next key", self.info.label)
         return out.raw
+
+    def write_error(self, op: str, code: int) -> KernelError:
+        """The error of a refused write. A frozen map answers EPERM like a missing
+        capability; say which it is (the flag is read now: a map can be frozen after open)."""
+        if code == errno.EPERM and _fdinfo(self.fd).get("frozen", "0") != "0":
+            return from_errno(op, code, obj=self.info.label, cause=FROZEN)
+        return from_errno(op, code, obj=self.info.label)
+
+    def _key(self, key, op: str) -> bytes | None:
+        if self.info.key_size == 0:
+            if key not in (None, b""):
+                raise InputError(f"{op}: {self.info.type_name} maps have no keys, got "
+                                 f"{_size_of(key)} bytes", obj=self.info.label)
+            return None
+        if key is None:
+            raise InputError(f"{op}: a {self.info.key_size}-byte key is needed",
+                             obj=self.info.label)
+        return self._sized(key, self.info.key_size, "key", op)
+
+    def _sized(self, data, size: int, what: str, op: str) -> bytes:
+        """``data`` as bytes when it holds exactly ``size`` bytes, else an InputError."""
+        if _size_of(data) != size:
+            raise InputError(f"{op}: {what} has {_size_of(data)} bytes, the map's {what}s have "
+                             f"{size}", obj=self.info.label)
+        return bytes(data)
 
     # -- the batch surface (the public API) ----------------------------------------------
     # Cursor, writes and codecs are imported in the methods: opening a map (``bpfbatch
@@ -369,6 +417,13 @@ class Map:
                                      obj=where.format(i))
             return b"".join(bytes(v) for v in values)
         return codec.encode_batch(values, where.format)
+
+
+def _size_of(data) -> int:
+    try:
+        return memoryview(data).nbytes
+    except TypeError:
+        raise InputError(f"expected a bytes-like object, got {type(data).__name__}") from None
 
 
 def ids_by_name(name: str) -> list[int]:

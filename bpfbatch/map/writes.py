@@ -62,6 +62,8 @@ def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
             probes.remember_batch_op_missing(info.type, "update batch")
             fallback = True
             continue
+        if ret == -E.EPERM and not done:
+            raise map.write_error("update batch", E.EPERM)
         if ret < 0:
             applied = done + (chunk.value if chunk.value < n else 0)
             raise PartialError("update batch", -ret, applied=applied, obj=info.label,
