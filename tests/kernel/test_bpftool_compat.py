@@ -24,6 +24,7 @@ from bpfbatch.map.cursor import Batch, BatchCursor, read_ahead
 from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 from bpfbatch.records.render import make_renderer
+from tools.layoutgen import bpftool_spelling
 
 pytestmark = pytest.mark.skipif(not shutil.which("bpftool"), reason="needs bpftool")
 
@@ -63,19 +64,8 @@ def assert_matches_bpftool(m: Map) -> list:
     doc = json.loads(reference)
     assert len(typed) == len(doc) == len(json.loads(render("json", m, per_key_batches(m, 1000))))
     if m.info.btf_value_type_id:
-        assert [_as_bpftool_spells(e) for e in typed] == [entry["formatted"] for entry in doc]
+        assert [bpftool_spelling(e) for e in typed] == [entry["formatted"] for entry in doc]
     return typed
-
-
-def _as_bpftool_spells(value):
-    """bpftool 7.1 writes a backslash in a string as ``\\n``; the typed JSON does not."""
-    if isinstance(value, str):
-        return value.replace("\\", "\n")
-    if isinstance(value, dict):
-        return {k: _as_bpftool_spells(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_as_bpftool_spells(v) for v in value]
-    return value
 
 
 # -- types --------------------------------------------------------------------------------

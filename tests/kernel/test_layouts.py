@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from bpfbatch import bulk, inputs
+from bpfbatch.map import whole
+from bpfbatch.records.read import read_records
 from bpfbatch.btf import INT_BOOL, MODIFIERS, Btf, Kind
 from tools import layoutgen
 
@@ -124,7 +125,7 @@ def as_value_rule(btf: Btf, type_id: int, value):
     """bpftool's ``formatted`` value of type ``type_id`` (parsed with objects as lists of
     pairs, so that duplicate ``""`` keys survive), read with the value rule: an unsigned
     enum unsigned (and by name when that names an enumerator), an anonymous member's fields
-    merged into the record holding it. Strings stay in bpftool's spelling (:func:`_spelled`)."""
+    merged into the record holding it. Strings stay in bpftool's spelling."""
     t = btf[type_id]
     while t.kind in MODIFIERS or t.kind == Kind.TYPEDEF:
         t = btf[t.type]
@@ -148,17 +149,6 @@ def as_value_rule(btf: Btf, type_id: int, value):
     return value
 
 
-def _spelled(value):
-    """bpftool 7.1 writes a backslash in a string as ``\\n``; compare in its spelling."""
-    if isinstance(value, str):
-        return value.replace("\\", "\n")
-    if isinstance(value, dict):
-        return {k: _spelled(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_spelled(v) for v in value]
-    return value
-
-
 def _expected(layouts, name) -> list:
     info = layouts.maps[name].info
     btf = layouts.obj.btf
@@ -176,7 +166,7 @@ def _expected(layouts, name) -> list:
 
 
 def _typed_mismatches(layouts, names) -> list[str]:
-    return [name for name in names if [_spelled(e) for e in json.loads(
+    return [name for name in names if [layoutgen.bpftool_spelling(e) for e in json.loads(
         layoutgen.render(layouts.maps[name], "json"))] != _expected(layouts, name)]
 
 
@@ -206,9 +196,9 @@ def _round_trip_mismatches(layouts, names, tmp_path: Path) -> list[str]:
         before = layoutgen.render(m, "json")
         dump = tmp_path / f"{name}.json"
         dump.write_bytes(before)
-        records = inputs.read(str(dump), m.info, fmt="json")
-        bulk.clear(m)
-        bulk.load(m, records.keys, records.values, records.count)
+        records = read_records(str(dump), m.info, fmt="json")
+        whole.clear(m)
+        whole.load(m, records.keys, records.values, records.count)
         if _records(layoutgen.render(m, "json")) != _records(before):
             bad.append(name)
     return bad
