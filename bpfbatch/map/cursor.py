@@ -116,14 +116,16 @@ class BatchCursor:
 
     ``delete=True`` drains the map (LOOKUP_AND_DELETE). ``batch_size`` is the number of
     elements asked for per call (capped at ``max_entries``); it grows on ENOSPC at most
-    ``max_growth`` doublings. ``elem_flags`` may be ``BPF_F_LOCK``. ``force_fallback`` uses the
+    ``max_growth`` doublings. A ``batch_size`` of 0 asks for nothing, as a batch call with
+    ``count = 0`` does: the pass is empty and the map untouched (no call is made). ``elem_flags`` may be ``BPF_F_LOCK``. ``force_fallback`` uses the
     per-key walk even where batch ops exist (to compare the two paths).
     """
 
     def __init__(self, map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
                  max_growth: int = 24, elem_flags: int = 0, resume: CursorToken | None = None,
                  force_fallback: bool = False):
-        check_batch_size(batch_size)
+        if batch_size < 0:
+            check_batch_size(batch_size)
         if map.info.key_size == 0:  # queue, stack, bloom filter, ring buffers
             raise NotSupportedError("walk map", ENOTSUPP, obj=map.info.label,
                                     detail=f"{map.info.type_name} maps have no keys to walk")
@@ -138,7 +140,7 @@ class BatchCursor:
         self._stride = self.info.value_stride
         self._token = ctypes.create_string_buffer(max(self.info.key_size, 4))
         self._started = False
-        self._done = False
+        self._done = batch_size == 0
         self._fallback = force_fallback or probes.batch_op_missing(self.info.type, self.op)
         self._next_key: bytes | None = None  # per-key walk position
         self._walked = 0  # per-key steps in this pass (bounded, see _step_per_key)
