@@ -12,7 +12,7 @@ import typer
 from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
-from ..map.handle import MapInfo, iter_infos
+from ..map.handle import MapInfo, iter_infos, require
 from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
 
 commands = typer.Typer()
@@ -55,6 +55,7 @@ def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     """Count a map's elements with one batched pass (bpftool has no count)."""
     check_batch_size(batch_size)
     with open_map(map_id, pinned, name, read_only=True) as m:
+        require(m.info, "count")
         total = sum(batch.count for batch in cursor.BatchCursor(m, batch_size=batch_size))
     print(total)
 
@@ -77,6 +78,7 @@ def dump(
     from ..records import pipeline
 
     with open_map(map_id, pinned, name, read_only=True) as m:
+        require(m.info, "dump")
         out = pipeline.Output(output, m.info, sys.stdout.buffer)
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).

@@ -16,6 +16,7 @@ from .._sys import abi
 from ..errors import BpfBatchError, InputError
 from ..map import writes
 from ..map.cursor import check_batch_size
+from ..map.handle import require
 from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
 
 commands = typer.Typer()
@@ -62,6 +63,7 @@ def load(
         raise InputError("only applies with --if-absent or --if-present", obj="--per-key")
     only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
     with open_map(map_id, pinned, name, read_only=False) as m:
+        require(m.info, "load")  # before reading the input: its errors would hide the reason
         records = read.read_records(file, m.info, fmt=fmt)
         try:
             result = whole.load(m, records.keys, records.values, records.count, only=only,
@@ -89,8 +91,12 @@ def delete(
     from ..records import read
 
     with open_map(map_id, pinned, name, read_only=False) as m:
+        require(m.info, "delete")
         records = read.read_records(file, m.info, fmt=fmt, with_values=False)
         result = writes.delete(m, records.keys, records.count, batch_size=batch_size)
+    if m.info.type == abi.MapType.XSKMAP:
+        _say(_slots_emptied(m.info, result.deleted))
+        return
     _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
 
 
@@ -105,8 +111,17 @@ def clear(
 
     with open_map(map_id, pinned, name, read_only=False) as m:
         removed = whole.clear(m, batch_size=batch_size)
+    if m.info.type == abi.MapType.XSKMAP:
+        _say(_slots_emptied(m.info, removed))
+        return
     verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"
     _say(f"{m.info.label}: {removed} entries {verb}")
+
+
+def _slots_emptied(info, slots: int) -> str:
+    """What a delete or clear of an xskmap did: its slots cannot be looked up, so whether
+    one held a socket is unknown; say how many were emptied."""
+    return f"{info.label}: {slots} slots emptied (an xskmap's slots cannot be read)"
 
 
 @commands.command("drain")
@@ -125,6 +140,7 @@ def drain(
     from ..records import pipeline
 
     with open_map(map_id, pinned, name, read_only=False) as m:
+        require(m.info, "drain")
         # Flushed per batch: the drain deletes the next batch only once this one is out.
         out = pipeline.Output(output, m.info, sys.stdout.buffer, flush_each=True)
         try:

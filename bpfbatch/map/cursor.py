@@ -48,7 +48,7 @@ from ..errors import (
     from_errno,
 )
 from . import probes
-from .handle import DEFAULT_BATCH, Map
+from .handle import DEFAULT_BATCH, Map, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,7 +126,9 @@ class BatchCursor:
                  force_fallback: bool = False):
         if batch_size < 0:
             check_batch_size(batch_size)
-        if map.info.key_size == 0:  # queue, stack, bloom filter, ring buffers
+        require(map.info, "clear" if delete else "dump")  # a pass that deletes is a clear
+        self._pop = map.info.type in abi.POP_TYPES  # a drain of a queue or stack
+        if map.info.key_size == 0 and not self._pop:
             raise NotSupportedError("walk map", ENOTSUPP, obj=map.info.label,
                                     detail=f"{map.info.type_name} maps have no keys to walk")
         self.map = map
@@ -177,9 +179,25 @@ class BatchCursor:
 
     def __iter__(self) -> Iterator[Batch]:
         while not self._done:
-            batch = self._step_per_key() if self._fallback else self._step_batch()
+            if self._pop:
+                batch = self._step_pop()
+            else:
+                batch = self._step_per_key() if self._fallback else self._step_batch()
             if batch is not None and batch.count:
                 yield batch
+
+    def _step_pop(self) -> Batch | None:
+        """Pop up to a batch of a queue's or stack's elements, in pop order (no keys)."""
+        buf, vs = self._buf, self._stride
+        n = 0
+        while n < buf.size:
+            value = self.map.pop()
+            if value is None:
+                self._done = True
+                break
+            buf.values[n * vs:(n + 1) * vs] = value
+            n += 1
+        return self._batch(n) if n else None
 
     # -- the batch path ------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from .._sys import abi, libbpf
 from .._sys.abi import MapType
 from .._sys.libbpf import check, lib
 from ..errors import (FILE_MODE, FROZEN, BpfBatchError, InputError, KernelError, NotFoundError,
-                      from_errno)
+                      NotSupportedError, from_errno)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,6 +105,11 @@ def _fdinfo(fd: int) -> dict[str, str]:
             return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
     except OSError:
         return {}
+
+
+#: Map types whose delete succeeds on an empty slot (``dev_map_delete_elem``,
+#: ``cpu_map_delete_elem``).
+_DELETE_SUCCEEDS_WHEN_EMPTY = frozenset({MapType.DEVMAP, MapType.CPUMAP})
 
 
 class Map:
@@ -257,10 +262,16 @@ class Map:
             raise self.write_error("update element", -ret)
 
     def delete(self, key: bytes) -> bool:
-        """Delete ``key``; ``False`` when it was not there."""
+        """Delete ``key``; ``False`` when it was not there.
+
+        Not every type says so with ENOENT: a devmap or cpumap delete succeeds on an empty
+        slot (so the slot is looked up first), a sockmap's answers EINVAL for one. An
+        xskmap's slots cannot be looked up at all: its delete reports every slot emptied."""
         key = self._key(key, "delete element")
+        if self.info.type in _DELETE_SUCCEEDS_WHEN_EMPTY and self.lookup(key) is None:
+            return False
         ret = lib.bpf_map_delete_elem(self.fd, key)
-        if ret == -errno.ENOENT:
+        if ret == -errno.ENOENT or (ret == -errno.EINVAL and self.info.type == MapType.SOCKMAP):
             return False
         if ret < 0:
             raise self.write_error("delete element", -ret)
@@ -385,11 +396,7 @@ class Map:
         from . import whole
         from .cursor import Batch, BatchCursor
 
-        if self.info.type in abi.MAP_IN_MAP_TYPES:
-            from ..errors import NotSupportedError
-
-            raise NotSupportedError("drain", errno.EOPNOTSUPP, obj=self.info.label,
-                                    detail="drained inner maps could not be put back")
+        require(self.info, "drain")
         key_codec, value_codec = self.codecs()
         ks, vs = self.info.key_size, self.info.value_stride
         for batch in BatchCursor(self, delete=True, batch_size=batch_size):
@@ -417,6 +424,90 @@ class Map:
                                      obj=where.format(i))
             return b"".join(bytes(v) for v in values)
         return codec.encode_batch(values, where.format)
+
+
+# -- what each map type allows -----------------------------------------------------------
+# The commands a map type cannot do, and why, in the user's terms: one table, asked by every
+# command before it touches the map (the type matrix in the README is this table).
+
+_RING = "a ring buffer is consumed through mmap and epoll, not element by element"
+_STORAGE = ("elements are keyed by the {} they belong to (an fd on update): the kernel has "
+            "no way to walk them")
+_CGROUP_STORAGE = ("elements live as long as their program's cgroup attachment: the kernel "
+                   "refuses to delete them")
+_SOCKETS = "values are sockets a process holds: a file cannot hold them"
+_READ_ONLY_SOCKETS = ("the kernel returns socket cookies only for 8-byte values: with "
+                      "{}-byte values no element can be read")
+_KERNEL_FILLED = "elements are written by the kernel only (stack ids from bpf_get_stackid)"
+_POP_ONLY = "elements can only be popped: drain takes them in pop order"
+_BLOOM = "a bloom filter answers membership only: elements can be neither listed nor removed"
+_UNREADABLE_SLOTS = ("the kernel answers {} to a lookup of any slot from user space, so "
+                     "elements cannot be read (bpftool -j prints that error per slot)")
+_NOT_EXEC = "exec walks hash, LRU hash and array maps and their per-CPU variants"
+
+_REFUSED: dict[MapType, dict[str, str]] = {
+    MapType.ARRAY: {"delete": "elements always exist: clear zeroes them",
+                    "drain": "elements always exist: dump, then clear zeroes them"},
+    MapType.PERCPU_ARRAY: {"delete": "elements always exist: clear zeroes them",
+                           "drain": "elements always exist: dump, then clear zeroes them"},
+    MapType.PROG_ARRAY: {"drain": "a drained program may be freed before it could be put "
+                                  "back on failure: dump, then clear"},
+    MapType.ARRAY_OF_MAPS: {"drain": "a drained inner map may be freed before it could be put "
+                                     "back on failure: dump, then clear"},
+    MapType.HASH_OF_MAPS: {"drain": "a drained inner map may be freed before it could be put "
+                                    "back on failure: dump, then clear"},
+    MapType.PERF_EVENT_ARRAY: dict.fromkeys(("dump", "count", "drain"),
+                                            _UNREADABLE_SLOTS.format("ENOTSUPP")) | {
+        "load": "values are perf event fds a process holds: a file cannot hold them"},
+    MapType.XSKMAP: dict.fromkeys(("dump", "count", "drain"),
+                                  _UNREADABLE_SLOTS.format("EOPNOTSUPP")) | {
+        "load": "values are AF_XDP sockets a process holds: a file cannot hold them"},
+    MapType.CGROUP_ARRAY: dict.fromkeys(("dump", "count", "drain"),
+                                        _UNREADABLE_SLOTS.format("ENOTSUPP")) | {
+        "load": "values are cgroup fds a process holds: a file cannot hold them"},
+    MapType.STACK_TRACE: {"load": _KERNEL_FILLED},
+    MapType.CGROUP_STORAGE: dict.fromkeys(("delete", "clear", "drain"), _CGROUP_STORAGE),
+    MapType.PERCPU_CGROUP_STORAGE: dict.fromkeys(("delete", "clear", "drain"), _CGROUP_STORAGE),
+    MapType.QUEUE: dict.fromkeys(("dump", "count", "delete"), _POP_ONLY),
+    MapType.STACK: dict.fromkeys(("dump", "count", "delete"), _POP_ONLY),
+    MapType.BLOOM_FILTER: dict.fromkeys(("dump", "count", "delete", "clear", "drain"), _BLOOM),
+    MapType.RINGBUF: dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                   _RING),
+    MapType.USER_RINGBUF: dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                        _RING),
+    MapType.ARENA: dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                 "an arena is memory pages mapped into programs and processes, "
+                                 "not elements"),
+}
+for _kind, _owner in ((MapType.SK_STORAGE, "socket"), (MapType.INODE_STORAGE, "inode"),
+                      (MapType.TASK_STORAGE, "task"), (MapType.CGRP_STORAGE, "cgroup")):
+    _REFUSED[_kind] = dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                    _STORAGE.format(_owner))
+_EXEC_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
+                         MapType.LRU_PERCPU_HASH, MapType.ARRAY, MapType.PERCPU_ARRAY})
+#: The commands of the type matrix, in its order.
+COMMANDS = ("list", "dump", "count", "load", "delete", "clear", "drain", "exec")
+
+
+def refusal(info: MapInfo, command: str) -> str | None:
+    """Why ``command`` (one of :data:`COMMANDS`) cannot work on this map, or ``None``."""
+    if command == "exec":
+        return None if info.type in _EXEC_TYPES else _NOT_EXEC
+    if info.type in (MapType.SOCKMAP, MapType.SOCKHASH, MapType.REUSEPORT_SOCKARRAY):
+        if command == "load":
+            return _SOCKETS
+        if command in ("dump", "count", "drain") and info.value_size != 8:
+            return _READ_ONLY_SOCKETS.format(info.value_size)
+        return None
+    return _REFUSED.get(info.type, {}).get(command)
+
+
+def require(info: MapInfo, command: str) -> None:
+    """Raise the one-line :class:`NotSupportedError` of :func:`refusal`, if any."""
+    reason = refusal(info, command)
+    if reason is not None:
+        raise NotSupportedError(command, errno.EOPNOTSUPP, obj=info.label,
+                                cause=f"{info.type_name} maps: {reason}")
 
 
 def _size_of(data) -> int:

@@ -18,9 +18,15 @@ Clear, per map type:
 - ``array`` / ``percpu_array``: elements cannot be deleted (``ENOTSUPP``), so "clear" writes
   zeroed values over every index with ``BPF_MAP_UPDATE_BATCH`` — what bcc's ``Array.clear()``
   does one syscall per index.
+- queue / stack: every element popped.
 - any other type: a per-key walk that asks for the *next* key before deleting the current one
   (deleting first makes the kernel restart its walk from the first bucket: bcc's quadratic
-  ``clear()``).
+  ``clear()``). Empty slots of the fd arrays are not counted as removed (see
+  :meth:`bpfbatch.map.handle.Map.delete`); an xskmap's slots cannot be looked up: every slot is
+  emptied and counted.
+
+What a map type cannot do at all is refused first, naming the type and why
+(:func:`bpfbatch.map.handle.require`).
 """
 
 from __future__ import annotations
@@ -40,13 +46,12 @@ from ..errors import (
     BpfBatchError,
     InputError,
     KernelError,
-    NotSupportedError,
     PartialError,
     errno_meaning,
 )
 from . import cursor, writes
 from .cursor import Batch, BatchCursor
-from .handle import Map
+from .handle import Map, require
 
 #: Map types with a batch delete but no lookup-and-delete.
 _BATCH_DELETE_TYPES = frozenset({MapType.LPM_TRIE})
@@ -61,7 +66,10 @@ def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
     See the module docstring for what "empty" means per map type and for the race with
     concurrent writers.
     """
+    require(map.info, "clear")
     kind = map.info.type
+    if kind in abi.POP_TYPES:
+        return sum(batch.count for batch in BatchCursor(map, delete=True, batch_size=batch_size))
     if kind in abi.ELEMENTS_ALWAYS_EXIST:
         return _zero_array(map, batch_size)
     if kind in abi.HASH_TYPES:
@@ -141,13 +149,13 @@ def drain(map: Map, sink: Sink, *, batch_size: int = cursor.DEFAULT_BATCH,
     batch is at-least-once: entries the sink wrote before failing are restored too. A key a BPF
     program re-created between the drain and the restore is overwritten by the drained value.
 
-    Map-in-map types are refused: a drained inner map id cannot be written back (the batch
-    update takes fds, and the inner map may be gone once its last reference was drained).
+    Map-in-map types and program arrays are refused: a drained id cannot be written back (the
+    update takes fds, and the inner map or program may be gone once its last reference was
+    drained). A queue or stack is drained in pop order; a failed batch is pushed back, which
+    keeps a stack's order but puts a queue's batch behind the elements still queued.
     """
     info = map.info
-    if info.type in abi.MAP_IN_MAP_TYPES:
-        raise NotSupportedError("drain", E.EOPNOTSUPP, obj=info.label,
-                                detail="drained inner maps could not be put back on failure")
+    require(info, "drain")
     delivered = batches = 0
     for batch in BatchCursor(map, delete=True, batch_size=batch_size, elem_flags=elem_flags):
         try:
@@ -170,9 +178,15 @@ def drain(map: Map, sink: Sink, *, batch_size: int = cursor.DEFAULT_BATCH,
 
 def put_back(map: Map, batch: Batch) -> int:
     """Write a drained ``batch`` back into ``map``; how many of its entries went back (all,
-    unless the update failed part-way)."""
+    unless the update failed part-way). A stack's batch is pushed last-popped first, so that
+    it gets its order back."""
+    values = batch.values
+    if map.info.type == MapType.STACK:
+        stride = map.info.value_stride
+        values = b"".join(bytes(values[i * stride:(i + 1) * stride])
+                          for i in reversed(range(batch.count)))
     try:
-        return writes.update(map, batch.keys, batch.values, batch.count)
+        return writes.update(map, batch.keys, values, batch.count)
     except PartialError as exc:
         return exc.applied
 
@@ -212,12 +226,13 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
     - ``per_key=True``: one ``BPF_MAP_UPDATE_ELEM`` with ``BPF_NOEXIST``/``BPF_EXIST`` per
       record — exact under concurrent writers, one syscall per record.
 
-    Map-in-map values are inner map *ids*, as a dump prints them; each is opened for the
-    write (an update takes fds) and closed afterwards. An id with no map raises
-    :class:`RecordError` before anything is written.
+    Map-in-map and program array values are inner map and program *ids*, as a dump prints
+    them; each is opened for the write (an update takes fds) and closed afterwards. An id
+    with no such object raises :class:`RecordError` before anything is written.
     """
-    if map.info.type in abi.MAP_IN_MAP_TYPES:
-        with _inner_map_fds(values, count) as fds:
+    require(map.info, "load")
+    if map.info.type in _ID_VALUE_TYPES:
+        with _fds_of_ids(values, count, map.info.type) as fds:
             return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags)
     return _load(map, keys, values, count, only, per_key, batch_size, elem_flags)
 
@@ -253,23 +268,33 @@ class RecordError(InputError):
         self.index = index
 
 
+def _writable_map_fd(map_id: int) -> int:
+    return libbpf.map_fd_by_id(map_id, read_only=False)
+
+
+_ID_VALUE_TYPES = {MapType.ARRAY_OF_MAPS: ("inner map", _writable_map_fd),
+                   MapType.HASH_OF_MAPS: ("inner map", _writable_map_fd),
+                   MapType.PROG_ARRAY: ("program", libbpf.prog_fd_by_id)}
+
+
 @contextlib.contextmanager
-def _inner_map_fds(values, count: int) -> Iterator[np.ndarray]:
-    """Map-in-map values turned from inner map ids (what lookups and dumps give) into fds
-    (what updates take), each distinct id opened once; the fds are closed on exit. Writing
-    the ids as they are would fail with EBADF, or worse, insert whatever map an id happens
-    to be an open fd of."""
+def _fds_of_ids(values, count: int, kind: MapType) -> Iterator[np.ndarray]:
+    """Values turned from object ids (what lookups and dumps give) into fds (what updates
+    take), each distinct id opened once; the fds are closed on exit. Writing the ids as they
+    are would fail with EBADF, or worse, insert whatever object an id happens to be an open
+    fd of."""
+    what, open_id = _ID_VALUE_TYPES[kind]
     ids = _rows(values, 4, count).view(np.uint32).reshape(count)
     distinct, first, position = np.unique(ids, return_index=True, return_inverse=True)
     fds: list[int] = []
     try:
-        for map_id, index in zip(distinct.tolist(), first.tolist()):
+        for object_id, index in zip(distinct.tolist(), first.tolist()):
             try:
-                fds.append(libbpf.map_fd_by_id(map_id, read_only=False))
+                fds.append(open_id(object_id))
             except KernelError as exc:
                 problem = "does not exist" if exc.errno == E.ENOENT else \
                     f"cannot be opened: {errno_meaning(exc.errno)}"
-                raise RecordError(f"value: inner map id {map_id} {problem}", index=index,
+                raise RecordError(f"value: {what} id {object_id} {problem}", index=index,
                                   errno=exc.errno) from None
         yield np.array(fds, dtype=np.uint32)[position.reshape(count)]
     finally:

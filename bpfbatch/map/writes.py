@@ -16,7 +16,7 @@ from .._sys.libbpf import lib
 from ..errors import ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError
 from . import probes
 from .cursor import DEFAULT_BATCH, check_batch_size
-from .handle import Map
+from .handle import Map, require
 
 
 def _as_bytes(data, size: int, count: int, what: str, map: Map) -> memoryview:
@@ -94,6 +94,7 @@ def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH) -> De
     """Delete ``count`` keys. A key that is not in the map is skipped and counted as missing
     (the kernel's batch delete stops at it with ENOENT; the rest are still deleted)."""
     check_batch_size(batch_size)
+    require(map.info, "delete")
     info = map.info
     key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
     deleted = missing = done = 0
