@@ -317,3 +317,16 @@ def test_readme_shows_this_matrix():
         row = shown[map_type.label]
         assert {c for c, cell in row.items() if cell.startswith("—")} == refused, map_type.label
         assert all(cell.startswith(("✓", "—")) for cell in row.values()), map_type.label
+
+
+def test_sockmap_with_8_byte_values_dumps_socket_cookies(tmp_path):
+    """The README's note under the matrix: with 8-byte values the kernel hands out cookies."""
+    with contextlib.ExitStack() as stack:
+        lab = Lab(stack)
+        m = lab.create(MapType.SOCKMAP, 4, 8, ENTRIES)
+        m.update((2).to_bytes(4, "little"), lab.udp_socket().to_bytes(8, "little"))
+        text, entries, errors = bpftool_dump(m)
+        assert len(entries) == 1 and len(errors) == ENTRIES - 1
+        assert run("count", "--map-id", m.info.id)[0] == "1\n"
+        ours = run("dump", "--map-id", m.info.id, "-o", "bpftool-json")[0].encode()
+        assert ours == without_errors(text)
