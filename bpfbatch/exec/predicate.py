@@ -350,8 +350,7 @@ class _Parser:
 
     def _integer_field(self, token: Token, node, path: str, in_key: bool) -> Field:
         if isinstance(node, (Int, Enum)) and node.size in (1, 2, 4, 8):
-            return Field(path, node.offset, node.size, node.signed if isinstance(node, Int)
-                         else any(v < 0 for v in node.by_name.values()), in_key)
+            return Field(path, node.offset, node.size, node.signed, in_key)
         if isinstance(node, (Bool, Char)):
             return Field(path, node.offset, getattr(node, "size", 1), False, in_key)
         kind = type(node).__name__.lower()

@@ -47,7 +47,7 @@ import numpy as np
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
 from .jsontext import HexBytesLeaf, Template, _chunks
-from .layout import _check_range, _int_column, _parse_int, _signed_range, build_node
+from .layout import _check_range, _field_range, _int_column, _parse_int, build_node
 
 __all__ = ["BtfCodec", "Codec", "PerCpuCodec", "RawCodec", "codec_for", "map_codecs", "rows"]
 
@@ -202,7 +202,7 @@ class RawCodec(Codec):
         elif isinstance(value, (bytes, bytearray, memoryview)):
             raw = bytes(value)
         elif isinstance(value, list):
-            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]")
+            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]", False)
                         for i, v in enumerate(value))
         else:
             raise InputError(f"expected bytes, a hex string or a list of bytes, got {value!r}",
@@ -234,7 +234,7 @@ class RawCodec(Codec):
         if set(map(type, flat)) == {str}:
             column = _hex_byte_column(flat, flat_bad)
         else:
-            column = _int_column(flat, *_signed_range(8), flat_bad)
+            column = _int_column(flat, *_field_range(8, False), flat_bad)
         rows[:] = column.astype(np.uint8).reshape(count, size)
         bad |= flat_bad.reshape(count, size).any(axis=1)
         return True

@@ -111,7 +111,7 @@ class HexIntLeaf(Leaf):
 
 
 class BoolLeaf(Leaf):
-    """``true``/``false`` from ``width`` bytes (bpftool reads 4: ``*(int *)data``)."""
+    """``true``/``false``: whether any of ``width`` bytes is set."""
 
     def __init__(self, offset: int, width: int):
         super().__init__(offset)

@@ -113,8 +113,6 @@ def test_bpftool_json_is_byte_identical(layouts):
     assert _mismatches(layouts, names) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: bpftool reads a _Bool as one byte, "
-                                       "bpftool-json reads four")
 def test_bpftool_json_is_byte_identical_with_bools(layouts):
     assert _mismatches(layouts, layouts.having("bool")) == []
 

@@ -47,12 +47,15 @@ def test_integers(size, signed, value, expected):
 
 def test_integer_input_errors():
     codec = compile_types(lambda b: b.integer("u8", 1))
-    with pytest.raises(InputError, match="does not fit in 8 bits"):
+    with pytest.raises(InputError, match=r"256 does not fit u8 \(0\.\.255\)"):
         codec.encode(256)
     with pytest.raises(InputError, match="expected an integer"):
         codec.encode("twelve")
     assert codec.encode("0x1f") == b"\x1f"
-    assert codec.encode(-1) == b"\xff"  # the same bits spelled signed
+    with pytest.raises(InputError, match=r"-1 does not fit u8"):  # no silent wrap
+        codec.encode(-1)
+    with pytest.raises(InputError, match="expected an integer, got true"):
+        codec.encode(True)
 
 
 # -- the rich struct ----------------------------------------------------------------------
@@ -193,8 +196,8 @@ def test_char_encoding_and_bool_quirks():
     flag = compile_types(lambda b: b.struct("s", [("f", b.integer("_Bool", 1, boolean=True)),
                                                   ("x", b.integer("unsigned char", 1))]))
     data = b"\x00\x07"
-    # bpftool reads a bool as *(int *): the next byte leaks into it.
-    assert text(flag, data, exact=True) == '{"f":true,"x":7}'
+    # bpftool reads a bool as a C bool, one byte: the next byte does not leak into it.
+    assert text(flag, data, exact=True) == '{"f":false,"x":7}'
     assert text(flag, data) == '{"f":false,"x":7}'
     assert flag.decode(data) == {"f": False, "x": 7}
 
@@ -209,9 +212,14 @@ def test_enums():
     assert codec.encode(9) == struct.pack("<i", 9)
     with pytest.raises(InputError, match="no enumerator 'B'"):
         codec.encode("B")
-    small = compile_types(lambda b: b.enum("e1", {"BIG": 200}, size=1))
+    small = compile_types(lambda b: b.enum("e1", {"BIG": 200}, size=1))  # unsigned in BTF
     # bpftool reads a 1-byte enum signed and compares with the 32-bit value: no match.
-    assert text(small, b"\xc8") == "-56"
+    assert text(small, b"\xc8", exact=True) == "-56"
+    # the value rule: unsigned stays unsigned, so it is the enumerator (and reads back)
+    assert text(small, b"\xc8") == '"BIG"' and small.decode(b"\x82") == 130
+    assert small.encode("BIG") == small.encode(200) == b"\xc8"
+    with pytest.raises(InputError, match="-56 does not fit u8"):
+        small.encode(-56)
 
 
 def test_floats_stop_bpftool_and_print_in_typed_json():
@@ -262,10 +270,11 @@ def test_typed_json_prints_null_where_bpftool_prints_an_error():
     assert json.loads(text(codec, bytes(8))) == {"a": None, "b": None}
 
 
-def test_enum64_compares_all_64_bits_and_prints_signed():
+def test_enum64_compares_all_64_bits_and_prints_signed_like_bpftool():
     codec = compile_types(lambda b: b.enum("e", {"A": 1, "HUGE": 2**63 + 5}, size=8))
-    assert text(codec, struct.pack("<Q", 2**63 + 5)) == '"HUGE"'
-    assert text(codec, struct.pack("<Q", 2**64 - 1)) == "-1"
+    assert text(codec, struct.pack("<Q", 2**63 + 5), exact=True) == '"HUGE"'
+    assert text(codec, struct.pack("<Q", 2**64 - 1), exact=True) == "-1"
+    assert text(codec, struct.pack("<Q", 2**64 - 1)) == str(2**64 - 1)  # unsigned in BTF
     assert codec.encode("HUGE") == struct.pack("<Q", 2**63 + 5)
 
 

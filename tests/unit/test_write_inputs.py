@@ -271,7 +271,7 @@ def test_csv_cells_are_read_by_their_field_type(tmp_path, mixed):
                   ("7", "42", True, "GREEN", 1.5, float("nan")),
                   ("t", "true", False, 5, -0.25, float("inf")),
                   (",", "NaN", True, "RED", 3e38, -1e300),
-                  ("[", "[1]", False, -3, 0.0, 2.0),
+                  ("[", "[1]", False, 3, 0.0, 2.0),
                   ("\xe9", [97, 1, 98, 99, 100, 101, 102, 103], True, 1, 1.0, 0.5)]]
     keys = b"".join(key_codec.encode(i) for i in range(len(values)))
     packed = b"".join(value_codec.encode(v) for v in values)
