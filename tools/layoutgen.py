@@ -24,6 +24,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import io
+import json
 import random
 import subprocess
 import sys
@@ -335,6 +336,67 @@ def bpftool_spelling(value):
     if isinstance(value, list):
         return [bpftool_spelling(v) for v in value]
     return value
+
+
+def as_value_rule(btf: Btf, type_id: int, value):
+    """bpftool's ``formatted`` value of type ``type_id`` (parsed with objects as lists of
+    pairs, so that duplicate ``""`` keys survive) as the value rule prints it: an unsigned
+    enum unsigned (and by name when that names an enumerator), an anonymous member's fields
+    in the record holding it, no unnamed bitfield (padding), a char array printed as a string
+    when its bytes before the NUL are text (tab, LF, CR included) or it has no NUL. An
+    independent reading of bpftool's output, for comparing the typed JSON with it; strings
+    stay in bpftool's spelling (:func:`bpftool_spelling`)."""
+    t = btf[type_id]
+    while t.kind in MODIFIERS or t.kind == Kind.TYPEDEF:
+        t = btf[t.type]
+    if t.kind in (Kind.STRUCT, Kind.UNION):
+        out = {}
+        for member, (name, item) in zip(t.members, value):
+            assert member.name == name
+            if not name and not member.bitfield_size:
+                out.update(as_value_rule(btf, member.type, item))
+            elif name:
+                out[name] = item if member.bitfield_size else as_value_rule(btf, member.type,
+                                                                             item)
+        return out
+    if t.kind == Kind.ARRAY and isinstance(value, list):
+        if _is_char(btf, t.type) and all(isinstance(v, int) for v in value):
+            raw = bytes(v & 0xFF for v in value)
+            text, _, _ = raw.partition(b"\0")
+            if all(0x20 <= c < 0x7F or c in b"\t\n\r" for c in text):
+                return bpftool_spelling(text.decode())
+        return [as_value_rule(btf, t.type, item) for item in value]
+    if t.kind in (Kind.ENUM, Kind.ENUM64) and isinstance(value, int):
+        signed = t.kind_flag or any(v < 0 for _, v in t.values)
+        if not signed:
+            unsigned = value % (1 << (8 * t.size))
+            names = {v % (1 << (8 * t.size)): n for n, v in reversed(t.values)}
+            return names.get(unsigned, unsigned)
+    return value
+
+
+def _is_char(btf: Btf, type_id: int) -> bool:
+    elem = btf[type_id]
+    while elem.kind in MODIFIERS:
+        elem = btf[elem.type]
+    return elem.kind == Kind.INT and elem.size == 1 and (elem.encoding == INT_CHAR
+                                                         or elem.name == "char")
+
+
+def formatted_as_value_rule(dump: bytes, btf: Btf, info) -> list:
+    """Each entry of a ``bpftool -j map dump`` as the typed JSON prints it, from
+    ``formatted`` (see :func:`as_value_rule`)."""
+    out = []
+    for entry in json.loads(dump, object_pairs_hook=list):
+        formatted = dict(dict(entry)["formatted"])
+        record = {"key": as_value_rule(btf, info.btf_key_type_id, formatted["key"])}
+        if "values" in formatted:
+            record["values"] = [{"cpu": dict(c)["cpu"], "value": as_value_rule(
+                btf, info.btf_value_type_id, dict(c)["value"])} for c in formatted["values"]]
+        else:
+            record["value"] = as_value_rule(btf, info.btf_value_type_id, formatted["value"])
+        out.append(record)
+    return out
 
 
 def bpftool_dumps(maps: list[Map], workers: int = 2) -> list[bytes]:

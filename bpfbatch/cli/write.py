@@ -43,6 +43,9 @@ def load(
     per_key: Annotated[bool, typer.Option(
         "--per-key", help="With --if-absent/--if-present: one exact syscall per record "
                           "instead of a racy key snapshot plus batches.")] = False,
+    default_zero: Annotated[bool, typer.Option(
+        "--default-zero", help="A struct field a record leaves out is 0 (without it, an "
+                               "error naming file:line and the field).")] = False,
 ) -> None:
     """Write records from FILE into the map in batches.
 
@@ -64,7 +67,7 @@ def load(
     only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
     with open_map(map_id, pinned, name, read_only=False) as m:
         require(m.info, "load")  # before reading the input: its errors would hide the reason
-        records = read.read_records(file, m.info, fmt=fmt)
+        records = read.read_records(file, m.info, fmt=fmt, default_zero=default_zero)
         try:
             result = whole.load(m, records.keys, records.values, records.count, only=only,
                                per_key=per_key, batch_size=batch_size)

@@ -328,7 +328,7 @@ class _Parser:
         while True:
             if not isinstance(node, Struct):
                 raise self.error(token, f"'{'.'.join(parts)}' is not a struct")
-            members = {name: child for name, child in node.members if name}
+            members = node.fields()  # anonymous members' fields included, as in C
             if token.kind != "name" or token.text not in members:
                 what = "no such field" if token.kind == "name" else "expected a field name"
                 where = f" in '{'.'.join(parts)}'" if parts else ""

@@ -129,11 +129,11 @@ def rows(data, count: int, size: int) -> np.ndarray:
 class BtfCodec(Codec):
     """A codec compiled from a BTF type."""
 
-    def __init__(self, btf: Btf, type_id: int):
+    def __init__(self, btf: Btf, type_id: int, *, default_zero: bool = False):
         self.type_id = type_id
         self.type_name = btf.name_of(type_id)
         self.size = btf.size_of(type_id)
-        self.node = build_node(btf, type_id)
+        self.node = build_node(btf, type_id, default_zero=default_zero)
         self._templates: dict[bool, Template] = {}
         self._dtype = self._make_dtype()
         self._fills = self.node.can_fill()
@@ -374,18 +374,20 @@ class PerCpuCodec(Codec):
         return f"<PerCpuCodec {self.base!r} × {self.ncpus}>"
 
 
-def codec_for(btf: Btf | None, type_id: int, size: int) -> Codec:
+def codec_for(btf: Btf | None, type_id: int, size: int, *,
+              default_zero: bool = False) -> Codec:
     """A typed codec for ``type_id`` of ``btf``, or raw bytes when there is no type."""
     if btf is None or not type_id:
         return RawCodec(size)
-    codec = BtfCodec(btf, type_id)
+    codec = BtfCodec(btf, type_id, default_zero=default_zero)
     if codec.size != size:
         raise BpfBatchError(f"BTF type {codec.type_name} is {codec.size} bytes, "
                             f"the map says {size}", obj="BTF")
     return codec
 
 
-def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None) -> tuple[Codec, Codec]:
+def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None, *,
+               default_zero: bool = False) -> tuple[Codec, Codec]:
     """``(key codec, value codec)`` of a map (:class:`bpfbatch.map.handle.MapInfo`).
 
     The BTF is loaded from the kernel when the map has one and ``btf`` is not given. Like
@@ -395,8 +397,10 @@ def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None) -> tuple[
     if btf is None and info.btf_id and info.btf_value_type_id:
         btf = Btf.from_kernel(info.btf_id)
     typed = btf is not None and info.btf_value_type_id
-    key = codec_for(btf if typed else None, info.btf_key_type_id, info.key_size)
-    value = codec_for(btf if typed else None, info.btf_value_type_id, info.value_size)
+    key = codec_for(btf if typed else None, info.btf_key_type_id, info.key_size,
+                    default_zero=default_zero)
+    value = codec_for(btf if typed else None, info.btf_value_type_id, info.value_size,
+                      default_zero=default_zero)
     if info.percpu:
         if ncpus is None:
             from .._sys.libbpf import num_possible_cpus

@@ -22,7 +22,6 @@ import numpy as np
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from ..errors import InputError
 from .jsontext import (
-    _PRINTABLE,
     BoolLeaf,
     CharLeaf,
     EnumLeaf,
@@ -33,6 +32,7 @@ from .jsontext import (
     Template,
     _chunks,
     _column,
+    char_array_text,
     json_string,
 )
 
@@ -527,17 +527,15 @@ class Array(Node):
 
 @dataclasses.dataclass
 class CharArray(Array):
-    """``char[N]``: a string when a NUL ends printable ASCII (bpftool's ``is_str_array``),
-    else the list of its elements."""
+    """``char[N]``: a string or the list of its elements, as :func:`char_array_text` rules.
+    A string loads as its bytes and a NUL when there is room, nothing after it: in a union,
+    the bytes past the NUL belong to the other members."""
 
     def values(self, rows):
         out = []
         for i, raw in enumerate(_chunks(rows, self.offset, len(self.elems))):
-            text, nul, _ = raw.partition(b"\0")
-            if nul and not text.translate(None, _PRINTABLE):
-                out.append(text.decode("ascii"))
-            else:
-                out.append(super().values(rows[i:i + 1])[0])
+            text = char_array_text(raw, exact=False)
+            out.append(super().values(rows[i:i + 1])[0] if text is None else text)
         return out
 
     def encode(self, buf, value, path):
@@ -549,7 +547,9 @@ class CharArray(Array):
             if len(raw) > len(self.elems):
                 raise InputError(f"string longer than {len(self.elems)} bytes: {value!r}",
                                  obj=path)
-            buf[self.offset:self.offset + len(self.elems)] = raw.ljust(len(self.elems), b"\0")
+            if len(raw) < len(self.elems):
+                raw += b"\0"
+            buf[self.offset:self.offset + len(raw)] = raw
             return
         super().encode(buf, value, path)
 
@@ -580,37 +580,91 @@ class CharArray(Array):
 
 @dataclasses.dataclass
 class Struct(Node):
+    """A struct or union (``union``). In the typed JSON (the value rule) an anonymous
+    member's fields belong to the record that holds it, as in C (``v.x`` for ``struct {
+    struct { int x; }; } v``), and an unnamed bitfield (padding) is not a field; the exact
+    output keeps bpftool's ``"":`` keys.
+
+    A load must give every field of a struct, and at least one of each union's (a dump
+    gives all of them, written in order), unless ``default_zero``: a missing field is an
+    error, not a silent 0."""
+
     size: int
     members: list[tuple[str, Node]]
+    union: bool = False
+    default_zero: bool = False
+
+    def fields(self) -> dict[str, Node]:
+        """Every field by its name, anonymous members' fields included (they are placed at
+        absolute offsets, so each encodes into the record directly)."""
+        out: dict[str, Node] = {}
+        for name, node in self.members:
+            if name:
+                out[name] = node
+            elif isinstance(node, Struct):
+                out.update(node.fields())
+        return out
+
+    def _required(self) -> list[frozenset[str]]:
+        """Groups of field names of which each must be given at least one."""
+        if self.union:
+            return [frozenset(self.fields())] if self.members else []
+        groups: list[frozenset[str]] = []
+        for name, node in self.members:
+            if name:
+                groups.append(frozenset({name}))
+            elif isinstance(node, Struct):
+                groups.extend(node._required())
+        return groups
 
     def values(self, rows):
-        names = [name for name, _ in self.members]
-        columns = [node.values(rows) for _, node in self.members]
-        if not columns:
-            return [{} for _ in range(rows.shape[0])]
-        return [dict(zip(names, row)) for row in zip(*columns)]
+        out = [{} for _ in range(rows.shape[0])]
+        for name, node in self.members:
+            if name:
+                for record, value in zip(out, node.values(rows)):
+                    record[name] = value
+            elif isinstance(node, Struct):
+                for record, value in zip(out, node.values(rows)):
+                    record.update(value)
+        return out
 
     def encode(self, buf, value, path):
+        fields = self.fields()
         if not isinstance(value, dict):
-            raise InputError(f"expected an object with fields "
-                             f"{', '.join(n for n, _ in self.members)}, got {value!r}", obj=path)
-        fields = dict(self.members)
+            raise InputError(f"expected an object with fields {', '.join(fields)}, got "
+                             f"{value!r}", obj=path)
         for name, item in value.items():
             if name not in fields:
-                raise InputError(f"no field {name!r} (fields: "
-                                 f"{', '.join(n for n, _ in self.members)})", obj=path)
-            fields[name].encode(buf, item, f"{path}.{name}" if name else path)
+                raise InputError(f"no field {name!r} (fields: {', '.join(fields)})", obj=path)
+            fields[name].encode(buf, item, f"{path}.{name}")
+        if not self.default_zero:
+            for group in self._required():
+                if not group & value.keys():
+                    missing = " or ".join(sorted(group, key=list(fields).index))
+                    raise InputError(f"missing field {missing} (a field left out is an error; "
+                                     f"--default-zero makes it 0)", obj=path)
 
     def emit(self, out, exact):
         out.text(b"{")
-        ok = True
-        for i, (name, node) in enumerate(self.members):
-            out.text((b"," if i else b"") + json_string(name, exact) + b":")
-            if not node.emit(out, exact):
-                ok = False
-                break
+        ok = self._emit_members(out, exact, first=True)[0]
         out.text(b"}")
         return ok
+
+    def _emit_members(self, out, exact: bool, first: bool) -> tuple[bool, bool]:
+        """``(complete, first)``: the members as ``"name":value`` pairs, an anonymous
+        member's inline in the typed output."""
+        for name, node in self.members:
+            if not exact and not name:
+                if isinstance(node, Struct):
+                    ok, first = node._emit_members(out, exact, first)
+                    if not ok:
+                        return False, first
+                continue  # an unnamed bitfield: padding
+            out.text((b"" if first else b",") + json_string(name, exact) + b":")
+            first = False
+            if not node.emit(out, exact):
+                return False, first
+        return True, first
 
     def dtype(self):
         names, formats, offsets = [], [], []
@@ -625,20 +679,21 @@ class Struct(Node):
                          "itemsize": self.size})
 
     def can_fill(self):
-        """Members with distinct names that do not overlap: not a union (whose members
-        ``encode`` writes over each other in the record's order)."""
-        names = [name for name, _ in self.members]
-        if len(set(names)) != len(names) or not all(n.can_fill() for _, n in self.members):
+        """Fields (anonymous members' included) that do not overlap: not a union, whose
+        members ``encode`` writes over each other in the record's order."""
+        fields = self.fields()
+        if self.union or not all(node.can_fill() for node in fields.values()):
             return False
         end = self.offset
-        for node in sorted((node for _, node in self.members), key=lambda n: n.offset):
+        for node in sorted(fields.values(), key=lambda n: n.offset):
             if node.offset < end:
                 return False
             end = node.offset + node.dtype().itemsize
         return True
 
     def fill(self, rows, values, bad):
-        names = tuple(name for name, _ in self.members)
+        fields = self.fields()
+        names = tuple(fields)
         columns = None
         if names and set(map(type, values)) == {dict} and set(map(len, values)) == {len(names)}:
             try:  # every record names every field: one C-level pass per field
@@ -646,11 +701,12 @@ class Struct(Node):
             except KeyError:
                 pass
         if columns is None:
-            known = frozenset(names)
-            values = _conform(values, lambda v: type(v) is dict and known.issuperset(v), {}, bad)
+            known, partial = frozenset(names), self.default_zero
+            values = _conform(values, lambda v: type(v) is dict and known.issuperset(v)
+                              and (partial or len(v) == len(known)), {}, bad)
             columns = [[v.get(name, blank) for v in values]
-                       for name, blank in ((name, node.blank()) for name, node in self.members)]
-        for (_, node), column in zip(self.members, columns):
+                       for name, blank in ((name, node.blank()) for name, node in fields.items())]
+        for node, column in zip(fields.values(), columns):
             node.fill(rows, column, bad)
 
     def blank(self):
@@ -743,9 +799,11 @@ def leaf_columns(node: Node, prefix: str):
         yield prefix, node
 
 
-def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
+def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0, *,
+               default_zero: bool = False) -> Node:
     """The layout tree of ``type_id`` placed at ``offset`` (+ ``bit`` bits, 0–7), following
-    ``btf_dumper_do_type``."""
+    ``btf_dumper_do_type``. ``default_zero``: structs take records that leave fields out
+    (see :class:`Struct`)."""
     t = btf[type_id]
     kind = t.kind
     if kind == Kind.INT:
@@ -758,12 +816,14 @@ def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
                 signed = _is_signed(btf, m.type)
                 node = Bits(at, m.bit_offset % 8, m.bitfield_size, signed)
             else:
-                node = build_node(btf, m.type, at, m.bit_offset % 8)
+                node = build_node(btf, m.type, at, m.bit_offset % 8, default_zero=default_zero)
             members.append((m.name, node))
-        return Struct(offset, t.size, members)
+        return Struct(offset, t.size, members, union=kind == Kind.UNION,
+                      default_zero=default_zero)
     if kind == Kind.ARRAY:
         elem_size = btf.size_of(t.type) if t.nelems else 0
-        elems = [build_node(btf, t.type, offset + i * elem_size) for i in range(t.nelems)]
+        elems = [build_node(btf, t.type, offset + i * elem_size, default_zero=default_zero)
+                 for i in range(t.nelems)]
         return (CharArray if _is_char_elem(btf, t) else Array)(offset, elems)
     if kind in (Kind.ENUM, Kind.ENUM64):
         if t.size not in (1, 2, 4, 8):
@@ -777,12 +837,14 @@ def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
     if kind == Kind.FWD:
         return Unsupported(offset, b"(fwd-kind-invalid)")
     if kind in (Kind.TYPEDEF, Kind.VOLATILE, Kind.CONST, Kind.RESTRICT):
-        return build_node(btf, btf.resolve(type_id), offset, bit)
+        return build_node(btf, btf.resolve(type_id), offset, bit, default_zero=default_zero)
     if kind == Kind.VAR:
-        return Var(offset, t.name, build_node(btf, t.type, offset, bit))
+        return Var(offset, t.name,
+                   build_node(btf, t.type, offset, bit, default_zero=default_zero))
     if kind == Kind.DATASEC:
         return Datasec(offset, t.name,
-                       [build_node(btf, vt, offset + voff) for vt, voff, _ in t.entries])
+                       [build_node(btf, vt, offset + voff, default_zero=default_zero)
+                        for vt, voff, _ in t.entries])
     if kind == Kind.FLOAT:
         return Float(offset, t.size)
     return Unsupported(offset, b"(unsupported-kind")

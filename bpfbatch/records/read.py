@@ -85,9 +85,11 @@ def guess_format(path: str) -> str:
 
 
 def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
-                 codecs: tuple[Codec, Codec] | None = None) -> Records:
+                 codecs: tuple[Codec, Codec] | None = None,
+                 default_zero: bool = False) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
-    ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record."""
+    ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record; a
+    record that leaves a struct field out is one unless ``default_zero``."""
     fmt = fmt or guess_format(path)
     if fmt not in READ_FORMATS:
         raise InputError(f"unknown format '{fmt}' (use {', '.join(READ_FORMATS)})", obj="fmt")
@@ -100,7 +102,7 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
     else:
-        key_codec, value_codec = codecs or map_codecs(info)
+        key_codec, value_codec = codecs or map_codecs(info, default_zero=default_zero)
     encoder = _Encoder(key_codec, value_codec, with_values, source,
                        allowed={"key", "value", "values"} | (
                            {"formatted"} if fmt == "bpftool-json" else set()))

@@ -155,16 +155,20 @@ def chars():
     return compile_types(lambda b: b.array(b.integer("char", 1, signed=True), 6))
 
 
-@pytest.mark.parametrize("raw,expected", [
-    (b"abc\0\0\0", '"abc"'),
-    (b"\0bcdef", '""'),
-    (b"abcdef", "[97,98,99,100,101,102]"),              # no NUL: not a string
-    (b"ab\tc\0\0", "[97,98,9,99,0,0]"),                 # not printable before the NUL
-    (b"a\xffc\0\0\0", "[97,-1,99,0,0,0]"),              # char is signed
-    (b'q"\0\0\0\0', '"q\\""'),
+@pytest.mark.parametrize("raw,exact,typed", [
+    (b"abc\0\0\0", '"abc"', '"abc"'),
+    (b"\0bcdef", '""', '""'),
+    # no NUL: bpftool prints the array; the value rule, the full-length string
+    (b"abcdef", "[97,98,99,100,101,102]", '"abcdef"'),
+    # a tab: bpftool prints the array; the value rule, the escaped string
+    (b"ab\tc\0\0", "[97,98,9,99,0,0]", '"ab\\tc"'),
+    (b"a\xffc\0\0\0", "[97,-1,99,0,0,0]", "[97,-1,99,0,0,0]"),  # char is signed
+    (b"a\x01c\0\0\0", "[97,1,99,0,0,0]", "[97,1,99,0,0,0]"),
+    (b'q"\0\0\0\0', '"q\\""', '"q\\""'),
 ])
-def test_char_array_string_rule(chars, raw, expected):
-    assert text(chars, raw) == expected
+def test_char_array_string_rule(chars, raw, exact, typed):
+    assert text(chars, raw, exact=True) == exact
+    assert text(chars, raw) == typed
 
 
 def test_char_array_backslash_is_bpftool_v71s_newline(chars):
@@ -175,8 +179,10 @@ def test_char_array_backslash_is_bpftool_v71s_newline(chars):
 
 def test_char_array_decode_and_encode(chars):
     assert chars.decode(b"abc\0\0\0") == "abc"
-    assert chars.decode(b"abcdef") == [97, 98, 99, 100, 101, 102]
+    assert chars.decode(b"abcdef") == "abcdef"
+    assert chars.decode(b"a\x01cdef") == [97, 1, 99, 100, 101, 102]
     assert chars.encode("hi") == b"hi\0\0\0\0"
+    assert chars.encode("abcdef") == b"abcdef"
     assert chars.encode([1, 2, 3, 4, 5, 6]) == bytes([1, 2, 3, 4, 5, 6])
     with pytest.raises(InputError, match="longer than 6"):
         chars.encode("toolong!")
@@ -288,7 +294,7 @@ def test_per_cpu_layout_with_two_cpus():
     data = codec.encode([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
     assert data == struct.pack("<IHxx", 1, 2) + struct.pack("<IHxx", 3, 4)
     assert codec.decode(data) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
-    assert codec.encode({"a": 9}) == struct.pack("<IHxx", 9, 0) * 2  # copied to every CPU
+    assert codec.encode({"a": 9, "b": 0}) == struct.pack("<IHxx", 9, 0) * 2  # to every CPU
     assert text(codec, data) == ('[{"cpu":0,"value":{"a":1,"b":2}},'
                                  '{"cpu":1,"value":{"a":3,"b":4}}]')
     arr = np.frombuffer(data, codec.dtype)
@@ -354,7 +360,16 @@ def test_struct_input_errors(rich):
         rich.encode({"at": {"x": 1 << 20}})
     with pytest.raises(InputError, match=r"list of 3 elements"):
         rich.encode({"hist": [1]})
-    assert rich.decode(rich.encode({}))["name"] == ""  # missing fields are zero
+    with pytest.raises(InputError, match=r"^value: missing field id "):  # no silent zero
+        rich.encode({})
+    with pytest.raises(InputError, match=r"^value.at: missing field y "):
+        rich.encode(RICH_VALUE | {"at": {"x": 1}})
+    # a union needs one of its members; default_zero makes every missing field zero
+    assert rich.decode(rich.encode(RICH_VALUE | {"either": {"word": 7}}))["either"]["word"] == 7
+    with BtfBuilder() as b:
+        type_id = build_rich(b)
+        lenient = BtfCodec(Btf.from_bytes(b.raw()), type_id, default_zero=True)
+    assert lenient.decode(lenient.encode({}))["name"] == ""
 
 
 def test_batches_decode_and_render_every_row(rich):
