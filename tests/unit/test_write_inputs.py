@@ -169,9 +169,21 @@ def test_unreadable_input_and_unknown_format(tmp_path):
 
 
 @pytest.mark.parametrize("name,fmt", [("a.jsonl", "jsonl"), ("a.json", "json"),
-                                      ("a.csv", "csv"), ("-", "jsonl"), ("a.txt", "jsonl")])
+                                      ("a.csv", "csv"), ("-", None), ("a.txt", None)])
 def test_format_from_file_name(name, fmt):
     assert read.guess_format(name) == fmt
+
+
+@pytest.mark.parametrize("text,fmt", [
+    ('[{"key":["0x01"],"value":["0x02"]}]', "bpftool-json"),
+    ('[\n  {"key": ["0x01"], "value": ["0x02"], "formatted": {}}]', "bpftool-json"),
+    ('[\n{"key":1,"value":{"a":2}}\n]', "json"),
+    ('{"key":1,"value":2}\n{"key":2,"value":3}\n', "jsonl"),
+    ("key,value.a\n1,2\n", "csv"),
+    ("", "jsonl"),
+])
+def test_format_from_content(text, fmt):
+    assert read.sniff_format(text.encode()) == fmt
 
 
 @pytest.mark.parametrize("args,option", [
