@@ -14,19 +14,25 @@ A :class:`Codec` is compiled once per map from its BTF type into a small layout 
   :class:`Template`: a ``%``-format plus :class:`Leaf` columns read vectorised from a whole
   batch, so a 1M-record dump never walks the type per record (one ``%`` per batch).
 
-bpftool's rules (``btf_dumper.c``): integers of 8/16/32/64 bits in decimal; 128-bit
-integers, bitfields and integers of other widths as ``"0x.."`` hex strings of the raw bits; a
-char array is a string when a NUL comes before the end and every byte before it is printable
-ASCII, else an array; enums print the first matching name, else the number (signed);
-pointers print as unsigned decimal; unions print every member.
+bpftool's rules (``btf_dumper.c``) are the base: integers of 8/16/32/64 bits in decimal;
+128-bit integers, bitfields and integers of other widths as ``"0x.."`` hex strings of the raw
+bits; enums print the first matching name, else the number; pointers print as unsigned
+decimal; unions print every member.
 
-``exact`` mode (the ``bpftool-json`` output) also copies bpftool 7.1's quirks, byte for byte:
-a ``bool`` is read as a 4-byte int (the bytes after it leak in; past the end of the record
-they are taken as zero, where bpftool reads whatever its buffer holds); a backslash in a
-string is written ``\n``; a ``BTF_INT_CHAR`` char is not escaped; ``float`` and other kinds
-it cannot print give its error text and end the enclosing aggregates. The typed mode (the
-``json`` outputs) keeps valid JSON instead: one-byte bools, standard escapes, floats as
-numbers (non-finite ones as ``"NaN"``/``"Infinity"`` strings) and ``null`` for the rest.
+The typed mode (the ``json`` outputs, :meth:`Codec.decode`/:meth:`Codec.encode`) follows the
+value rule (see the README): whatever it prints, ``encode`` takes back unchanged, and a value
+that does not fit its field is refused. Integers and enums keep their BTF signedness; a char
+array is a string when its bytes before the first NUL (all of them without one) are printable
+ASCII, tab, LF or CR; anonymous members' fields belong to the record holding them; a record
+must give every struct field (one per union) unless the codec was built with
+``default_zero``; one-byte bools, standard escapes, floats as numbers (non-finite ones as
+``"NaN"``/``"Infinity"`` strings) and ``null`` for kinds it cannot print.
+
+``exact`` mode (the ``bpftool-json`` output) is bpftool 7.1 byte for byte instead: enums read
+signed, ``"":`` keys for anonymous members, a char array a string only when a NUL ends
+printable ASCII, a backslash in a string written ``\\n``, a ``BTF_INT_CHAR`` char not
+escaped, and ``float`` and other kinds it cannot print give its error text and end the
+enclosing aggregates.
 
 No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lists).
 Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
