@@ -82,7 +82,9 @@ def dump(
         out = pipeline.Output(output, m.info, sys.stdout.buffer)
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
-            batches = cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size))
+            # bpftool lists the keys whose value cannot be read: so does bpftool-json
+            batches = cursor.read_ahead(cursor.BatchCursor(
+                m, batch_size=batch_size, lookup_errors=output == "bpftool-json"))
             pipeline.run(batches, out, limit=limit, progress=advance)
 
 

@@ -55,8 +55,7 @@ REFUSED: dict[MapType, set[str]] = {
     MapType.RINGBUF: _NO_ELEMENTS, MapType.USER_RINGBUF: _NO_ELEMENTS,
     MapType.ARENA: _NO_ELEMENTS,
 }
-#: Types whose slots bpftool lists with a per-key {"error": ...}: -o bpftool-json leaves those
-#: entries out until the renderer writes them (issue 12, records side).
+#: Types whose empty slots bpftool lists with a per-key {"error": ...} (so does bpftool-json).
 ERROR_SLOTS = {MapType.DEVMAP, MapType.CPUMAP}
 #: Elements the factories put into the maps whose values cannot be read back.
 UNREADABLE_HOLD = {MapType.PERF_EVENT_ARRAY: 0, MapType.CGROUP_ARRAY: 1, MapType.XSKMAP: 0,
@@ -96,14 +95,6 @@ def canonical(entries: list) -> list[str]:
     return sorted(json.dumps(e, sort_keys=True) for e in entries)
 
 
-def without_errors(text: bytes) -> bytes:
-    """bpftool's dump text with its per-key error entries left out."""
-    entries = [e for e in json.loads(text) if not (isinstance(e.get("value"), dict)
-                                                   and "error" in e["value"])]
-    return (b"[" + b",".join(json.dumps(e, separators=(",", ":")).encode() for e in entries)
-            + b"]\n") if entries else b"[]\n"
-
-
 def popped_values(m: Map) -> list[int]:
     """What a queue or stack holds, in pop order, as the u64 the factories pushed."""
     return list(range(100, 100 + ENTRIES)) if m.info.type == MapType.QUEUE else \
@@ -131,7 +122,7 @@ def check_list(m: Map, tmp: Path) -> None:
 def check_dump(m: Map, tmp: Path) -> None:
     text, entries, errors = bpftool_dump(m)
     ours = run("dump", "--map-id", m.info.id, "-o", "bpftool-json")[0].encode()
-    assert ours == (without_errors(text) if m.info.type in ERROR_SLOTS else text)
+    assert ours == text  # per-key {"error": ...} entries included
     assert errors == [] or m.info.type in ERROR_SLOTS
     assert len(json.loads(run("dump", "--map-id", m.info.id, "-o", "json")[0])) == len(entries)
 
@@ -291,8 +282,6 @@ def test_matrix_row(map_type, tmp_path):
     assert {c for c, o in outcome.items() if o == "refused"} == REFUSED[map_type]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: bpftool-json does not print bpftool's "
-                                       "per-key {\"error\": ...} entries yet")
 @pytest.mark.parametrize("map_type", sorted(ERROR_SLOTS), ids=lambda t: t.label)
 def test_bpftool_json_prints_per_key_errors(map_type):
     with contextlib.ExitStack() as stack:
@@ -329,4 +318,4 @@ def test_sockmap_with_8_byte_values_dumps_socket_cookies(tmp_path):
         assert len(entries) == 1 and len(errors) == ENTRIES - 1
         assert run("count", "--map-id", m.info.id)[0] == "1\n"
         ours = run("dump", "--map-id", m.info.id, "-o", "bpftool-json")[0].encode()
-        assert ours == without_errors(text)
+        assert ours == text
