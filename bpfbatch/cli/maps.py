@@ -78,7 +78,7 @@ def dump(
     from ..records import pipeline
 
     with open_map(map_id, pinned, name, read_only=True) as m:
-        require(m.info, "dump")
+        require(m.info, "slots" if output == "bpftool-json" else "dump")
         out = pipeline.Output(output, m.info, sys.stdout.buffer)
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).

@@ -134,7 +134,8 @@ class BatchCursor:
                  force_fallback: bool = False, lookup_errors: bool = False):
         if batch_size < 0:
             check_batch_size(batch_size)
-        require(map.info, "clear" if delete else "dump")  # a pass that deletes is a clear
+        # a pass that deletes is a clear; one that lists failed lookups needs only the keys
+        require(map.info, "clear" if delete else "slots" if lookup_errors else "dump")
         self._pop = map.info.type in abi.POP_TYPES  # a drain of a queue or stack
         if map.info.key_size == 0 and not self._pop:
             raise NotSupportedError("walk map", ENOTSUPP, obj=map.info.label,

@@ -437,12 +437,14 @@ _CGROUP_STORAGE = ("elements live as long as their program's cgroup attachment: 
                    "refuses to delete them")
 _SOCKETS = "values are sockets a process holds: a file cannot hold them"
 _READ_ONLY_SOCKETS = ("the kernel returns socket cookies only for 8-byte values: with "
-                      "{}-byte values no element can be read")
+                      "{}-byte values no element can be read (-o bpftool-json lists the "
+                      "slots with that error, as bpftool -j does)")
 _KERNEL_FILLED = "elements are written by the kernel only (stack ids from bpf_get_stackid)"
 _POP_ONLY = "elements can only be popped: drain takes them in pop order"
 _BLOOM = "a bloom filter answers membership only: elements can be neither listed nor removed"
 _UNREADABLE_SLOTS = ("the kernel answers {} to a lookup of any slot from user space, so "
-                     "elements cannot be read (bpftool -j prints that error per slot)")
+                     "elements cannot be read (-o bpftool-json lists the slots with that "
+                     "error, as bpftool -j does)")
 _NOT_EXEC = "exec walks hash, LRU hash and array maps and their per-CPU variants"
 
 _REFUSED: dict[MapType, dict[str, str]] = {
@@ -483,6 +485,10 @@ for _kind, _owner in ((MapType.SK_STORAGE, "socket"), (MapType.INODE_STORAGE, "i
                       (MapType.TASK_STORAGE, "task"), (MapType.CGRP_STORAGE, "cgroup")):
     _REFUSED[_kind] = dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
                                     _STORAGE.format(_owner))
+#: Types whose values cannot be read but whose keys can be walked (bpftool lists each with
+#: its lookup's error).
+_SLOTS_LISTABLE = frozenset({MapType.PERF_EVENT_ARRAY, MapType.XSKMAP, MapType.CGROUP_ARRAY,
+                             MapType.SOCKMAP, MapType.SOCKHASH, MapType.REUSEPORT_SOCKARRAY})
 _EXEC_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
                          MapType.LRU_PERCPU_HASH, MapType.ARRAY, MapType.PERCPU_ARRAY})
 #: The commands of the type matrix, in its order.
@@ -490,7 +496,10 @@ COMMANDS = ("list", "dump", "count", "load", "delete", "clear", "drain", "exec")
 
 
 def refusal(info: MapInfo, command: str) -> str | None:
-    """Why ``command`` (one of :data:`COMMANDS`) cannot work on this map, or ``None``."""
+    """Why ``command`` (one of :data:`COMMANDS`, or ``slots``: listing the keys with what a
+    lookup of each answers, as bpftool-json does) cannot work on this map, or ``None``."""
+    if command == "slots":
+        return None if info.type in _SLOTS_LISTABLE else refusal(info, "dump")
     if command == "exec":
         return None if info.type in _EXEC_TYPES else _NOT_EXEC
     if info.type in (MapType.SOCKMAP, MapType.SOCKHASH, MapType.REUSEPORT_SOCKARRAY):
