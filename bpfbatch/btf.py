@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import enum
 import struct
 
 from ._sys.libbpf import check, check_ptr, lib
-from .errors import BpfBatchError
+from .errors import BpfBatchError, from_errno
 
 BTF_MAGIC = 0xEB9F
 
@@ -134,7 +135,11 @@ class Btf:
     @classmethod
     def from_kernel(cls, btf_id: int) -> "Btf":
         """The BTF object ``btf_id`` as loaded in the kernel (e.g. a map's ``btf_id``)."""
-        handle = check_ptr(lib.btf__load_from_kernel_by_id(btf_id), "load BTF", f"BTF id {btf_id}")
+        handle = lib.btf__load_from_kernel_by_id(btf_id)
+        if not handle:  # say what it is for: the errno alone reads like a map failure
+            raise from_errno("load BTF", ctypes.get_errno() or errno.EINVAL, obj=f"BTF id {btf_id}",
+                             detail="the type information a map's keys and values are "
+                                    "decoded with could not be read")
         try:
             size = ctypes.c_uint32()
             ptr = check_ptr(lib.btf__get_raw_data(handle, ctypes.byref(size)), "read BTF",

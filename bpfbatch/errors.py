@@ -38,8 +38,13 @@ _MEANINGS: dict[int, str] = {
     _errno.ENODEV: "no such device",
     _errno.EMSGSIZE: "message too long for the socket buffer",
     _errno.ENOBUFS: "socket receive buffer overflowed: replies were dropped",
-    ENOTSUPP: "not supported for this map type",
+    ENOTSUPP: "not supported by the kernel for this object",
 }
+
+#: Why a write got EPERM on a frozen map (``BPF_MAP_FREEZE``): not a missing capability.
+FROZEN = "the map is frozen (BPF_MAP_FREEZE): user space may no longer write it"
+#: Why opening a pinned file got EACCES when its mode does not let this user in.
+FILE_MODE = "permission denied by the pinned file's mode"
 
 
 # libbpf's own error codes (libbpf.h, ``enum libbpf_errno``), returned negated like errnos.
@@ -99,11 +104,14 @@ class BpfBatchError(Exception):
 
 
 class KernelError(BpfBatchError):
-    """A syscall failed. ``op`` is the operation as the user would name it."""
+    """A syscall failed. ``op`` is the operation as the user would name it; ``cause``, when
+    the caller knows which of an errno's meanings applies (EPERM on a frozen map is not a
+    missing capability), replaces the generic meaning."""
 
-    def __init__(self, op: str, errno: int, *, obj: str | None = None, detail: str | None = None):
-        message = f"{op}: {detail}: {errno_meaning(errno)}" if detail else \
-            f"{op}: {errno_meaning(errno)}"
+    def __init__(self, op: str, errno: int, *, obj: str | None = None, detail: str | None = None,
+                 cause: str | None = None):
+        meaning = cause or errno_meaning(errno)
+        message = f"{op}: {detail}: {meaning}" if detail else f"{op}: {meaning}"
         super().__init__(message, obj=obj, errno=errno)
         self.op = op
 
@@ -168,9 +176,10 @@ class Interrupted(BaseException):
         return f"{self.obj}: {text}" if self.obj else text
 
 
-def from_errno(op: str, code: int, *, obj: str | None = None, detail: str | None = None) -> KernelError:
+def from_errno(op: str, code: int, *, obj: str | None = None, detail: str | None = None,
+               cause: str | None = None) -> KernelError:
     """Translate a failed syscall into the right subclass. The one translation table."""
     code = abs(code)
     if code in (ENOTSUPP, _errno.EOPNOTSUPP):
-        return NotSupportedError(op, code, obj=obj, detail=detail)
-    return KernelError(op, code, obj=obj, detail=detail)
+        return NotSupportedError(op, code, obj=obj, detail=detail, cause=cause)
+    return KernelError(op, code, obj=obj, detail=detail, cause=cause)

@@ -85,6 +85,8 @@ HASH_TYPES = frozenset({
 #: (An array-of-maps slot can be empty, so it is not one of them.)
 ELEMENTS_ALWAYS_EXIST = frozenset({MapType.ARRAY, MapType.PERCPU_ARRAY})
 MAP_IN_MAP_TYPES = frozenset({MapType.ARRAY_OF_MAPS, MapType.HASH_OF_MAPS})
+#: Maps without keys whose elements are taken with BPF_MAP_LOOKUP_AND_DELETE_ELEM (pop).
+POP_TYPES = frozenset({MapType.QUEUE, MapType.STACK})
 
 
 class BpfMapInfo(ctypes.Structure):

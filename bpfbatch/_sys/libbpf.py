@@ -40,6 +40,7 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "bpf_map_create": (c_int, [c_int, c_char_p, c_uint32, c_uint32, c_uint32, c_void_p]),
     "bpf_map_get_next_id": (c_int, [c_uint32, _u32p]),
     "bpf_map_get_fd_by_id_opts": (c_int, [c_uint32, c_void_p]),
+    "bpf_prog_get_fd_by_id": (c_int, [c_uint32]),
     "bpf_obj_get_opts": (c_int, [c_char_p, c_void_p]),
     "bpf_obj_pin": (c_int, [c_int, c_char_p]),
     "bpf_obj_get_info_by_fd": (c_int, [c_int, c_void_p, _u32p]),
@@ -154,6 +155,11 @@ def map_fd_by_id(map_id: int, *, read_only: bool) -> int:
     opts = abi.opts(abi.BpfGetFdByIdOpts, open_flags=abi.BPF_F_RDONLY if read_only else 0)
     return check(lib.bpf_map_get_fd_by_id_opts(map_id, ctypes.byref(opts)),
                  "open map by id", f"map id {map_id}")
+
+
+def prog_fd_by_id(prog_id: int) -> int:
+    """Open program ``prog_id``."""
+    return check(lib.bpf_prog_get_fd_by_id(prog_id), "open program by id", f"program id {prog_id}")
 
 
 def obj_fd_by_path(path: str, *, read_only: bool) -> int:

@@ -205,7 +205,7 @@ def prune_demo(
     (every 100 ms), and a prune round each second deletes the idle ones. Needs root; removes
     everything on exit."""
     from ..exec import prune, walker
-    from ..exec.predicate import parse_duration
+    from ..exec.predicate import EVERY_ELEMENT, parse_duration
     from ..labs.flowtable import FlowTableLab
 
     if not 0 <= active <= flows or flows <= 0 or rounds <= 0:
@@ -227,7 +227,7 @@ def prune_demo(
         predicate = prune.prune_predicate(table, "last_seen_ns", older_ns)
         try:
             for r in prune.prune_rounds(table, predicate, every_ns=10**9, mode=mode, stop=stop):
-                held = walker.exec_map(table, "", "count", mode="user").selected
+                held = walker.exec_map(table, EVERY_ELEMENT, "count", mode="user").selected
                 _say(f"round {r.number}: deleted {r.result.deleted} in "
                      f"{r.result.seconds * 1e3:.1f} ms ({r.result.mode}); {held} flows left")
                 if r.number >= rounds:

@@ -12,17 +12,21 @@ import typer
 from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
-from ..map.handle import MapInfo, iter_infos
+from ..map.handle import MapInfo, iter_infos, require
 from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
 
 commands = typer.Typer()
 
 def _show_record(info: MapInfo) -> dict:
-    """The fields of ``bpftool -j map show``, same names and order."""
-    return {"id": info.id, "type": info.type_name, "name": info.name, "flags": info.flags,
-            "bytes_key": info.key_size, "bytes_value": info.value_size,
-            "max_entries": info.max_entries, "bytes_memlock": info.memlock,
-            "frozen": int(info.frozen), "btf_id": info.btf_id}
+    """The fields of ``bpftool -j map show``, same names and order; like bpftool, ``btf_id``
+    only for a map that has BTF."""
+    record = {"id": info.id, "type": info.type_name, "name": info.name, "flags": info.flags,
+              "bytes_key": info.key_size, "bytes_value": info.value_size,
+              "max_entries": info.max_entries, "bytes_memlock": info.memlock,
+              "frozen": int(info.frozen)}
+    if info.btf_id:
+        record["btf_id"] = info.btf_id
+    return record
 
 
 @commands.command("list")
@@ -41,7 +45,7 @@ def list_maps(
 
     headers = ["id", "type", "name", "flags", "key", "value", "max_entries", "memlock", "btf_id"]
     rows = [[r["id"], r["type"], r["name"], hex(r["flags"]), r["bytes_key"], r["bytes_value"],
-             r["max_entries"], r["bytes_memlock"], r["btf_id"] or ""] for r in records]
+             r["max_entries"], r["bytes_memlock"], r.get("btf_id", "")] for r in records]
     print(tabulate(rows, headers=headers, tablefmt="simple"))
 
 
@@ -51,6 +55,7 @@ def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     """Count a map's elements with one batched pass (bpftool has no count)."""
     check_batch_size(batch_size)
     with open_map(map_id, pinned, name, read_only=True) as m:
+        require(m.info, "count")
         total = sum(batch.count for batch in cursor.BatchCursor(m, batch_size=batch_size))
     print(total)
 
@@ -73,10 +78,13 @@ def dump(
     from ..records import pipeline
 
     with open_map(map_id, pinned, name, read_only=True) as m:
+        require(m.info, "slots" if output == "bpftool-json" else "dump")
         out = pipeline.Output(output, m.info, pipeline.stdout())
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
-            batches = cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size))
+            # bpftool lists the keys whose value cannot be read: so does bpftool-json
+            batches = cursor.read_ahead(cursor.BatchCursor(
+                m, batch_size=batch_size, lookup_errors=output == "bpftool-json"))
             pipeline.run(batches, out, limit=limit, progress=advance)
 
 

@@ -18,6 +18,7 @@ from ..errors import BpfBatchError, InputError
 from ..interrupts import Tally
 from ..map import cursor, writes
 from ..map.cursor import check_batch_size
+from ..map.handle import require
 from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
 
 commands = typer.Typer()
@@ -44,6 +45,9 @@ def load(
     per_key: Annotated[bool, typer.Option(
         "--per-key", help="With --if-absent/--if-present: one exact syscall per record "
                           "instead of a racy key snapshot plus batches.")] = False,
+    default_zero: Annotated[bool, typer.Option(
+        "--default-zero", help="A struct field a record leaves out is 0 (without it, an "
+                               "error naming file:line and the field).")] = False,
 ) -> None:
     """Write records from FILE into the map in batches.
 
@@ -66,7 +70,8 @@ def load(
     tally = Tally()
     with interrupts.stopping(lambda: f"{tally.applied} entries loaded", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
-        records = read.read_records(file, m.info, fmt=fmt)
+        require(m.info, "load")  # before reading the input: its errors would hide the reason
+        records = read.read_records(file, m.info, fmt=fmt, default_zero=default_zero)
         try:
             result = whole.load(m, records.keys, records.values, records.count, only=only,
                                 per_key=per_key, batch_size=batch_size, tally=tally)
@@ -95,9 +100,13 @@ def delete(
     tally = Tally()
     with interrupts.stopping(lambda: f"{tally.applied} entries deleted", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
+        require(m.info, "delete")
         records = read.read_records(file, m.info, fmt=fmt, with_values=False)
         result = writes.delete(m, records.keys, records.count, batch_size=batch_size,
                                tally=tally)
+    if m.info.type == abi.MapType.XSKMAP:
+        _say(_slots_emptied(m.info, result.deleted))
+        return
     _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
 
 
@@ -114,8 +123,17 @@ def clear(
     with interrupts.stopping(lambda: f"{tally.applied} entries removed", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
         removed = whole.clear(m, batch_size=batch_size, tally=tally)
+    if m.info.type == abi.MapType.XSKMAP:
+        _say(_slots_emptied(m.info, removed))
+        return
     verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"
     _say(f"{m.info.label}: {removed} entries {verb}")
+
+
+def _slots_emptied(info, slots: int) -> str:
+    """What a delete or clear of an xskmap did: its slots cannot be looked up, so whether
+    one held a socket is unknown; say how many were emptied."""
+    return f"{info.label}: {slots} slots emptied (an xskmap's slots cannot be read)"
 
 
 @commands.command("drain")

@@ -129,7 +129,10 @@ class Predicate:
         rows = []
         for clause in self.clauses:
             for i, t in enumerate(clause):
-                rows.append({"operand": t.operand, "offset": t.field.offset,
+                # The kernel's operand is an s64 compared as the field's type: an unsigned
+                # constant >= 2**63 travels as its two's-complement bits.
+                operand = t.operand - (1 << 64) if t.operand >= 1 << 63 else t.operand
+                rows.append({"operand": operand, "offset": t.field.offset,
                              "width": t.field.width, "is_signed": int(t.field.signed),
                              "op": OPS.index(t.op), "relative": int(t.relative),
                              "clause_end": int(i == len(clause) - 1),
@@ -200,8 +203,38 @@ def tokenize(text: str, source: str = "where") -> list[Token]:
     return tokens
 
 
+#: Deepest nesting of parentheses a predicate may have.
+MAX_DEPTH = 64
+
+
+class _Frame:
+    """One open parenthesis (``opener``; ``None`` for the whole expression) while parsing:
+    the ``or`` of the clauses closed so far and the ``and`` product being built (DNF)."""
+
+    def __init__(self, opener: Token | None):
+        self.opener = opener
+        self.clauses: list[tuple[Term, ...]] = []
+        self.product: list[tuple[Term, ...]] | None = None
+
+    def conjoin(self, operand: list[tuple[Term, ...]], parser: "_Parser") -> None:
+        if self.product is None:
+            self.product = operand
+        else:  # (a or b) and (c or d) = a&c or a&d or b&c or b&d
+            self.product = [left + right for left, right in
+                            itertools.product(self.product, operand)]
+        parser.check_size(self.clauses + self.product)
+
+    def disjoin(self, parser: "_Parser") -> None:
+        self.clauses = self.clauses + self.product
+        self.product = None
+        parser.check_size(self.clauses)
+
+    def close(self) -> list[tuple[Term, ...]]:
+        return self.clauses + self.product
+
+
 class _Parser:
-    """Recursive descent over the tokens; builds clauses directly (DNF)."""
+    """Turns the tokens into clauses directly (DNF); see :meth:`parse`."""
 
     def __init__(self, text: str, value: Codec, key: Codec | None, source: str, max_terms: int):
         self.text = text
@@ -232,44 +265,44 @@ class _Parser:
         return False
 
     def parse(self) -> Predicate:
-        clauses = self.expr()
-        token = self.peek()
-        if token.kind != "end":
-            raise self.error(token, "expected 'and', 'or' or the end of the expression")
-        return Predicate(tuple(clauses), self.text)
+        """One pass over the tokens with an explicit stack of open parentheses (no recursion:
+        the nesting depth is the user's, bounded by :data:`MAX_DEPTH`). Each frame holds the
+        clauses of the ``or`` so far and the ``and`` product being built; a closed
+        parenthesis is one operand of its parent's ``and``."""
+        stack = [_Frame(None)]
+        while True:
+            token = self.peek()
+            if self.accept("punct", "("):
+                if len(stack) > MAX_DEPTH:
+                    raise self.error(token, f"parentheses nested deeper than {MAX_DEPTH}")
+                stack.append(_Frame(token))
+                continue
+            operand = [(self.comparison(),)]
+            while True:  # fold the operand in, and close every parenthesis that ends here
+                frame = stack[-1]
+                frame.conjoin(operand, self)
+                if self.accept("keyword", "and"):
+                    break
+                if self.accept("keyword", "or"):
+                    frame.disjoin(self)
+                    break
+                token = self.peek()
+                if frame.opener is None:
+                    if token.kind != "end":
+                        raise self.error(token, "expected 'and', 'or' or the end of the "
+                                                "expression")
+                    return Predicate(tuple(frame.close()), self.text)
+                if not self.accept("punct", ")"):
+                    raise self.error(token, f"expected ')' to close the '(' at column "
+                                            f"{frame.opener.column}")
+                operand = stack.pop().close()
 
-    def expr(self) -> list[tuple[Term, ...]]:
-        clauses = self.clause()
-        while self.accept("keyword", "or"):
-            clauses = clauses + self.clause()
-            self._check_size(clauses)
-        return clauses
-
-    def clause(self) -> list[tuple[Term, ...]]:
-        clauses = self.atom()
-        while self.accept("keyword", "and"):
-            right = self.atom()
-            # (a or b) and (c or d) = a&c or a&d or b&c or b&d
-            clauses = [l + r for l, r in itertools.product(clauses, right)]
-            self._check_size(clauses)
-        return clauses
-
-    def _check_size(self, clauses) -> None:
+    def check_size(self, clauses) -> None:
         size = sum(len(c) for c in clauses)
         if size > self.max_terms:
             raise self.error(self.tokens[self.pos - 1],
                              f"expression too large: {size} comparisons once and/or are "
                              f"expanded, the kernel program holds {self.max_terms}")
-
-    def atom(self) -> list[tuple[Term, ...]]:
-        token = self.peek()
-        if self.accept("punct", "("):
-            clauses = self.expr()
-            if not self.accept("punct", ")"):
-                raise self.error(self.peek(), f"expected ')' to close the '(' at column "
-                                              f"{token.column}")
-            return clauses
-        return [(self.comparison(),)]
 
     def comparison(self) -> Term:
         field_token = self.peek()
@@ -295,7 +328,7 @@ class _Parser:
         while True:
             if not isinstance(node, Struct):
                 raise self.error(token, f"'{'.'.join(parts)}' is not a struct")
-            members = {name: child for name, child in node.members if name}
+            members = node.fields()  # anonymous members' fields included, as in C
             if token.kind != "name" or token.text not in members:
                 what = "no such field" if token.kind == "name" else "expected a field name"
                 where = f" in '{'.'.join(parts)}'" if parts else ""
@@ -317,8 +350,7 @@ class _Parser:
 
     def _integer_field(self, token: Token, node, path: str, in_key: bool) -> Field:
         if isinstance(node, (Int, Enum)) and node.size in (1, 2, 4, 8):
-            return Field(path, node.offset, node.size, node.signed if isinstance(node, Int)
-                         else any(v < 0 for v in node.by_name.values()), in_key)
+            return Field(path, node.offset, node.size, node.signed, in_key)
         if isinstance(node, (Bool, Char)):
             return Field(path, node.offset, getattr(node, "size", 1), False, in_key)
         kind = type(node).__name__.lower()
@@ -371,16 +403,23 @@ class _Parser:
         raise self.error(token, f"not a number or an enumerator of field '{field.path}'{known}")
 
 
+#: The predicate that selects every element, for callers that mean it (library use; the
+#: CLI has ``clear`` for that).
+EVERY_ELEMENT = Predicate((), "every element")
+
+
 def compile_predicate(text: str, value: Codec, *, key: Codec | None = None, source: str = "where",
             max_terms: int = MAX_TERMS) -> Predicate:
     """Parse ``text`` against the value (and key) codecs of a map
     (:func:`bpfbatch.records.codec.map_codecs`); without ``key``, ``key`` is an ordinary name.
 
-    An empty or blank ``text`` selects every element. Errors are :class:`InputError` naming
-    ``source``, the column and the token.
+    An empty or blank ``text`` is refused: an unset shell variable must not turn
+    ``--action delete`` into "delete everything" (:data:`EVERY_ELEMENT` says that on
+    purpose). Errors are :class:`InputError` naming ``source``, the column and the token.
     """
     if not text.strip():
-        return Predicate((), text)
+        raise InputError("empty expression (an unset variable?); to act on every element "
+                         "use dump, count or clear", obj=source)
     return _Parser(text, value, key, source, max_terms).parse()
 
 

@@ -53,7 +53,7 @@ from ..btf import Kind
 from ..errors import BpfBatchError, InputError, NotFoundError, NotSupportedError, from_errno
 from ..loader import PROGS_DIR, BpfObject
 from ..map import cursor, probes
-from ..map.handle import Map
+from ..map.handle import Map, require
 from ..records.codec import map_codecs
 from .predicate import Predicate, compile_predicate
 
@@ -172,6 +172,7 @@ def _round8(n: int) -> int:
 
 
 def _check_action(m: Map, action: str, max_selected: int) -> None:
+    require(m.info, "exec")
     if action not in ACTIONS:
         raise InputError(f"unknown action '{action}' (use {', '.join(ACTIONS)})", obj="action")
     if max_selected < 0:
@@ -186,6 +187,7 @@ def compile_for(m: Map, where: str | Predicate) -> Predicate:
     through)."""
     if isinstance(where, Predicate):
         return where
+    require(m.info, "exec")  # before the predicate: its errors would hide the real reason
     key, value = map_codecs(m.info)
     return compile_predicate(where, value, key=key)
 

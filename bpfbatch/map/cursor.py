@@ -48,7 +48,7 @@ from ..errors import (
     from_errno,
 )
 from . import probes
-from .handle import DEFAULT_BATCH, Map
+from .handle import DEFAULT_BATCH, Map, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,6 +74,10 @@ class Batch:
     count: int
     keys: memoryview
     values: memoryview
+    #: ``(index, errno)`` of the entries whose value lookup failed, when the cursor was asked
+    #: for them (``lookup_errors``): the key is at ``index``, the value bytes are zero. What
+    #: bpftool prints as ``{"error": ...}`` (an empty devmap slot, a sockmap's socket).
+    failed: tuple[tuple[int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,18 +120,28 @@ class BatchCursor:
 
     ``delete=True`` drains the map (LOOKUP_AND_DELETE). ``batch_size`` is the number of
     elements asked for per call (capped at ``max_entries``); it grows on ENOSPC at most
-    ``max_growth`` doublings. ``elem_flags`` may be ``BPF_F_LOCK``. ``force_fallback`` uses the
-    per-key walk even where batch ops exist (to compare the two paths).
+    ``max_growth`` doublings. A ``batch_size`` of 0 asks for nothing, as a batch call with
+    ``count = 0`` does: the pass is empty and the map untouched (no call is made).
+    ``elem_flags`` may be ``BPF_F_LOCK``. ``force_fallback`` uses the per-key walk even where
+    batch ops exist (to compare the two paths). ``lookup_errors``: a key of the per-key walk
+    whose value cannot be read is handed out with its errno in :attr:`Batch.failed` instead
+    of being skipped (or failing the pass), as bpftool lists it; empty slots of program
+    arrays and maps of maps stay skipped, as bpftool skips them.
     """
 
     def __init__(self, map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
                  max_growth: int = 24, elem_flags: int = 0, resume: CursorToken | None = None,
-                 force_fallback: bool = False):
-        check_batch_size(batch_size)
-        if map.info.key_size == 0:  # queue, stack, bloom filter, ring buffers
+                 force_fallback: bool = False, lookup_errors: bool = False):
+        if batch_size < 0:
+            check_batch_size(batch_size)
+        # a pass that deletes is a clear; one that lists failed lookups needs only the keys
+        require(map.info, "clear" if delete else "slots" if lookup_errors else "dump")
+        self._pop = map.info.type in abi.POP_TYPES  # a drain of a queue or stack
+        if map.info.key_size == 0 and not self._pop:
             raise NotSupportedError("walk map", ENOTSUPP, obj=map.info.label,
                                     detail=f"{map.info.type_name} maps have no keys to walk")
         self.map = map
+        self.lookup_errors = lookup_errors
         self.info = map.info
         self.delete = delete
         self.elem_flags = elem_flags
@@ -138,7 +152,7 @@ class BatchCursor:
         self._stride = self.info.value_stride
         self._token = ctypes.create_string_buffer(max(self.info.key_size, 4))
         self._started = False
-        self._done = False
+        self._done = batch_size == 0
         self._fallback = force_fallback or probes.batch_op_missing(self.info.type, self.op)
         self._next_key: bytes | None = None  # per-key walk position
         self._walked = 0  # per-key steps in this pass (bounded, see _step_per_key)
@@ -175,9 +189,25 @@ class BatchCursor:
 
     def __iter__(self) -> Iterator[Batch]:
         while not self._done:
-            batch = self._step_per_key() if self._fallback else self._step_batch()
+            if self._pop:
+                batch = self._step_pop()
+            else:
+                batch = self._step_per_key() if self._fallback else self._step_batch()
             if batch is not None and batch.count:
                 yield batch
+
+    def _step_pop(self) -> Batch | None:
+        """Pop up to a batch of a queue's or stack's elements, in pop order (no keys)."""
+        buf, vs = self._buf, self._stride
+        n = 0
+        while n < buf.size:
+            value = self.map.pop()
+            if value is None:
+                self._done = True
+                break
+            buf.values[n * vs:(n + 1) * vs] = value
+            n += 1
+        return self._batch(n) if n else None
 
     # -- the batch path ------------------------------------------------------------------
 
@@ -280,6 +310,7 @@ class BatchCursor:
         buf, ks, vs = self._buf, self.info.key_size, self._stride
         limit = max(self.info.max_entries, 1)
         n = 0
+        failed: list[tuple[int, int]] = []
         while self._next_key is not None and n < buf.size:
             if self._walked >= limit:
                 if self.delete:
@@ -292,9 +323,22 @@ class BatchCursor:
             self._walked += 1
             key = self._next_key
             self._next_key = self.map.next_key(key)
-            value = self.map.lookup(key, flags=self.elem_flags)
+            try:
+                value = self.map.lookup(key, flags=self.elem_flags)
+                error = E.ENOENT
+            except KernelError as exc:
+                if not self.lookup_errors or self.delete:
+                    raise
+                value, error = None, exc.errno
             if value is None:
-                continue  # vanished between get_next_key and lookup
+                if self.lookup_errors and not self.delete and not (
+                        error == E.ENOENT and self.info.type in _HOLES_UNLISTED):
+                    failed.append((n, error))
+                    buf.keys[n * ks:(n + 1) * ks] = key
+                    buf.values[n * vs:(n + 1) * vs] = bytes(vs)
+                    n += 1
+                    last = key
+                continue  # vanished between get_next_key and lookup, or an empty slot
             if self.delete and not self.map.delete(key):
                 continue  # someone else deleted it first: it is theirs, not ours
             buf.keys[n * ks:(n + 1) * ks] = key
@@ -305,7 +349,12 @@ class BatchCursor:
             ctypes.memmove(self._token, last, ks)
         if self._next_key is None:
             self._done = True
-        return self._batch(n) if n else None
+        return dataclasses.replace(self._batch(n), failed=tuple(failed)) if n else None
+
+
+#: Types whose empty slots bpftool does not list (``print_entry_error``).
+_HOLES_UNLISTED = frozenset({abi.MapType.PROG_ARRAY, abi.MapType.ARRAY_OF_MAPS,
+                             abi.MapType.HASH_OF_MAPS})
 
 
 def read_all(map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
@@ -367,7 +416,7 @@ def read_ahead(batches: Iterable[Batch], depth: int = 2) -> Iterator[Batch]:
         try:
             for batch in batches:
                 owned = Batch(batch.count, memoryview(bytes(batch.keys)),
-                              memoryview(bytes(batch.values)))
+                              memoryview(bytes(batch.values)), batch.failed)
                 if not offer(owned):
                     return
             offer(_END)

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
 from .._sys.libbpf import check, lib
-from ..errors import BpfBatchError, InputError, KernelError, NotFoundError
+from ..errors import (FILE_MODE, FROZEN, BpfBatchError, InputError, KernelError, NotFoundError,
+                      NotSupportedError, from_errno)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,6 +107,11 @@ def _fdinfo(fd: int) -> dict[str, str]:
         return {}
 
 
+#: Map types whose delete succeeds on an empty slot (``dev_map_delete_elem``,
+#: ``cpu_map_delete_elem``).
+_DELETE_SUCCEEDS_WHEN_EMPTY = frozenset({MapType.DEVMAP, MapType.CPUMAP})
+
+
 class Map:
     """An open BPF map. Owns its fd (closed by :meth:`close` or the ``with`` block) unless
     created with ``owned=False``. ``read_only`` maps refuse writes in the kernel (EPERM)."""
@@ -148,13 +154,26 @@ class Map:
 
     @classmethod
     def open_pinned(cls, path: str, *, read_only: bool = False) -> "Map":
-        if not os.path.exists(path):
-            raise NotFoundError("no such pinned object", obj=path, errno=errno.ENOENT)
+        try:
+            mode = os.stat(path)
+        except FileNotFoundError:
+            raise NotFoundError("no such pinned object", obj=path, errno=errno.ENOENT) from None
+        except PermissionError:  # bpffs is often mounted 0700: the path itself is hidden
+            raise KernelError("open pinned object", errno.EACCES, obj=path,
+                              cause="permission denied: a directory on the way is not "
+                                    "searchable by this user") from None
         try:
             fd = libbpf.obj_fd_by_path(path, read_only=read_only)
         except KernelError as exc:
             if exc.errno not in (errno.EACCES, errno.EINVAL):
                 raise
+            # The kernel answers EACCES both for a file this user may not open and for a
+            # file that is not on bpffs: tell the two apart by the file's own permissions.
+            wanted = os.R_OK if read_only else os.R_OK | os.W_OK
+            if exc.errno == errno.EACCES and not os.access(path, wanted):
+                raise KernelError("open pinned object", errno.EACCES, obj=path, cause=(
+                    f"{FILE_MODE} ({mode.st_mode & 0o777:04o}, owner uid {mode.st_uid}): uid "
+                    f"{os.geteuid()} may not {'read' if read_only else 'write'} it")) from None
             raise NotFoundError("not a pinned BPF object (is it on bpffs?)", obj=path,
                                 errno=exc.errno) from None
         return cls._adopt(fd, read_only, path)
@@ -217,19 +236,14 @@ class Map:
                 f"max_entries {i.max_entries}>")
 
     # -- per-element operations ----------------------------------------------------------
+    # Every argument is checked against the map's sizes before the syscall: the kernel copies
+    # key_size / value_stride bytes from whatever pointer it is given, so a short buffer
+    # would hand it the caller's heap (a root tool must never do that).
 
-    def _check_size(self, data: bytes, size: int, what: str) -> bytes:
-        """``data`` if it is exactly ``size`` bytes: the kernel reads ``key_size`` (or the
-        value's) bytes from the pointer whatever the buffer holds, so a short one would
-        hand it memory past the end."""
-        if len(data) != size:
-            raise InputError(f"{what} is {len(data)} bytes, the map's is {size}",
-                             obj=self.info.label)
-        return data
-
-    def lookup(self, key: bytes, *, flags: int = 0) -> bytes | None:
-        """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent."""
-        self._check_size(key, self.info.key_size, "key")
+    def lookup(self, key: bytes | None, *, flags: int = 0) -> bytes | None:
+        """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent. Maps
+        without keys (queue, stack) take ``None`` and peek at the next element."""
+        key = self._key(key, "lookup element")
         value = ctypes.create_string_buffer(self.info.value_stride)
         ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)
         if ret == -errno.ENOENT:
@@ -237,33 +251,78 @@ class Map:
         check(ret, "lookup element", self.info.label)
         return value.raw
 
-    def update(self, key: bytes, value: bytes, flags: int = abi.BPF_ANY) -> None:
+    def update(self, key: bytes | None, value: bytes, flags: int = abi.BPF_ANY) -> None:
         """Write one element (``value`` is ``value_stride`` bytes: every possible CPU's slot
-        for a per-CPU map)."""
-        self._check_size(key, self.info.key_size, "key")
-        self._check_size(value, self.info.value_stride, "value")
-        check(lib.bpf_map_update_elem(self.fd, key, value, flags), "update element",
-              self.info.label)
+        for a per-CPU map); for a queue, stack or bloom filter ``key`` is ``None`` and the
+        value is pushed."""
+        key = self._key(key, "update element")
+        value = self._sized(value, self.info.value_stride, "value", "update element")
+        ret = lib.bpf_map_update_elem(self.fd, key, value, flags)
+        if ret < 0:
+            raise self.write_error("update element", -ret)
 
     def delete(self, key: bytes) -> bool:
-        """Delete ``key``; ``False`` when it was not there."""
-        self._check_size(key, self.info.key_size, "key")
-        ret = lib.bpf_map_delete_elem(self.fd, key)
-        if ret == -errno.ENOENT:
+        """Delete ``key``; ``False`` when it was not there.
+
+        Not every type says so with ENOENT: a devmap or cpumap delete succeeds on an empty
+        slot (so the slot is looked up first), a sockmap's answers EINVAL for one. An
+        xskmap's slots cannot be looked up at all: its delete reports every slot emptied."""
+        key = self._key(key, "delete element")
+        if self.info.type in _DELETE_SUCCEEDS_WHEN_EMPTY and self.lookup(key) is None:
             return False
-        check(ret, "delete element", self.info.label)
+        ret = lib.bpf_map_delete_elem(self.fd, key)
+        if ret == -errno.ENOENT or (ret == -errno.EINVAL and self.info.type == MapType.SOCKMAP):
+            return False
+        if ret < 0:
+            raise self.write_error("delete element", -ret)
         return True
+
+    def pop(self) -> bytes | None:
+        """Take the next element of a queue or stack (``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` with
+        no key), or ``None`` when it is empty."""
+        value = ctypes.create_string_buffer(self.info.value_stride)
+        ret = lib.bpf_map_lookup_and_delete_elem(self.fd, None, value)
+        if ret == -errno.ENOENT:
+            return None
+        if ret < 0:
+            raise self.write_error("pop element", -ret)
+        return value.raw
 
     def next_key(self, key: bytes | None) -> bytes | None:
         """The key after ``key`` (the first with ``None``), or ``None`` at the end."""
         if key is not None:
-            self._check_size(key, self.info.key_size, "key")
+            key = self._key(key, "get next key")
         out = ctypes.create_string_buffer(self.info.key_size)
         ret = lib.bpf_map_get_next_key(self.fd, key, out)
         if ret == -errno.ENOENT:
             return None
         check(ret, "get next key", self.info.label)
         return out.raw
+
+    def write_error(self, op: str, code: int) -> KernelError:
+        """The error of a refused write. A frozen map answers EPERM like a missing
+        capability; say which it is (the flag is read now: a map can be frozen after open)."""
+        if code == errno.EPERM and _fdinfo(self.fd).get("frozen", "0") != "0":
+            return from_errno(op, code, obj=self.info.label, cause=FROZEN)
+        return from_errno(op, code, obj=self.info.label)
+
+    def _key(self, key, op: str) -> bytes | None:
+        if self.info.key_size == 0:
+            if key not in (None, b""):
+                raise InputError(f"{op}: {self.info.type_name} maps have no keys, got "
+                                 f"{_size_of(key)} bytes", obj=self.info.label)
+            return None
+        if key is None:
+            raise InputError(f"{op}: a {self.info.key_size}-byte key is needed",
+                             obj=self.info.label)
+        return self._sized(key, self.info.key_size, "key", op)
+
+    def _sized(self, data, size: int, what: str, op: str) -> bytes:
+        """``data`` as bytes when it holds exactly ``size`` bytes, else an InputError."""
+        if _size_of(data) != size:
+            raise InputError(f"{op}: {what} has {_size_of(data)} bytes, the map's {what}s have "
+                             f"{size}", obj=self.info.label)
+        return bytes(data)
 
     # -- the batch surface (the public API) ----------------------------------------------
     # Cursor, writes and codecs are imported in the methods: opening a map (``bpfbatch
@@ -345,7 +404,7 @@ class Map:
         from . import whole
         from .cursor import Batch, BatchCursor
 
-        restore = whole.restorer(self)
+        restore = whole.restorer(self)  # refuses the types whose drain could not be put back
         key_codec, value_codec = self.codecs()
         ks, vs = self.info.key_size, self.info.value_stride
         batches = iter(BatchCursor(self, delete=True, batch_size=batch_size))
@@ -382,6 +441,106 @@ class Map:
                                      obj=where.format(i))
             return b"".join(bytes(v) for v in values)
         return codec.encode_batch(values, where.format)
+
+
+# -- what each map type allows -----------------------------------------------------------
+# The commands a map type cannot do, and why, in the user's terms: one table, asked by every
+# command before it touches the map (the type matrix in the README is this table).
+
+_RING = "a ring buffer is consumed through mmap and epoll, not element by element"
+_STORAGE = ("elements are keyed by the {} they belong to (an fd on update): the kernel has "
+            "no way to walk them")
+_CGROUP_STORAGE = ("elements live as long as their program's cgroup attachment: the kernel "
+                   "refuses to delete them")
+_SOCKETS = "values are sockets a process holds: a file cannot hold them"
+_READ_ONLY_SOCKETS = ("the kernel returns socket cookies only for 8-byte values: with "
+                      "{}-byte values no element can be read (-o bpftool-json lists the "
+                      "slots with that error, as bpftool -j does)")
+_KERNEL_FILLED = "elements are written by the kernel only (stack ids from bpf_get_stackid)"
+_POP_ONLY = "elements can only be popped: drain takes them in pop order"
+_BLOOM = "a bloom filter answers membership only: elements can be neither listed nor removed"
+_UNREADABLE_SLOTS = ("the kernel answers {} to a lookup of any slot from user space, so "
+                     "elements cannot be read (-o bpftool-json lists the slots with that "
+                     "error, as bpftool -j does)")
+_NOT_EXEC = "exec walks hash, LRU hash and array maps and their per-CPU variants"
+
+_REFUSED: dict[MapType, dict[str, str]] = {
+    MapType.ARRAY: {"delete": "elements always exist: clear zeroes them",
+                    "drain": "elements always exist: dump, then clear zeroes them"},
+    MapType.PERCPU_ARRAY: {"delete": "elements always exist: clear zeroes them",
+                           "drain": "elements always exist: dump, then clear zeroes them"},
+    MapType.PROG_ARRAY: {"drain": "a drained program may be freed before it could be put "
+                                  "back on failure: dump, then clear"},
+    MapType.ARRAY_OF_MAPS: {"drain": "a drained inner map may be freed before it could be put "
+                                     "back on failure: dump, then clear"},
+    MapType.HASH_OF_MAPS: {"drain": "a drained inner map may be freed before it could be put "
+                                    "back on failure: dump, then clear"},
+    MapType.PERF_EVENT_ARRAY: dict.fromkeys(("dump", "count", "drain"),
+                                            _UNREADABLE_SLOTS.format("ENOTSUPP")) | {
+        "load": "values are perf event fds a process holds: a file cannot hold them"},
+    MapType.XSKMAP: dict.fromkeys(("dump", "count", "drain"),
+                                  _UNREADABLE_SLOTS.format("EOPNOTSUPP")) | {
+        "load": "values are AF_XDP sockets a process holds: a file cannot hold them"},
+    MapType.CGROUP_ARRAY: dict.fromkeys(("dump", "count", "drain"),
+                                        _UNREADABLE_SLOTS.format("ENOTSUPP")) | {
+        "load": "values are cgroup fds a process holds: a file cannot hold them"},
+    MapType.STACK_TRACE: {"load": _KERNEL_FILLED},
+    MapType.CGROUP_STORAGE: dict.fromkeys(("delete", "clear", "drain"), _CGROUP_STORAGE),
+    MapType.PERCPU_CGROUP_STORAGE: dict.fromkeys(("delete", "clear", "drain"), _CGROUP_STORAGE),
+    MapType.QUEUE: dict.fromkeys(("dump", "count", "delete"), _POP_ONLY),
+    MapType.STACK: dict.fromkeys(("dump", "count", "delete"), _POP_ONLY),
+    MapType.BLOOM_FILTER: dict.fromkeys(("dump", "count", "delete", "clear", "drain"), _BLOOM),
+    MapType.RINGBUF: dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                   _RING),
+    MapType.USER_RINGBUF: dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                        _RING),
+    MapType.ARENA: dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                 "an arena is memory pages mapped into programs and processes, "
+                                 "not elements"),
+}
+for _kind, _owner in ((MapType.SK_STORAGE, "socket"), (MapType.INODE_STORAGE, "inode"),
+                      (MapType.TASK_STORAGE, "task"), (MapType.CGRP_STORAGE, "cgroup")):
+    _REFUSED[_kind] = dict.fromkeys(("dump", "count", "load", "delete", "clear", "drain"),
+                                    _STORAGE.format(_owner))
+#: Types whose values cannot be read but whose keys can be walked (bpftool lists each with
+#: its lookup's error).
+_SLOTS_LISTABLE = frozenset({MapType.PERF_EVENT_ARRAY, MapType.XSKMAP, MapType.CGROUP_ARRAY,
+                             MapType.SOCKMAP, MapType.SOCKHASH, MapType.REUSEPORT_SOCKARRAY})
+_EXEC_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
+                         MapType.LRU_PERCPU_HASH, MapType.ARRAY, MapType.PERCPU_ARRAY})
+#: The commands of the type matrix, in its order.
+COMMANDS = ("list", "dump", "count", "load", "delete", "clear", "drain", "exec")
+
+
+def refusal(info: MapInfo, command: str) -> str | None:
+    """Why ``command`` (one of :data:`COMMANDS`, or ``slots``: listing the keys with what a
+    lookup of each answers, as bpftool-json does) cannot work on this map, or ``None``."""
+    if command == "slots":
+        return None if info.type in _SLOTS_LISTABLE else refusal(info, "dump")
+    if command == "exec":
+        return None if info.type in _EXEC_TYPES else _NOT_EXEC
+    if info.type in (MapType.SOCKMAP, MapType.SOCKHASH, MapType.REUSEPORT_SOCKARRAY):
+        if command == "load":
+            return _SOCKETS
+        if command in ("dump", "count", "drain") and info.value_size != 8:
+            return _READ_ONLY_SOCKETS.format(info.value_size)
+        return None
+    return _REFUSED.get(info.type, {}).get(command)
+
+
+def require(info: MapInfo, command: str) -> None:
+    """Raise the one-line :class:`NotSupportedError` of :func:`refusal`, if any."""
+    reason = refusal(info, command)
+    if reason is not None:
+        raise NotSupportedError(command, errno.EOPNOTSUPP, obj=info.label,
+                                cause=f"{info.type_name} maps: {reason}")
+
+
+def _size_of(data) -> int:
+    try:
+        return memoryview(data).nbytes
+    except TypeError:
+        raise InputError(f"expected a bytes-like object, got {type(data).__name__}") from None
 
 
 def ids_by_name(name: str) -> list[int]:

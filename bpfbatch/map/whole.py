@@ -19,9 +19,15 @@ Clear, per map type:
 - ``array`` / ``percpu_array``: elements cannot be deleted (``ENOTSUPP``), so "clear" writes
   zeroed values over every index with ``BPF_MAP_UPDATE_BATCH`` — what bcc's ``Array.clear()``
   does one syscall per index.
+- queue / stack: every element popped.
 - any other type: a per-key walk that asks for the *next* key before deleting the current one
   (deleting first makes the kernel restart its walk from the first bucket: bcc's quadratic
-  ``clear()``).
+  ``clear()``). Empty slots of the fd arrays are not counted as removed (see
+  :meth:`bpfbatch.map.handle.Map.delete`); an xskmap's slots cannot be looked up: every slot is
+  emptied and counted.
+
+What a map type cannot do at all is refused first, naming the type and why
+(:func:`bpfbatch.map.handle.require`).
 """
 
 from __future__ import annotations
@@ -41,11 +47,11 @@ from .. import interrupts
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
 from ..delivery import Delivery, PutBack, PutBackFn
-from ..errors import InputError, KernelError, NotSupportedError, PartialError, errno_meaning
+from ..errors import InputError, KernelError, PartialError, errno_meaning
 from ..interrupts import Tally
 from . import cursor, writes
 from .cursor import Batch, BatchCursor
-from .handle import Map
+from .handle import Map, require
 
 #: Map types with a batch delete but no lookup-and-delete.
 _BATCH_DELETE_TYPES = frozenset({MapType.LPM_TRIE})
@@ -63,11 +69,12 @@ def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH, tally: Tally | No
     See the module docstring for what "empty" means per map type and for the race with
     concurrent writers.
     """
+    require(map.info, "clear")
     tally = tally if tally is not None else Tally()
     kind = map.info.type
     if kind in abi.ELEMENTS_ALWAYS_EXIST:
         _zero_array(map, batch_size, tally)
-    elif kind in abi.HASH_TYPES:
+    elif kind in abi.HASH_TYPES or kind in abi.POP_TYPES:  # a drain whose batches are dropped
         batches = iter(BatchCursor(map, delete=True, batch_size=batch_size))
         while True:
             with interrupts.deferred():
@@ -120,13 +127,11 @@ def restorer(map: Map) -> PutBackFn:
     """What puts drained batches back into ``map`` (:func:`put_back`), for a
     :class:`~bpfbatch.delivery.Delivery`.
 
-    Map-in-map types are refused: a drained inner map id cannot be put back (an update takes
-    fds, and the inner map may be gone once its last reference was drained).
+    Map types whose drained elements could not be put back (map-in-map types and program
+    arrays: a drained id cannot be written back, and the object may be gone once its last
+    reference was drained) are refused here, with the type matrix's reason.
     """
-    info = map.info
-    if info.type in abi.MAP_IN_MAP_TYPES:
-        raise NotSupportedError("drain", E.EOPNOTSUPP, obj=info.label,
-                                detail="drained inner maps could not be put back on failure")
+    require(map.info, "drain")
     return functools.partial(put_back, map)
 
 
@@ -146,6 +151,9 @@ def drain(map: Map, sink: Callable[[Batch], None], *, batch_size: int = cursor.D
     that adds each batch to its counters); one that wants decoded pairs uses
     :meth:`bpfbatch.Map.drain`, a command printing records :func:`bpfbatch.records.pipeline.
     delivery`.
+
+    A queue or stack is drained in pop order; a batch that could not be delivered is pushed
+    back, which keeps a stack's order but puts a queue's batch behind the elements still queued.
     """
     delivery = Delivery(sink, restorer(map), label=map.info.label)
     return delivery.drain(BatchCursor(map, delete=True, batch_size=batch_size,
@@ -161,6 +169,8 @@ def put_back(map: Map, batch: Batch) -> PutBack:
     put-back evicts, as any insert does.
     """
     info = map.info
+    if info.type in abi.POP_TYPES:
+        return _push_back(map, batch)
     ks, vs = info.key_size, info.value_stride
     count = batch.count
     key_buf, value_buf = bytearray(batch.keys), bytearray(batch.values)
@@ -179,6 +189,21 @@ def put_back(map: Map, batch: Batch) -> PutBack:
             lost += 1
             refused = -ret
     return PutBack(restored, superseded, lost, refused)
+
+
+def _push_back(map: Map, batch: Batch) -> PutBack:
+    """A queue's or stack's drained batch pushed back (no keys, so nothing can be superseded);
+    a stack's last-popped element first, so that it gets its order back."""
+    values = batch.values
+    if map.info.type == MapType.STACK:
+        stride = map.info.value_stride
+        values = b"".join(bytes(values[i * stride:(i + 1) * stride])
+                          for i in reversed(range(batch.count)))
+    try:
+        restored = writes.update(map, batch.keys, values, batch.count)
+    except PartialError as exc:
+        return PutBack(exc.applied, 0, batch.count - exc.applied, exc.errno)
+    return PutBack(restored, 0, 0, None)
 
 
 # -- load ----------------------------------------------------------------------------------
@@ -216,15 +241,16 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
     - ``per_key=True``: one ``BPF_MAP_UPDATE_ELEM`` with ``BPF_NOEXIST``/``BPF_EXIST`` per
       record — exact under concurrent writers, one syscall per record.
 
-    Map-in-map values are inner map *ids*, as a dump prints them; each is opened for the
-    write (an update takes fds) and closed afterwards. An id with no map raises
-    :class:`RecordError` before anything is written.
+    Map-in-map and program array values are inner map and program *ids*, as a dump prints
+    them; each is opened for the write (an update takes fds) and closed afterwards. An id
+    with no such object raises :class:`RecordError` before anything is written.
 
     ``tally`` counts the records applied as they go (see :func:`bpfbatch.map.writes.update`).
     """
+    require(map.info, "load")
     tally = tally if tally is not None else Tally()
-    if map.info.type in abi.MAP_IN_MAP_TYPES:
-        with _inner_map_fds(values, count) as fds:
+    if map.info.type in _ID_VALUE_TYPES:
+        with _fds_of_ids(values, count, map.info.type) as fds:
             return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags, tally)
     return _load(map, keys, values, count, only, per_key, batch_size, elem_flags, tally)
 
@@ -260,23 +286,33 @@ class RecordError(InputError):
         self.index = index
 
 
+def _writable_map_fd(map_id: int) -> int:
+    return libbpf.map_fd_by_id(map_id, read_only=False)
+
+
+_ID_VALUE_TYPES = {MapType.ARRAY_OF_MAPS: ("inner map", _writable_map_fd),
+                   MapType.HASH_OF_MAPS: ("inner map", _writable_map_fd),
+                   MapType.PROG_ARRAY: ("program", libbpf.prog_fd_by_id)}
+
+
 @contextlib.contextmanager
-def _inner_map_fds(values, count: int) -> Iterator[np.ndarray]:
-    """Map-in-map values turned from inner map ids (what lookups and dumps give) into fds
-    (what updates take), each distinct id opened once; the fds are closed on exit. Writing
-    the ids as they are would fail with EBADF, or worse, insert whatever map an id happens
-    to be an open fd of."""
+def _fds_of_ids(values, count: int, kind: MapType) -> Iterator[np.ndarray]:
+    """Values turned from object ids (what lookups and dumps give) into fds (what updates
+    take), each distinct id opened once; the fds are closed on exit. Writing the ids as they
+    are would fail with EBADF, or worse, insert whatever object an id happens to be an open
+    fd of."""
+    what, open_id = _ID_VALUE_TYPES[kind]
     ids = _rows(values, 4, count).view(np.uint32).reshape(count)
     distinct, first, position = np.unique(ids, return_index=True, return_inverse=True)
     fds: list[int] = []
     try:
-        for map_id, index in zip(distinct.tolist(), first.tolist()):
+        for object_id, index in zip(distinct.tolist(), first.tolist()):
             try:
-                fds.append(libbpf.map_fd_by_id(map_id, read_only=False))
+                fds.append(open_id(object_id))
             except KernelError as exc:
                 problem = "does not exist" if exc.errno == E.ENOENT else \
                     f"cannot be opened: {errno_meaning(exc.errno)}"
-                raise RecordError(f"value: inner map id {map_id} {problem}", index=index,
+                raise RecordError(f"value: {what} id {object_id} {problem}", index=index,
                                   errno=exc.errno) from None
         yield np.array(fds, dtype=np.uint32)[position.reshape(count)]
     finally:

@@ -17,7 +17,7 @@ from .._sys.libbpf import lib
 from ..errors import ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError
 from . import probes
 from .cursor import DEFAULT_BATCH, check_batch_size
-from .handle import Map
+from .handle import Map, require
 
 
 def _as_bytes(data, size: int, count: int, what: str, map: Map) -> memoryview:
@@ -69,6 +69,8 @@ def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
                 probes.remember_batch_op_missing(info.type, "update batch")
                 fallback = True
                 continue
+            if ret == -E.EPERM and not done:
+                raise map.write_error("update batch", E.EPERM)
             if ret < 0:
                 partial = chunk.value if chunk.value < n else 0
                 _count(tally, partial)
@@ -110,6 +112,7 @@ def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH,
     (the kernel's batch delete stops at it with ENOENT; the rest are still deleted).
     ``tally`` counts the deletions as they happen (see :func:`update`)."""
     check_batch_size(batch_size)
+    require(map.info, "delete")
     info = map.info
     key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
     deleted = missing = done = 0

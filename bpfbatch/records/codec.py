@@ -14,19 +14,25 @@ A :class:`Codec` is compiled once per map from its BTF type into a small layout 
   :class:`Template`: a ``%``-format plus :class:`Leaf` columns read vectorised from a whole
   batch, so a 1M-record dump never walks the type per record (one ``%`` per batch).
 
-bpftool's rules (``btf_dumper.c``): integers of 8/16/32/64 bits in decimal; 128-bit
-integers, bitfields and integers of other widths as ``"0x.."`` hex strings of the raw bits; a
-char array is a string when a NUL comes before the end and every byte before it is printable
-ASCII, else an array; enums print the first matching name, else the number (signed);
-pointers print as unsigned decimal; unions print every member.
+bpftool's rules (``btf_dumper.c``) are the base: integers of 8/16/32/64 bits in decimal;
+128-bit integers, bitfields and integers of other widths as ``"0x.."`` hex strings of the raw
+bits; enums print the first matching name, else the number; pointers print as unsigned
+decimal; unions print every member.
 
-``exact`` mode (the ``bpftool-json`` output) also copies bpftool 7.1's quirks, byte for byte:
-a ``bool`` is read as a 4-byte int (the bytes after it leak in; past the end of the record
-they are taken as zero, where bpftool reads whatever its buffer holds); a backslash in a
-string is written ``\n``; a ``BTF_INT_CHAR`` char is not escaped; ``float`` and other kinds
-it cannot print give its error text and end the enclosing aggregates. The typed mode (the
-``json`` outputs) keeps valid JSON instead: one-byte bools, standard escapes, floats as
-numbers (non-finite ones as ``"NaN"``/``"Infinity"`` strings) and ``null`` for the rest.
+The typed mode (the ``json`` outputs, :meth:`Codec.decode`/:meth:`Codec.encode`) follows the
+value rule (see the README): whatever it prints, ``encode`` takes back unchanged, and a value
+that does not fit its field is refused. Integers and enums keep their BTF signedness; a char
+array is a string when its bytes before the first NUL (all of them without one) are printable
+ASCII, tab, LF or CR; anonymous members' fields belong to the record holding them; a record
+must give every struct field (one per union) unless the codec was built with
+``default_zero``; one-byte bools, standard escapes, floats as numbers (non-finite ones as
+``"NaN"``/``"Infinity"`` strings) and ``null`` for kinds it cannot print.
+
+``exact`` mode (the ``bpftool-json`` output) is bpftool 7.1 byte for byte instead: enums read
+signed, ``"":`` keys for anonymous members, a char array a string only when a NUL ends
+printable ASCII, a backslash in a string written ``\\n``, a ``BTF_INT_CHAR`` char not
+escaped, and ``float`` and other kinds it cannot print give its error text and end the
+enclosing aggregates.
 
 No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lists).
 Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
@@ -47,7 +53,7 @@ import numpy as np
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
 from .jsontext import HexBytesLeaf, Template, _chunks
-from .layout import _check_range, _int_column, _parse_int, _signed_range, build_node
+from .layout import _check_range, _field_range, _int_column, _parse_int, build_node
 
 __all__ = ["BtfCodec", "Codec", "PerCpuCodec", "RawCodec", "codec_for", "map_codecs", "rows"]
 
@@ -129,11 +135,11 @@ def rows(data, count: int, size: int) -> np.ndarray:
 class BtfCodec(Codec):
     """A codec compiled from a BTF type."""
 
-    def __init__(self, btf: Btf, type_id: int):
+    def __init__(self, btf: Btf, type_id: int, *, default_zero: bool = False):
         self.type_id = type_id
         self.type_name = btf.name_of(type_id)
         self.size = btf.size_of(type_id)
-        self.node = build_node(btf, type_id)
+        self.node = build_node(btf, type_id, default_zero=default_zero)
         self._templates: dict[bool, Template] = {}
         self._dtype = self._make_dtype()
         self._fills = self.node.can_fill()
@@ -202,7 +208,7 @@ class RawCodec(Codec):
         elif isinstance(value, (bytes, bytearray, memoryview)):
             raw = bytes(value)
         elif isinstance(value, list):
-            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]")
+            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]", False)
                         for i, v in enumerate(value))
         else:
             raise InputError(f"expected bytes, a hex string or a list of bytes, got {value!r}",
@@ -234,7 +240,7 @@ class RawCodec(Codec):
         if set(map(type, flat)) == {str}:
             column = _hex_byte_column(flat, flat_bad)
         else:
-            column = _int_column(flat, *_signed_range(8), flat_bad)
+            column = _int_column(flat, *_field_range(8, False), flat_bad)
         rows[:] = column.astype(np.uint8).reshape(count, size)
         bad |= flat_bad.reshape(count, size).any(axis=1)
         return True
@@ -374,18 +380,20 @@ class PerCpuCodec(Codec):
         return f"<PerCpuCodec {self.base!r} × {self.ncpus}>"
 
 
-def codec_for(btf: Btf | None, type_id: int, size: int) -> Codec:
+def codec_for(btf: Btf | None, type_id: int, size: int, *,
+              default_zero: bool = False) -> Codec:
     """A typed codec for ``type_id`` of ``btf``, or raw bytes when there is no type."""
     if btf is None or not type_id:
         return RawCodec(size)
-    codec = BtfCodec(btf, type_id)
+    codec = BtfCodec(btf, type_id, default_zero=default_zero)
     if codec.size != size:
         raise BpfBatchError(f"BTF type {codec.type_name} is {codec.size} bytes, "
                             f"the map says {size}", obj="BTF")
     return codec
 
 
-def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None) -> tuple[Codec, Codec]:
+def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None, *,
+               default_zero: bool = False) -> tuple[Codec, Codec]:
     """``(key codec, value codec)`` of a map (:class:`bpfbatch.map.handle.MapInfo`).
 
     The BTF is loaded from the kernel when the map has one and ``btf`` is not given. Like
@@ -395,8 +403,10 @@ def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None) -> tuple[
     if btf is None and info.btf_id and info.btf_value_type_id:
         btf = Btf.from_kernel(info.btf_id)
     typed = btf is not None and info.btf_value_type_id
-    key = codec_for(btf if typed else None, info.btf_key_type_id, info.key_size)
-    value = codec_for(btf if typed else None, info.btf_value_type_id, info.value_size)
+    key = codec_for(btf if typed else None, info.btf_key_type_id, info.key_size,
+                    default_zero=default_zero)
+    value = codec_for(btf if typed else None, info.btf_value_type_id, info.value_size,
+                      default_zero=default_zero)
     if info.percpu:
         if ncpus is None:
             from .._sys.libbpf import num_possible_cpus

@@ -29,6 +29,23 @@ def json_string(text: str, exact: bool = False) -> bytes:
 
 
 _PRINTABLE = bytes(range(0x20, 0x7F))
+#: What a char array may hold before its first NUL to print as a string in the typed JSON:
+#: printable ASCII, tab, line feed, carriage return (JSON escapes them).
+_TEXT = _PRINTABLE + b"\t\n\r"
+
+
+def char_array_text(raw: bytes, exact: bool) -> str | None:
+    """The string a ``char[N]`` prints as, or ``None`` for the list of its elements.
+
+    ``exact`` (bpftool's ``is_str_array``): a NUL comes before the end and every byte before
+    it is printable ASCII. Typed (the value rule): the bytes before the first NUL, or all of
+    them when there is none, are printable ASCII, tab, LF or CR — so a full 16-character name
+    or one with a tab reads back as the string it is; what follows the NUL is not shown (as
+    bpftool), and a load writes the string and its NUL only."""
+    text, nul, _ = raw.partition(b"\0")
+    if exact:
+        return text.decode("ascii") if nul and not text.translate(None, _PRINTABLE) else None
+    return None if text.translate(None, _TEXT) else text.decode("ascii")
 _BOOL_TEXT = (b"false", b"true")
 
 
@@ -111,7 +128,7 @@ class HexIntLeaf(Leaf):
 
 
 class BoolLeaf(Leaf):
-    """``true``/``false`` from ``width`` bytes (bpftool reads 4: ``*(int *)data``)."""
+    """``true``/``false``: whether any of ``width`` bytes is set."""
 
     def __init__(self, offset: int, width: int):
         super().__init__(offset)
@@ -156,14 +173,14 @@ class FloatLeaf(Leaf):
 
 
 class StrLeaf(Leaf):
-    """A char array: a JSON string when a NUL ends printable ASCII, else ``fallback`` (the
-    array of its elements, rendered per row)."""
+    """A char array: a JSON string when :func:`char_array_text` says so, else ``fallback``
+    (the array of its elements, rendered per row)."""
 
     def __init__(self, offset: int, nelems: int, fallback: "Template", exact: bool):
         super().__init__(offset)
         self.nelems = nelems
         self.fallback = fallback
-        self.backslash = b"\\n" if exact else b"\\\\"  # see _JSONW_ESCAPES
+        self.exact = exact
 
     def column(self, rows):
         n = self.nelems
@@ -171,11 +188,11 @@ class StrLeaf(Leaf):
         data = chunk.tobytes()
         out = []
         for i in range(0, len(data), n):
-            text, nul, _ = data[i:i + n].partition(b"\0")
-            if nul and not text.translate(None, _PRINTABLE):
-                out.append(b'"' + text.replace(b"\\", self.backslash).replace(b'"', b'\\"') + b'"')
-            else:
+            text = char_array_text(data[i:i + n], self.exact)
+            if text is None:
                 out.append(self.fallback.render([chunk[i // n:i // n + 1]])[0])
+            else:
+                out.append(json_string(text, self.exact))
         return out
 
 

@@ -22,7 +22,6 @@ import numpy as np
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from ..errors import InputError
 from .jsontext import (
-    _PRINTABLE,
     BoolLeaf,
     CharLeaf,
     EnumLeaf,
@@ -33,6 +32,7 @@ from .jsontext import (
     Template,
     _chunks,
     _column,
+    char_array_text,
     json_string,
 )
 
@@ -89,24 +89,41 @@ _NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
 
 
 def _parse_int(value, path: str) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
+    """An integer, or a string spelling one (``"0x1f"``); a JSON ``true`` is not a number."""
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, str):
         try:
             return int(value, 0)
         except ValueError:
             pass
-    raise InputError(f"expected an integer, got {value!r}", obj=path)
+    shown = ("true" if value else "false") if isinstance(value, bool) else repr(value)
+    raise InputError(f"expected an integer, got {shown}", obj=path)
 
 
-def _check_range(value: int, nbits: int, path: str) -> int:
-    """The ``nbits`` two's-complement bits of ``value``. Signed and unsigned spellings of
-    the same bits are both accepted (-1 and 0xff for any 8-bit field), as in C."""
-    if not -(1 << (nbits - 1)) <= value < (1 << nbits):
-        raise InputError(f"{value} does not fit in {nbits} bits", obj=path)
+def _field_range(nbits: int, signed: bool) -> tuple[int, int]:
+    """``[lo, hi)`` of an ``nbits``-bit field of this signedness."""
+    return (-(1 << (nbits - 1)), 1 << (nbits - 1)) if signed else (0, 1 << nbits)
+
+
+def _check_range(value: int, nbits: int, path: str, signed: bool) -> int:
+    """The ``nbits`` two's-complement bits of ``value``, which must fit the field as its
+    signedness says: -1 is refused for an unsigned field and 40000 for an s16 (the value
+    rule: nothing wraps silently)."""
+    lo, hi = _field_range(nbits, signed)
+    if not lo <= value < hi:
+        raise InputError(f"{value} does not fit {'s' if signed else 'u'}{nbits} "
+                         f"({lo}..{hi - 1})", obj=path)
     return value & ((1 << nbits) - 1)
+
+
+def _raw_or_number(value, nbits: int, signed: bool, path: str) -> int:
+    """The bits of a field the output prints as ``"0x.."`` raw bits (bitfields, 128-bit and
+    odd-width integers): such a string is taken as the raw bits; a number must fit the
+    field's signedness."""
+    if isinstance(value, str) and value[:2].lower() == "0x":
+        return _check_range(_parse_int(value, path), nbits, path, signed=False)
+    return _check_range(_parse_int(value, path), nbits, path, signed)
 
 
 # -- batch encoding helpers ----------------------------------------------------------------
@@ -117,7 +134,8 @@ def _check_range(value: int, nbits: int, path: str) -> int:
 # for a bool, ...) or raises the usual error. So a batch encodes to exactly the bytes, and
 # fails with exactly the error, of encoding its records one by one.
 
-_INT_TYPES = frozenset({int, bool})
+_INT_TYPES = frozenset({int})
+_BOOL_TYPES = frozenset({int, bool})
 _NUMBER_TYPES = frozenset({int, float})
 _SEQUENCE_TYPES = frozenset({list, tuple})
 _U64 = (1 << 64) - 1
@@ -135,10 +153,11 @@ def _conform(values: Sequence, ok: Callable[[object], bool], blank, bad: np.ndar
     return out
 
 
-def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray) -> np.ndarray:
-    """``values`` as an integer column (two's complement bits) where each is an exact ``int``
-    or ``bool`` in ``[lo, hi)``; the others are flagged (and read as 0)."""
-    if len(values) and set(map(type, values)) <= _INT_TYPES:
+def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray,
+                types: frozenset = _INT_TYPES) -> np.ndarray:
+    """``values`` as an integer column (two's complement bits) where each is of ``types``
+    (exact ``int`` unless told) in ``[lo, hi)``; the others are flagged (and read as 0)."""
+    if len(values) and set(map(type, values)) <= types:
         for dtype in (np.int64, np.uint64):  # a given dtype converts twice as fast
             try:
                 column = np.array(values, dtype=dtype)
@@ -147,7 +166,7 @@ def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray) -> np.ndarr
             if int(column.min()) >= lo and int(column.max()) < hi:
                 return column
             break
-    clean = _conform(values, lambda v: type(v) in _INT_TYPES and lo <= v < hi, 0, bad)
+    clean = _conform(values, lambda v: type(v) in types and lo <= v < hi, 0, bad)
     return np.array([v & _U64 for v in clean], dtype=np.uint64)
 
 
@@ -172,11 +191,6 @@ def _is_double(value) -> bool:
     return True
 
 
-def _signed_range(nbits: int) -> tuple[int, int]:
-    """What :func:`_check_range` accepts: signed or unsigned spellings of ``nbits`` bits."""
-    return -(1 << (nbits - 1)), 1 << nbits
-
-
 def _put(rows: np.ndarray, offset: int, size: int, column: np.ndarray) -> None:
     """Store an integer column as ``size``-byte little-endian words at ``offset``."""
     rows[:, offset:offset + size] = column.astype(f"<u{size}").view(np.uint8).reshape(-1, size)
@@ -199,7 +213,10 @@ class Int(Node):
                 for raw in _chunks(rows, self.offset, self.size)]
 
     def encode(self, buf, value, path):
-        bits = _check_range(_parse_int(value, path), self.size * 8, path)
+        if self.np_type:
+            bits = _check_range(_parse_int(value, path), self.size * 8, path, self.signed)
+        else:  # 128 bits: printed as "0x.." raw bits
+            bits = _raw_or_number(value, self.size * 8, self.signed, path)
         buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
 
     def emit(self, out, exact):
@@ -217,7 +234,7 @@ class Int(Node):
 
     def fill(self, rows, values, bad):
         _put(rows, self.offset, self.size,
-             _int_column(values, *_signed_range(self.size * 8), bad))
+             _int_column(values, *_field_range(self.size * 8, self.signed), bad))
 
     def blank(self):
         return 0
@@ -244,7 +261,7 @@ class Bits(Node):
         return [v - wrap if v & sign else v for v in bits]
 
     def encode(self, buf, value, path):
-        bits = _check_range(_parse_int(value, path), self.nbits, path)
+        bits = _raw_or_number(value, self.nbits, self.signed, path)
         end = self.offset + self.nbytes
         raw = int.from_bytes(buf[self.offset:end], "little")
         mask = ((1 << self.nbits) - 1) << self.shift
@@ -271,7 +288,7 @@ class Bool(Node):
         buf[self.offset:self.offset + self.size] = int(value).to_bytes(self.size, "little")
 
     def emit(self, out, exact):
-        out.leaf(BoolLeaf(self.offset, 4 if exact else self.size))
+        out.leaf(BoolLeaf(self.offset, 1 if exact else self.size))  # bpftool: *(bool *)data
         return True
 
     def dtype(self):
@@ -281,7 +298,7 @@ class Bool(Node):
         return self.size in (1, 2, 4, 8)
 
     def fill(self, rows, values, bad):
-        _put(rows, self.offset, self.size, _int_column(values, 0, 2, bad))
+        _put(rows, self.offset, self.size, _int_column(values, 0, 2, bad, _BOOL_TYPES))
 
     def blank(self):
         return False
@@ -295,9 +312,11 @@ class Char(Node):
         return [chr(b) for b in rows[:, self.offset].tolist()]
 
     def encode(self, buf, value, path):
+        """The one character it prints as (U+0000 to U+00FF: the byte), or a number."""
         if isinstance(value, str) and len(value) == 1 and ord(value) < 256:
-            value = ord(value)
-        buf[self.offset] = _check_range(_parse_int(value, path), 8, path)
+            buf[self.offset] = ord(value)
+            return
+        buf[self.offset] = _raw_or_number(value, 8, True, path)
 
     def emit(self, out, exact):
         out.leaf(CharLeaf(self.offset, exact))
@@ -317,7 +336,7 @@ class Char(Node):
                 return
             except UnicodeEncodeError:
                 pass
-        _put(rows, self.offset, 1, _int_column(values, *_signed_range(8), bad))
+        _put(rows, self.offset, 1, _int_column(values, *_field_range(8, True), bad))
 
     def blank(self):
         return 0
@@ -396,15 +415,29 @@ def overflows_double(text: str) -> bool:
 
 @dataclasses.dataclass
 class Enum(Node):
+    """An enum of 1, 2, 4 or 8 bytes. ``signed`` is BTF's (the kind flag; an enum without it
+    but with a negative enumerator, from an older compiler, is signed too): an ``enum x :
+    __u8`` holding 200 reads 200 or its enumerator, never -56. ``enumerators`` hold the
+    values as BTF stores them (ENUM: s32, ENUM64: u64).
+
+    ``exact`` output reads it as bpftool 7.1 does whatever the sign: the bytes as a signed
+    number, compared with the stored values, printed signed."""
+
     size: int
     enumerators: tuple[tuple[str, int], ...]
+    signed: bool
 
     def __post_init__(self):
-        self.code = _NP_INT[self.size, True]
+        bits = self.size * 8
+        self.code = _NP_INT[self.size, self.signed]
         self.names: dict[int, str] = {}
-        for name, value in self.enumerators:
-            self.names.setdefault(value, name)  # bpftool prints the first match
-        self.by_name = {name: value for name, value in self.enumerators}
+        self.exact_names: dict[int, str] = {}
+        for name, stored in self.enumerators:
+            self.names.setdefault(_as_int(stored, bits, self.signed), name)  # first match
+            self.exact_names.setdefault(_as_int(stored, 64, True) if self.size == 8
+                                        else stored, name)
+        self.by_name = {name: _as_int(stored, bits, self.signed)
+                        for name, stored in self.enumerators}
 
     def values(self, rows):
         names = self.names
@@ -420,16 +453,20 @@ class Enum(Node):
                 except ValueError:
                     raise InputError(f"no enumerator {value!r} (known: "
                                      f"{', '.join(self.by_name)})", obj=path) from None
-        bits = _check_range(_parse_int(value, path), self.size * 8, path)
+        bits = _check_range(_parse_int(value, path), self.size * 8, path, self.signed)
         buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
 
     def emit(self, out, exact):
-        names = {value: json_string(name, exact) for value, name in self.names.items()}
-        out.leaf(EnumLeaf(self.offset, _NP_INT[self.size, True], names))
+        if exact:
+            names = {value: json_string(name, True) for value, name in self.exact_names.items()}
+            out.leaf(EnumLeaf(self.offset, _NP_INT[self.size, True], names))
+        else:
+            names = {value: json_string(name) for value, name in self.names.items()}
+            out.leaf(EnumLeaf(self.offset, self.code, names))
         return True
 
     def dtype(self):
-        return np.dtype(_NP_INT[self.size, True])
+        return np.dtype(self.code)
 
     def can_fill(self):
         return True
@@ -438,7 +475,7 @@ class Enum(Node):
         by_name = self.by_name
         numbers = [by_name.get(v, v) if type(v) is str else v for v in values]
         _put(rows, self.offset, self.size,
-             _int_column(numbers, *_signed_range(self.size * 8), bad))
+             _int_column(numbers, *_field_range(self.size * 8, self.signed), bad))
 
     def blank(self):
         return 0
@@ -490,17 +527,15 @@ class Array(Node):
 
 @dataclasses.dataclass
 class CharArray(Array):
-    """``char[N]``: a string when a NUL ends printable ASCII (bpftool's ``is_str_array``),
-    else the list of its elements."""
+    """``char[N]``: a string or the list of its elements, as :func:`char_array_text` rules.
+    A string loads as its bytes and a NUL when there is room, nothing after it: in a union,
+    the bytes past the NUL belong to the other members."""
 
     def values(self, rows):
         out = []
         for i, raw in enumerate(_chunks(rows, self.offset, len(self.elems))):
-            text, nul, _ = raw.partition(b"\0")
-            if nul and not text.translate(None, _PRINTABLE):
-                out.append(text.decode("ascii"))
-            else:
-                out.append(super().values(rows[i:i + 1])[0])
+            text = char_array_text(raw, exact=False)
+            out.append(super().values(rows[i:i + 1])[0] if text is None else text)
         return out
 
     def encode(self, buf, value, path):
@@ -512,7 +547,9 @@ class CharArray(Array):
             if len(raw) > len(self.elems):
                 raise InputError(f"string longer than {len(self.elems)} bytes: {value!r}",
                                  obj=path)
-            buf[self.offset:self.offset + len(self.elems)] = raw.ljust(len(self.elems), b"\0")
+            if len(raw) < len(self.elems):
+                raw += b"\0"
+            buf[self.offset:self.offset + len(raw)] = raw
             return
         super().encode(buf, value, path)
 
@@ -543,37 +580,91 @@ class CharArray(Array):
 
 @dataclasses.dataclass
 class Struct(Node):
+    """A struct or union (``union``). In the typed JSON (the value rule) an anonymous
+    member's fields belong to the record that holds it, as in C (``v.x`` for ``struct {
+    struct { int x; }; } v``), and an unnamed bitfield (padding) is not a field; the exact
+    output keeps bpftool's ``"":`` keys.
+
+    A load must give every field of a struct, and at least one of each union's (a dump
+    gives all of them, written in order), unless ``default_zero``: a missing field is an
+    error, not a silent 0."""
+
     size: int
     members: list[tuple[str, Node]]
+    union: bool = False
+    default_zero: bool = False
+
+    def fields(self) -> dict[str, Node]:
+        """Every field by its name, anonymous members' fields included (they are placed at
+        absolute offsets, so each encodes into the record directly)."""
+        out: dict[str, Node] = {}
+        for name, node in self.members:
+            if name:
+                out[name] = node
+            elif isinstance(node, Struct):
+                out.update(node.fields())
+        return out
+
+    def _required(self) -> list[frozenset[str]]:
+        """Groups of field names of which each must be given at least one."""
+        if self.union:
+            return [frozenset(self.fields())] if self.members else []
+        groups: list[frozenset[str]] = []
+        for name, node in self.members:
+            if name:
+                groups.append(frozenset({name}))
+            elif isinstance(node, Struct):
+                groups.extend(node._required())
+        return groups
 
     def values(self, rows):
-        names = [name for name, _ in self.members]
-        columns = [node.values(rows) for _, node in self.members]
-        if not columns:
-            return [{} for _ in range(rows.shape[0])]
-        return [dict(zip(names, row)) for row in zip(*columns)]
+        out = [{} for _ in range(rows.shape[0])]
+        for name, node in self.members:
+            if name:
+                for record, value in zip(out, node.values(rows)):
+                    record[name] = value
+            elif isinstance(node, Struct):
+                for record, value in zip(out, node.values(rows)):
+                    record.update(value)
+        return out
 
     def encode(self, buf, value, path):
+        fields = self.fields()
         if not isinstance(value, dict):
-            raise InputError(f"expected an object with fields "
-                             f"{', '.join(n for n, _ in self.members)}, got {value!r}", obj=path)
-        fields = dict(self.members)
+            raise InputError(f"expected an object with fields {', '.join(fields)}, got "
+                             f"{value!r}", obj=path)
         for name, item in value.items():
             if name not in fields:
-                raise InputError(f"no field {name!r} (fields: "
-                                 f"{', '.join(n for n, _ in self.members)})", obj=path)
-            fields[name].encode(buf, item, f"{path}.{name}" if name else path)
+                raise InputError(f"no field {name!r} (fields: {', '.join(fields)})", obj=path)
+            fields[name].encode(buf, item, f"{path}.{name}")
+        if not self.default_zero:
+            for group in self._required():
+                if not group & value.keys():
+                    missing = " or ".join(sorted(group, key=list(fields).index))
+                    raise InputError(f"missing field {missing} (a field left out is an error; "
+                                     f"--default-zero makes it 0)", obj=path)
 
     def emit(self, out, exact):
         out.text(b"{")
-        ok = True
-        for i, (name, node) in enumerate(self.members):
-            out.text((b"," if i else b"") + json_string(name, exact) + b":")
-            if not node.emit(out, exact):
-                ok = False
-                break
+        ok = self._emit_members(out, exact, first=True)[0]
         out.text(b"}")
         return ok
+
+    def _emit_members(self, out, exact: bool, first: bool) -> tuple[bool, bool]:
+        """``(complete, first)``: the members as ``"name":value`` pairs, an anonymous
+        member's inline in the typed output."""
+        for name, node in self.members:
+            if not exact and not name:
+                if isinstance(node, Struct):
+                    ok, first = node._emit_members(out, exact, first)
+                    if not ok:
+                        return False, first
+                continue  # an unnamed bitfield: padding
+            out.text((b"" if first else b",") + json_string(name, exact) + b":")
+            first = False
+            if not node.emit(out, exact):
+                return False, first
+        return True, first
 
     def dtype(self):
         names, formats, offsets = [], [], []
@@ -588,20 +679,21 @@ class Struct(Node):
                          "itemsize": self.size})
 
     def can_fill(self):
-        """Members with distinct names that do not overlap: not a union (whose members
-        ``encode`` writes over each other in the record's order)."""
-        names = [name for name, _ in self.members]
-        if len(set(names)) != len(names) or not all(n.can_fill() for _, n in self.members):
+        """Fields (anonymous members' included) that do not overlap: not a union, whose
+        members ``encode`` writes over each other in the record's order."""
+        fields = self.fields()
+        if self.union or not all(node.can_fill() for node in fields.values()):
             return False
         end = self.offset
-        for node in sorted((node for _, node in self.members), key=lambda n: n.offset):
+        for node in sorted(fields.values(), key=lambda n: n.offset):
             if node.offset < end:
                 return False
             end = node.offset + node.dtype().itemsize
         return True
 
     def fill(self, rows, values, bad):
-        names = tuple(name for name, _ in self.members)
+        fields = self.fields()
+        names = tuple(fields)
         columns = None
         if names and set(map(type, values)) == {dict} and set(map(len, values)) == {len(names)}:
             try:  # every record names every field: one C-level pass per field
@@ -609,11 +701,12 @@ class Struct(Node):
             except KeyError:
                 pass
         if columns is None:
-            known = frozenset(names)
-            values = _conform(values, lambda v: type(v) is dict and known.issuperset(v), {}, bad)
+            known, partial = frozenset(names), self.default_zero
+            values = _conform(values, lambda v: type(v) is dict and known.issuperset(v)
+                              and (partial or len(v) == len(known)), {}, bad)
             columns = [[v.get(name, blank) for v in values]
-                       for name, blank in ((name, node.blank()) for name, node in self.members)]
-        for (_, node), column in zip(self.members, columns):
+                       for name, blank in ((name, node.blank()) for name, node in fields.items())]
+        for node, column in zip(fields.values(), columns):
             node.fill(rows, column, bad)
 
     def blank(self):
@@ -706,9 +799,11 @@ def leaf_columns(node: Node, prefix: str):
         yield prefix, node
 
 
-def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
+def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0, *,
+               default_zero: bool = False) -> Node:
     """The layout tree of ``type_id`` placed at ``offset`` (+ ``bit`` bits, 0–7), following
-    ``btf_dumper_do_type``."""
+    ``btf_dumper_do_type``. ``default_zero``: structs take records that leave fields out
+    (see :class:`Struct`)."""
     t = btf[type_id]
     kind = t.kind
     if kind == Kind.INT:
@@ -721,20 +816,20 @@ def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
                 signed = _is_signed(btf, m.type)
                 node = Bits(at, m.bit_offset % 8, m.bitfield_size, signed)
             else:
-                node = build_node(btf, m.type, at, m.bit_offset % 8)
+                node = build_node(btf, m.type, at, m.bit_offset % 8, default_zero=default_zero)
             members.append((m.name, node))
-        return Struct(offset, t.size, members)
+        return Struct(offset, t.size, members, union=kind == Kind.UNION,
+                      default_zero=default_zero)
     if kind == Kind.ARRAY:
         elem_size = btf.size_of(t.type) if t.nelems else 0
-        elems = [build_node(btf, t.type, offset + i * elem_size) for i in range(t.nelems)]
+        elems = [build_node(btf, t.type, offset + i * elem_size, default_zero=default_zero)
+                 for i in range(t.nelems)]
         return (CharArray if _is_char_elem(btf, t) else Array)(offset, elems)
     if kind in (Kind.ENUM, Kind.ENUM64):
         if t.size not in (1, 2, 4, 8):
             return Unsupported(offset, b"")
-        values = t.values
-        if kind == Kind.ENUM64:  # bpftool compares the raw 64 bits, prints them signed
-            values = tuple((n, v - (1 << 64) if v >> 63 else v) for n, v in values)
-        return Enum(offset, t.size, values)
+        signed = t.kind_flag or any(v < 0 for _, v in t.values)
+        return Enum(offset, t.size, t.values, signed)
     if kind == Kind.PTR:
         return Int(offset, 8, False)
     if kind == Kind.UNKN:
@@ -742,15 +837,23 @@ def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
     if kind == Kind.FWD:
         return Unsupported(offset, b"(fwd-kind-invalid)")
     if kind in (Kind.TYPEDEF, Kind.VOLATILE, Kind.CONST, Kind.RESTRICT):
-        return build_node(btf, btf.resolve(type_id), offset, bit)
+        return build_node(btf, btf.resolve(type_id), offset, bit, default_zero=default_zero)
     if kind == Kind.VAR:
-        return Var(offset, t.name, build_node(btf, t.type, offset, bit))
+        return Var(offset, t.name,
+                   build_node(btf, t.type, offset, bit, default_zero=default_zero))
     if kind == Kind.DATASEC:
         return Datasec(offset, t.name,
-                       [build_node(btf, vt, offset + voff) for vt, voff, _ in t.entries])
+                       [build_node(btf, vt, offset + voff, default_zero=default_zero)
+                        for vt, voff, _ in t.entries])
     if kind == Kind.FLOAT:
         return Float(offset, t.size)
     return Unsupported(offset, b"(unsupported-kind")
+
+
+def _as_int(value: int, nbits: int, signed: bool) -> int:
+    """``value``'s low ``nbits`` bits read with this signedness."""
+    bits = value & ((1 << nbits) - 1)
+    return bits - (1 << nbits) if signed and bits >> (nbits - 1) else bits
 
 
 def _int_node(t, offset: int, bit: int) -> Node:

@@ -88,7 +88,8 @@ def limited(batches: Iterable, limit: int | None, key_size: int, value_stride: i
     for batch in batches:
         if batch.count > left:
             batch = type(batch)(left, batch.keys[:left * key_size],
-                                batch.values[:left * value_stride])
+                                batch.values[:left * value_stride],
+                                tuple(f for f in batch.failed if f[0] < left))
         left -= batch.count
         yield batch
         if left == 0:

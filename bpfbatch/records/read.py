@@ -34,6 +34,7 @@ import json
 import math
 import operator
 import os
+import re
 import stat
 import sys
 from array import array
@@ -76,31 +77,55 @@ class Records:
         return f"{self.source}:{self.line_of(index)}"
 
 
-def guess_format(path: str) -> str:
-    """The format a file name suggests (``jsonl`` for stdin and unknown suffixes)."""
+def guess_format(path: str) -> str | None:
+    """The format a file name's suffix says, or ``None`` (stdin, other names): then
+    :func:`sniff_format` reads it from the content."""
     for suffix, fmt in _BY_SUFFIX.items():
         if path.endswith(suffix):
             return fmt
+    return None
+
+
+_BPFTOOL_KEY = re.compile(rb'\[\s*\{\s*"key"\s*:\s*\[\s*"0x')
+
+
+def sniff_format(data: bytes) -> str:
+    """The format of an input from its first bytes: a JSON array is ``bpftool-json`` when its
+    first entry's key is bpftool's list of ``"0x.."`` bytes (what ``bpftool -j map dump``
+    prints; those raw bytes load into any map of the sizes), else ``json``; an object per
+    line is ``jsonl``; a first line naming ``key`` columns is ``csv``; anything else is read
+    as ``jsonl``, whose error then names the line."""
+    head = data[:4096].lstrip()
+    if head.startswith(b"["):
+        return "bpftool-json" if _BPFTOOL_KEY.match(head) else "json"
+    if head.startswith(b"key") and b"," in head.split(b"\n", 1)[0] or head.startswith(b"key\n"):
+        return "csv"
     return "jsonl"
 
 
 def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
-                 codecs: tuple[Codec, Codec] | None = None) -> Records:
+                 codecs: tuple[Codec, Codec] | None = None,
+                 default_zero: bool = False) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
-    ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record."""
+    ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record; a
+    record that leaves a struct field out is one unless ``default_zero``."""
+    source = "<stdin>" if path == "-" else path
+    data = None  # the input's bytes, when the format had to be read from them
     fmt = fmt or guess_format(path)
+    if fmt is None:
+        data = _read_bytes(path, source)
+        fmt = sniff_format(data)
     if fmt not in READ_FORMATS:
         raise InputError(f"unknown format '{fmt}' (use {', '.join(READ_FORMATS)})", obj="fmt")
-    source = "<stdin>" if path == "-" else path
     # Read first: an unreadable file or bad UTF-8 is reported before anything else.
     if fmt == "jsonl":
-        pieces = _jsonl_pieces(path, source)
+        pieces = _jsonl_pieces(path, source, data)
     else:
-        text = _read_text(path, source)
+        text = _decode(data if data is not None else _read_bytes(path, source), 0, source)
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
     else:
-        key_codec, value_codec = codecs or map_codecs(info)
+        key_codec, value_codec = codecs or map_codecs(info, default_zero=default_zero)
     encoder = _Encoder(key_codec, value_codec, with_values, source,
                        allowed={"key", "value", "values"} | (
                            {"formatted"} if fmt == "bpftool-json" else set()))
@@ -206,13 +231,15 @@ class _Encoder:
 
     def entry(self, entry, where: str) -> tuple[bytes, bytes | None]:
         """One record, checked and encoded."""
-        if not isinstance(entry, dict) or "key" not in entry:
+        keyless = self.key_codec.size == 0  # a queue, stack or bloom filter: values only
+        if not isinstance(entry, dict) or ("key" not in entry and not keyless):
             raise InputError('expected an object with a "key" member', obj=where)
         unknown = entry.keys() - self.allowed
         if unknown:
             raise InputError(f"unknown member {sorted(unknown)[0]!r} (expected key, value"
                              f"{', values' if self.percpu else ''})", obj=where)
-        key = self.key_codec.encode(entry["key"], f"{where}: key")
+        key = b"" if keyless and "key" not in entry else \
+            self.key_codec.encode(entry["key"], f"{where}: key")
         if not self.with_values:
             return key, None
         if "values" in entry:
@@ -250,40 +277,65 @@ def _cpu_values(slots, codec: Codec, where: str) -> list:
     return [s["value"] for s in slots]
 
 
-def _read_text(path: str, source: str) -> str:
+#: The most a pipe, a device or stdin may hand over: they have no size to check first, and
+#: /dev/zero never ends. A larger input belongs in a regular file.
+MAX_STREAM_BYTES = 1 << 28
+
+
+def _read_bytes(path: str, source: str) -> bytes:
+    """The whole input: a regular file as it is, anything else (stdin, a pipe, a device) up
+    to :data:`MAX_STREAM_BYTES`; a closed stdin or an unreadable file is an InputError."""
     try:
         if path == "-":
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+            stream = getattr(sys.stdin, "buffer", sys.stdin)
+            if stream is None or stream.closed:
+                raise InputError("stdin is closed: nothing to read", obj=source)
+            return _bounded(stream, source)
+        with open(path, "rb") as f:
+            if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return f.read()
+            return _bounded(f, source)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", obj=source) from None
 
 
-def _jsonl_pieces(path: str, source: str) -> Iterator[str]:
+def _bounded(stream, source: str) -> bytes:
+    blocks, total = [], 0
+    while block := stream.read(1 << 20):
+        if isinstance(block, str):  # a text stream standing in for stdin (tests, notebooks)
+            block = block.encode()
+        total += len(block)
+        if total > MAX_STREAM_BYTES:
+            raise InputError(f"more than {MAX_STREAM_BYTES >> 20} MiB from a pipe or device: "
+                             "write it to a file and load that", obj=source)
+        blocks.append(block)
+    return b"".join(blocks)
+
+
+def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator[str]:
     """The text of a JSONL input in pieces of about ``_JSONL_CHUNK`` bytes, each ending with a
-    line break, so the whole text is never in memory (it would be twice while decoding).
+    line break, so a regular file is never in memory whole (it would be twice while
+    decoding); ``data``, when the input was already read, or a stream's bytes (bounded, see
+    :func:`_read_bytes`) are cut from memory.
 
     Every piece is checked to be UTF-8 before this returns, so that error comes first, as
-    when the text is read at once: a regular file is read twice for it, stdin or a pipe is
-    held as bytes."""
+    when the text is read at once."""
     try:
-        if path == "-":
-            binary = getattr(sys.stdin, "buffer", None)  # None: a text stream (a StringIO)
-            data = io.BytesIO(binary.read() if binary else sys.stdin.read().encode())
+        if data is not None:
+            stream = io.BytesIO(data)
+        elif path == "-":
+            stream = io.BytesIO(_read_bytes(path, source))
         else:
-            data = open(path, "rb")  # noqa: SIM115 -- closed by the generator
-            if not stat.S_ISREG(os.fstat(data.fileno()).st_mode):
-                with data:
-                    data = io.BytesIO(data.read())
-        for _ in _decoded_pieces(data, source):
+            stream = open(path, "rb")  # noqa: SIM115 -- closed by the generator
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                with stream:
+                    stream = io.BytesIO(_bounded(stream, source))
+        for _ in _decoded_pieces(stream, source):
             pass
-        data.seek(0)
+        stream.seek(0)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
-    return _decoded_pieces(data, source, close=True)
+    return _decoded_pieces(stream, source, close=True)
 
 
 def _decoded_pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[str]:
@@ -374,7 +426,7 @@ def _parse_joined(lines: list[str]) -> list | None:
     joined = "[" + ",\n".join(lines) + "]"
     try:
         parsed = _DECODER.decode(joined)
-    except ValueError:  # bad JSON, or an integer too long to read
+    except (ValueError, RecursionError):  # bad JSON, a too long integer, too deep nesting
         return None
     if len(parsed) != len(lines) or not _outer_commas_only(joined):
         return None
@@ -421,6 +473,10 @@ def _decode_json(text: str, source: str, line: int | None = None):
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
                          obj=f"{source}:{(line or 1) + exc.lineno - 1}") from None
+    except RecursionError:  # json's C scanner recurses per nesting level
+        raise InputError("invalid JSON: nested deeper than the JSON reader allows (about "
+                         f"{sys.getrecursionlimit()} levels)",
+                         obj=source if line is None else f"{source}:{line}") from None
     except ValueError:  # int() refuses the digits (sys.get_int_max_str_digits); where is unsaid
         raise InputError(f"invalid JSON: an integer of more than {sys.get_int_max_str_digits()} "
                          "digits", obj=source if line is None else f"{source}:{line}") from None
@@ -476,7 +532,7 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
                  value_codec: Codec) -> Iterator[tuple[int, dict]]:
     """Rows → ``{"key": …, "value": …}``; per-CPU rows of one key (``cpu`` 0, 1, …) are
     gathered into ``"values"``."""
-    reader = csv.reader(io.StringIO(text))
+    reader = _CheckedRows(csv.reader(io.StringIO(text)), source)
     header = next(reader, None)
     if header is None:
         return
@@ -491,7 +547,7 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
     parsers = _column_parsers(header, key_codec, value_codec, f"{source}:1")
     pending: tuple[int, object, list] | None = None  # per-CPU: (line, key, values so far)
     for row in reader:
-        line = reader.line_num
+        line = reader.line
         if not row:
             continue
         if len(row) != len(header):
@@ -516,6 +572,28 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
         pending[2].append({"cpu": cpu, "value": record["value"]})
     if pending is not None:
         yield pending[0], {"key": pending[1], "values": pending[2]}
+
+
+class _CheckedRows:
+    """A CSV reader whose errors (a cell beyond the field size limit, a stray quote) are
+    InputErrors naming the line; ``line`` is the current row's last line."""
+
+    def __init__(self, reader, source: str):
+        self.reader, self.source = reader, source
+
+    @property
+    def line(self) -> int:
+        return self.reader.line_num
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[str]:
+        try:
+            return next(self.reader)
+        except csv.Error as exc:
+            raise InputError(f"bad CSV: {exc}", obj=f"{self.source}:{self.reader.line_num}") \
+                from None
 
 
 def _cpu_cell(cell: str, where: str) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from typing import BinaryIO, NamedTuple
 
 import numpy as np
@@ -30,7 +31,7 @@ from tabulate import tabulate
 
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, rows
-from .jsontext import Template
+from .jsontext import Template, json_string
 from .layout import Bits, Enum, Int, Node, leaf_columns
 
 
@@ -133,7 +134,26 @@ def _joined(template: Template, keys, values, sep: bytes) -> tuple[bytes, np.nda
 
 
 class BpftoolJson(_JsonArray):
-    """``bpftool -j map dump``, byte for byte (``print_entry_json`` + ``do_dump_btf``)."""
+    """``bpftool -j map dump``, byte for byte (``print_entry_json`` + ``do_dump_btf``), the
+    entries whose value could not be read (:attr:`Batch.failed`) as ``print_entry_error``
+    writes them."""
+
+    def write_batch(self, batch) -> None:
+        failed = dict(batch.failed)
+        if not failed:
+            return super().write_batch(batch)
+        keys = rows(batch.keys, batch.count, self.key.size)
+        values = rows(batch.values, batch.count, self.value.size)
+        pieces, start = [], 0
+        for index in [*sorted(failed), batch.count]:
+            if index > start:
+                pieces.append(self.template.render_joined([keys[start:index],
+                                                           values[start:index]], self.sep))
+            if index < batch.count:
+                pieces.append(_error_entry(keys[index].tobytes(), failed[index]))
+            start = index + 1
+        self.out.write((self.sep if self.count else self.open) + self.sep.join(pieces))
+        self.count += batch.count
 
     def _entry_template(self):
         info, value = self.info, self.value
@@ -150,6 +170,12 @@ class BpftoolJson(_JsonArray):
             out.text(b',"formatted":')
             _typed_entry(out, self.key, value, exact=True)
         return out.text(b"}")
+
+
+def _error_entry(key: bytes, errno: int) -> bytes:
+    """``{"key":[…],"value":{"error":"<strerror>"}}`` (bpftool's ``print_entry_error``)."""
+    hexes = b",".join(b'"0x%02x"' % b for b in key)
+    return b'{"key":[%s],"value":{"error":%s}}' % (hexes, json_string(os.strerror(errno), True))
 
 
 class TypedJson(_JsonArray):

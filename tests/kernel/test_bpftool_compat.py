@@ -17,13 +17,14 @@ import pytest
 
 from bpfbatch._sys import libbpf
 from bpfbatch._sys.abi import MapType
-from bpfbatch.btf import BtfBuilder
+from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.errors import NotFoundError
 from bpfbatch.loader import BpfObject
 from bpfbatch.map.cursor import Batch, BatchCursor, read_ahead
 from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 from bpfbatch.records.render import make_renderer
+from tools.layoutgen import bpftool_spelling, formatted_as_value_rule
 
 pytestmark = pytest.mark.skipif(not shutil.which("bpftool"), reason="needs bpftool")
 
@@ -56,26 +57,17 @@ def render(fmt: str, m: Map, batches) -> bytes:
 
 
 def assert_matches_bpftool(m: Map) -> list:
-    """bpftool-json identical; typed json equal to bpftool's ``formatted`` where it has one."""
+    """bpftool-json identical; typed json equal to bpftool's ``formatted`` where it has one,
+    read with the value rule (``tools.layoutgen.as_value_rule``)."""
     reference = bpftool_dump(m)
     assert render("bpftool-json", m, per_key_batches(m)) == reference
     typed = json.loads(render("json", m, per_key_batches(m)))
     doc = json.loads(reference)
     assert len(typed) == len(doc) == len(json.loads(render("json", m, per_key_batches(m, 1000))))
     if m.info.btf_value_type_id:
-        assert [_as_bpftool_spells(e) for e in typed] == [entry["formatted"] for entry in doc]
+        expected = formatted_as_value_rule(reference, Btf.from_kernel(m.info.btf_id), m.info)
+        assert [bpftool_spelling(e) for e in typed] == expected
     return typed
-
-
-def _as_bpftool_spells(value):
-    """bpftool 7.1 writes a backslash in a string as ``\\n``; the typed JSON does not."""
-    if isinstance(value, str):
-        return value.replace("\\", "\n")
-    if isinstance(value, dict):
-        return {k: _as_bpftool_spells(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_as_bpftool_spells(v) for v in value]
-    return value
 
 
 # -- types --------------------------------------------------------------------------------
@@ -131,7 +123,7 @@ def rich_value(i):
         "either": {"word": 0x01020304 + i}, "hist": [i, i * 2, 2**32 - 1],
         "lo": i % 8, "mid": i % 32, "hi": (i * 7919) % (1 << 24), "flag": bool(i % 2),
         "small": i % 256, "delta": -i * 100, "big": (-1) ** i * (i << 70),
-        "ptr": 0xFFFF888000000000 + i, "alias": i,
+        "ptr": 0xFFFF888000000000 + i, "alias": i, "pad": 0,
     }
 
 
@@ -145,7 +137,7 @@ def test_rich_struct(types, map_type):
             m.update(key.encode(i), value.encode(rich_value(i)))
         typed = assert_matches_bpftool(m)
     by_key = {entry["key"]: entry["value"] for entry in typed}
-    assert by_key[1]["comm"] == 'a\\b"c' and by_key[3]["comm"] == [120] * 16
+    assert by_key[1]["comm"] == 'a\\b"c' and by_key[3]["comm"] == "x" * 16  # full length
     assert by_key[2]["color"] == "MINUS" and by_key[3]["color"] == 7
     assert by_key[5]["hi"] == hex((5 * 7919) % (1 << 24))
     assert by_key[1]["big"] == hex((1 << 128) - (1 << 70))

@@ -240,9 +240,13 @@ def test_small_keys_use_a_four_byte_token(maps, key_size):
     assert sorted(int.from_bytes(k, "little") for k in got) == list(range(entries))
 
 
-def test_batch_size_must_be_positive(maps):
+def test_batch_size_must_not_be_negative_and_zero_asks_for_nothing(maps):
+    m = maps()
+    m.update(b"\1\0\0\0", b"\2\0\0\0")
     with pytest.raises(InputError):
-        BatchCursor(maps(), batch_size=0)
+        BatchCursor(m, batch_size=-1)
+    assert list(BatchCursor(m, batch_size=0)) == list(BatchCursor(m, delete=True, batch_size=0))
+    assert list(BatchCursor(m, batch_size=0)) == [] and m.lookup(b"\1\0\0\0") is not None
 
 
 def bpftool_dump(map_id: int):
@@ -335,7 +339,7 @@ def test_keyless_maps_are_refused_with_a_reason(maps, map_type, value_size, max_
     m = maps(map_type, key_size=0, value_size=value_size, max_entries=max_entries)
     with pytest.raises(NotSupportedError) as exc:
         BatchCursor(m)
-    assert "no keys to walk" in str(exc.value) and f"map {m.info.id}" in str(exc.value)
+    assert f"map {m.info.id}" in str(exc.value) and f"{map_type.label} maps: " in str(exc.value)
 
 
 def test_per_key_walk_resumes_from_its_token(maps):

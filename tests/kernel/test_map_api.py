@@ -167,7 +167,7 @@ def test_per_key_calls_check_sizes(flows):
     for call in (lambda: flows.lookup(b"abc"), lambda: flows.delete(b"abc"),
                  lambda: flows.next_key(b"abc"),
                  lambda: flows.update(bytes(16), b"short")):
-        with pytest.raises(InputError, match=r"is \d+ bytes, the map's is"):
+        with pytest.raises(InputError, match=r"has \d+ bytes, the map's (key|value)s have"):
             call()
 
 

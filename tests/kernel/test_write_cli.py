@@ -170,18 +170,18 @@ def test_load_reads_stdin_and_guesses_format_from_suffix(maps, tmp_path):
     m = maps(entries=0)
     records = [{"key": {"addr": i, "port": 1, "proto": 2}, "value": {"packets": i, "comm": "x"}}
                for i in range(5)]
-    result = bpfbatch("load", "--map-id", m.info.id, "-", stdin="\n".join(map(json.dumps, records)))
+    result = bpfbatch("load", "--default-zero", "--map-id", m.info.id, "-", stdin="\n".join(map(json.dumps, records)))
     assert result.returncode == 0, result.stderr
     path = tmp_path / "array.json"
     path.write_text(json.dumps([dict(r, key=dict(r["key"], addr=r["key"]["addr"] + 5))
                                 for r in records]))
-    assert bpfbatch("load", "--map-id", m.info.id, path).returncode == 0
+    assert bpfbatch("load", "--default-zero", "--map-id", m.info.id, path).returncode == 0
     assert len(bpftool_dump(m)) == 10
 
 
 @pytest.mark.parametrize("bad_line,message", [
     ('{"key":{"addr":1,"port":2,"proto":3},"value":{"packets":18446744073709551616}}', "value.packets: 18446744073709551616 does not fit"),
-    ('{"key":{"addr":1,"port":70000,"proto":3},"value":{}}', "key.port: 70000 does not fit in 16 bits"),
+    ('{"key":{"addr":1,"port":70000,"proto":3},"value":{}}', "key.port: 70000 does not fit u16"),
     ('{"key":{"addr":1,"port":2,"proto":3},"value":{"packetz":1}}', "no field 'packetz'"),
     ('{"key":{"addr":1,"port":2,"proto":3},"value":{"packets":1}', "invalid JSON"),
     ('{"key":{"addr":1,"port":2,"proto":3}}', 'missing "value"'),
@@ -193,7 +193,7 @@ def test_bad_record_names_file_and_line_and_changes_nothing(maps, tmp_path, bad_
     good = '{"key":{"addr":900,"port":2,"proto":3},"value":{"packets":1}}'
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join([good, good, bad_line, good]) + "\n")
-    result = bpfbatch("load", "--map-id", m.info.id, path)
+    result = bpfbatch("load", "--default-zero", "--map-id", m.info.id, path)
     assert result.returncode == 1
     assert result.stderr.startswith(f"bpfbatch: error: {path}:3")
     assert message in result.stderr and len(result.stderr.splitlines()) == 1
@@ -205,7 +205,7 @@ def test_raw_map_wrong_byte_count_names_line(maps, tmp_path):
     path = tmp_path / "raw.json"
     path.write_text('[\n{"key": "0100000000000000", "value": "%s"},\n'
                     '{"key": ["0x01", "0x02"], "value": "%s"}\n]\n' % ("00" * 40, "00" * 40))
-    result = bpfbatch("load", "--map-id", m.info.id, path)
+    result = bpfbatch("load", "--default-zero", "--map-id", m.info.id, path)
     assert result.returncode == 1 and f"{path}:3: key: expected 8 bytes, got 2" in result.stderr
     assert bpftool_dump(m) == []
 
@@ -215,7 +215,7 @@ def test_kernel_failure_part_way_reports_applied_and_failing_record(maps, tmp_pa
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps({"key": {"addr": i, "port": 0, "proto": 0},
                                         "value": {"packets": i}}) + "\n" for i in range(12)))
-    result = bpfbatch("load", "--map-id", m.info.id, path, "--batch-size", 5)
+    result = bpfbatch("load", "--default-zero", "--map-id", m.info.id, path, "--batch-size", 5)
     assert result.returncode == 1
     assert "8 of 12 entries applied" in result.stderr and "(E2BIG)" in result.stderr
     assert f"record at {path}:9" in result.stderr
@@ -227,9 +227,9 @@ def test_if_absent_and_if_present(maps, tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps({"key": {"addr": i, "port": 443, "proto": 17},
                                         "value": {"packets": 999}}) + "\n" for i in range(2, 6)))
-    absent = bpfbatch("load", "--map-id", m.info.id, path, "--if-absent")
+    absent = bpfbatch("load", "--default-zero", "--map-id", m.info.id, path, "--if-absent")
     assert "2 entries loaded, 2 skipped" in absent.stderr
-    present = bpfbatch("load", "--map-id", m.info.id, path, "--if-present", "--per-key")
+    present = bpfbatch("load", "--default-zero", "--map-id", m.info.id, path, "--if-present", "--per-key")
     assert "4 entries loaded, 0 skipped" in present.stderr
     both = bpfbatch("load", "--map-id", m.info.id, path, "--if-present", "--if-absent")
     assert both.returncode == 1 and "choose one" in both.stderr
@@ -361,3 +361,18 @@ def test_float_beyond_its_field_names_file_line_and_field(tmp_path, fmt, bad, me
         line = 2 if fmt == "jsonl" else 3
         assert result.stderr == f"bpfbatch: error: {path}:{line}: {message}\n"
         assert raw_entries(m) == []
+
+
+def test_a_field_left_out_is_an_error_unless_default_zero(maps, tmp_path):
+    """The value rule: no silent defaulting; --default-zero asks for it."""
+    m = maps(entries=0)
+    path = tmp_path / "partial.jsonl"
+    path.write_text('{"key":{"addr":1,"port":2,"proto":3},"value":{"packets":5,"bytes":6,'
+                    '"comm":"x","delta":1}}\n'
+                    '{"key":{"addr":2,"port":2,"proto":3},"value":{"packets":5}}\n')
+    refused = bpfbatch("load", "--map-id", m.info.id, path)
+    assert refused.returncode == 1 and bpftool_dump(m) == []
+    assert refused.stderr == (f"bpfbatch: error: {path}:2: value: missing field bytes (a field "
+                              "left out is an error; --default-zero makes it 0)\n")
+    assert bpfbatch("load", "--default-zero", "--map-id", m.info.id, path).returncode == 0
+    assert len(bpftool_dump(m)) == 2

@@ -47,12 +47,15 @@ def test_integers(size, signed, value, expected):
 
 def test_integer_input_errors():
     codec = compile_types(lambda b: b.integer("u8", 1))
-    with pytest.raises(InputError, match="does not fit in 8 bits"):
+    with pytest.raises(InputError, match=r"256 does not fit u8 \(0\.\.255\)"):
         codec.encode(256)
     with pytest.raises(InputError, match="expected an integer"):
         codec.encode("twelve")
     assert codec.encode("0x1f") == b"\x1f"
-    assert codec.encode(-1) == b"\xff"  # the same bits spelled signed
+    with pytest.raises(InputError, match=r"-1 does not fit u8"):  # no silent wrap
+        codec.encode(-1)
+    with pytest.raises(InputError, match="expected an integer, got true"):
+        codec.encode(True)
 
 
 # -- the rich struct ----------------------------------------------------------------------
@@ -152,16 +155,20 @@ def chars():
     return compile_types(lambda b: b.array(b.integer("char", 1, signed=True), 6))
 
 
-@pytest.mark.parametrize("raw,expected", [
-    (b"abc\0\0\0", '"abc"'),
-    (b"\0bcdef", '""'),
-    (b"abcdef", "[97,98,99,100,101,102]"),              # no NUL: not a string
-    (b"ab\tc\0\0", "[97,98,9,99,0,0]"),                 # not printable before the NUL
-    (b"a\xffc\0\0\0", "[97,-1,99,0,0,0]"),              # char is signed
-    (b'q"\0\0\0\0', '"q\\""'),
+@pytest.mark.parametrize("raw,exact,typed", [
+    (b"abc\0\0\0", '"abc"', '"abc"'),
+    (b"\0bcdef", '""', '""'),
+    # no NUL: bpftool prints the array; the value rule, the full-length string
+    (b"abcdef", "[97,98,99,100,101,102]", '"abcdef"'),
+    # a tab: bpftool prints the array; the value rule, the escaped string
+    (b"ab\tc\0\0", "[97,98,9,99,0,0]", '"ab\\tc"'),
+    (b"a\xffc\0\0\0", "[97,-1,99,0,0,0]", "[97,-1,99,0,0,0]"),  # char is signed
+    (b"a\x01c\0\0\0", "[97,1,99,0,0,0]", "[97,1,99,0,0,0]"),
+    (b'q"\0\0\0\0', '"q\\""', '"q\\""'),
 ])
-def test_char_array_string_rule(chars, raw, expected):
-    assert text(chars, raw) == expected
+def test_char_array_string_rule(chars, raw, exact, typed):
+    assert text(chars, raw, exact=True) == exact
+    assert text(chars, raw) == typed
 
 
 def test_char_array_backslash_is_bpftool_v71s_newline(chars):
@@ -172,8 +179,10 @@ def test_char_array_backslash_is_bpftool_v71s_newline(chars):
 
 def test_char_array_decode_and_encode(chars):
     assert chars.decode(b"abc\0\0\0") == "abc"
-    assert chars.decode(b"abcdef") == [97, 98, 99, 100, 101, 102]
+    assert chars.decode(b"abcdef") == "abcdef"
+    assert chars.decode(b"a\x01cdef") == [97, 1, 99, 100, 101, 102]
     assert chars.encode("hi") == b"hi\0\0\0\0"
+    assert chars.encode("abcdef") == b"abcdef"
     assert chars.encode([1, 2, 3, 4, 5, 6]) == bytes([1, 2, 3, 4, 5, 6])
     with pytest.raises(InputError, match="longer than 6"):
         chars.encode("toolong!")
@@ -193,8 +202,8 @@ def test_char_encoding_and_bool_quirks():
     flag = compile_types(lambda b: b.struct("s", [("f", b.integer("_Bool", 1, boolean=True)),
                                                   ("x", b.integer("unsigned char", 1))]))
     data = b"\x00\x07"
-    # bpftool reads a bool as *(int *): the next byte leaks into it.
-    assert text(flag, data, exact=True) == '{"f":true,"x":7}'
+    # bpftool reads a bool as a C bool, one byte: the next byte does not leak into it.
+    assert text(flag, data, exact=True) == '{"f":false,"x":7}'
     assert text(flag, data) == '{"f":false,"x":7}'
     assert flag.decode(data) == {"f": False, "x": 7}
 
@@ -209,9 +218,14 @@ def test_enums():
     assert codec.encode(9) == struct.pack("<i", 9)
     with pytest.raises(InputError, match="no enumerator 'B'"):
         codec.encode("B")
-    small = compile_types(lambda b: b.enum("e1", {"BIG": 200}, size=1))
+    small = compile_types(lambda b: b.enum("e1", {"BIG": 200}, size=1))  # unsigned in BTF
     # bpftool reads a 1-byte enum signed and compares with the 32-bit value: no match.
-    assert text(small, b"\xc8") == "-56"
+    assert text(small, b"\xc8", exact=True) == "-56"
+    # the value rule: unsigned stays unsigned, so it is the enumerator (and reads back)
+    assert text(small, b"\xc8") == '"BIG"' and small.decode(b"\x82") == 130
+    assert small.encode("BIG") == small.encode(200) == b"\xc8"
+    with pytest.raises(InputError, match="-56 does not fit u8"):
+        small.encode(-56)
 
 
 def test_floats_stop_bpftool_and_print_in_typed_json():
@@ -262,10 +276,11 @@ def test_typed_json_prints_null_where_bpftool_prints_an_error():
     assert json.loads(text(codec, bytes(8))) == {"a": None, "b": None}
 
 
-def test_enum64_compares_all_64_bits_and_prints_signed():
+def test_enum64_compares_all_64_bits_and_prints_signed_like_bpftool():
     codec = compile_types(lambda b: b.enum("e", {"A": 1, "HUGE": 2**63 + 5}, size=8))
-    assert text(codec, struct.pack("<Q", 2**63 + 5)) == '"HUGE"'
-    assert text(codec, struct.pack("<Q", 2**64 - 1)) == "-1"
+    assert text(codec, struct.pack("<Q", 2**63 + 5), exact=True) == '"HUGE"'
+    assert text(codec, struct.pack("<Q", 2**64 - 1), exact=True) == "-1"
+    assert text(codec, struct.pack("<Q", 2**64 - 1)) == str(2**64 - 1)  # unsigned in BTF
     assert codec.encode("HUGE") == struct.pack("<Q", 2**63 + 5)
 
 
@@ -279,7 +294,7 @@ def test_per_cpu_layout_with_two_cpus():
     data = codec.encode([{"a": 1, "b": 2}, {"a": 3, "b": 4}])
     assert data == struct.pack("<IHxx", 1, 2) + struct.pack("<IHxx", 3, 4)
     assert codec.decode(data) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
-    assert codec.encode({"a": 9}) == struct.pack("<IHxx", 9, 0) * 2  # copied to every CPU
+    assert codec.encode({"a": 9, "b": 0}) == struct.pack("<IHxx", 9, 0) * 2  # to every CPU
     assert text(codec, data) == ('[{"cpu":0,"value":{"a":1,"b":2}},'
                                  '{"cpu":1,"value":{"a":3,"b":4}}]')
     arr = np.frombuffer(data, codec.dtype)
@@ -345,7 +360,16 @@ def test_struct_input_errors(rich):
         rich.encode({"at": {"x": 1 << 20}})
     with pytest.raises(InputError, match=r"list of 3 elements"):
         rich.encode({"hist": [1]})
-    assert rich.decode(rich.encode({}))["name"] == ""  # missing fields are zero
+    with pytest.raises(InputError, match=r"^value: missing field id "):  # no silent zero
+        rich.encode({})
+    with pytest.raises(InputError, match=r"^value.at: missing field y "):
+        rich.encode(RICH_VALUE | {"at": {"x": 1}})
+    # a union needs one of its members; default_zero makes every missing field zero
+    assert rich.decode(rich.encode(RICH_VALUE | {"either": {"word": 7}}))["either"]["word"] == 7
+    with BtfBuilder() as b:
+        type_id = build_rich(b)
+        lenient = BtfCodec(Btf.from_bytes(b.raw()), type_id, default_zero=True)
+    assert lenient.decode(lenient.encode({}))["name"] == ""
 
 
 def test_batches_decode_and_render_every_row(rich):

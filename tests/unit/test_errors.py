@@ -15,7 +15,7 @@ from bpfbatch.errors import (
 def test_enotsupp_is_named_and_explained_although_libc_does_not_know_it():
     err = from_errno("delete batch", ENOTSUPP, obj="map 7 'flows'")
     assert isinstance(err, NotSupportedError)
-    assert str(err) == "map 7 'flows': delete batch: not supported for this map type (ENOTSUPP)"
+    assert str(err) == "map 7 'flows': delete batch: not supported by the kernel for this object (ENOTSUPP)"
 
 
 def test_negative_codes_from_libbpf_are_accepted():

@@ -35,7 +35,8 @@ def typed():
         key = b.struct("flow", [("addr", u32), ("port", u16)])
         value = b.struct("stats", [("packets", u64), ("comm", b.array(char, 8))])
         btf = Btf.from_bytes(b.raw())
-    return BtfCodec(btf, key), BtfCodec(btf, value)
+    # records below leave fields out on purpose: missing fields are zeros (--default-zero)
+    return BtfCodec(btf, key, default_zero=True), BtfCodec(btf, value, default_zero=True)
 
 
 def write(tmp_path, name, text):
@@ -168,9 +169,21 @@ def test_unreadable_input_and_unknown_format(tmp_path):
 
 
 @pytest.mark.parametrize("name,fmt", [("a.jsonl", "jsonl"), ("a.json", "json"),
-                                      ("a.csv", "csv"), ("-", "jsonl"), ("a.txt", "jsonl")])
+                                      ("a.csv", "csv"), ("-", None), ("a.txt", None)])
 def test_format_from_file_name(name, fmt):
     assert read.guess_format(name) == fmt
+
+
+@pytest.mark.parametrize("text,fmt", [
+    ('[{"key":["0x01"],"value":["0x02"]}]', "bpftool-json"),
+    ('[\n  {"key": ["0x01"], "value": ["0x02"], "formatted": {}}]', "bpftool-json"),
+    ('[\n{"key":1,"value":{"a":2}}\n]', "json"),
+    ('{"key":1,"value":2}\n{"key":2,"value":3}\n', "jsonl"),
+    ("key,value.a\n1,2\n", "csv"),
+    ("", "jsonl"),
+])
+def test_format_from_content(text, fmt):
+    assert read.sniff_format(text.encode()) == fmt
 
 
 @pytest.mark.parametrize("args,option", [
@@ -258,7 +271,7 @@ def mixed():
                                    ("mean", b.float("double", 8)), ("range", span),
                                    ("slots", b.array(u32, 3))])
         btf = Btf.from_bytes(b.raw())
-    return BtfCodec(btf, u32), BtfCodec(btf, value)
+    return BtfCodec(btf, u32), BtfCodec(btf, value, default_zero=True)  # records leave fields out
 
 
 def test_csv_cells_are_read_by_their_field_type(tmp_path, mixed):
@@ -271,7 +284,7 @@ def test_csv_cells_are_read_by_their_field_type(tmp_path, mixed):
                   ("7", "42", True, "GREEN", 1.5, float("nan")),
                   ("t", "true", False, 5, -0.25, float("inf")),
                   (",", "NaN", True, "RED", 3e38, -1e300),
-                  ("[", "[1]", False, -3, 0.0, 2.0),
+                  ("[", "[1]", False, 3, 0.0, 2.0),
                   ("\xe9", [97, 1, 98, 99, 100, 101, 102, 103], True, 1, 1.0, 0.5)]]
     keys = b"".join(key_codec.encode(i) for i in range(len(values)))
     packed = b"".join(value_codec.encode(v) for v in values)
