@@ -32,7 +32,7 @@ fi
 stamp=.venv/.installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[test,plot]'
+    .venv/bin/python -m pip install -q -e '.[test,plot,arrow,pandas]'
     touch "$stamp"
 fi
 

@@ -27,7 +27,7 @@ Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; mus
 BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
 #: The renderers' names (records.render.RENDERERS, spelled out so that starting a command does
 #: not import the codecs; tests/unit check the two agree).
-OUTPUT_FORMATS = "table, json, jsonl, csv or bpftool-json"
+OUTPUT_FORMATS = "table, json, jsonl, csv, bpftool-json, parquet or arrow"
 Output = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_FORMATS)]
 
 #: Elements per batch syscall by default (``bpfbatch.map.handle.DEFAULT_BATCH``, spelled out

@@ -25,7 +25,8 @@ commands = typer.Typer()
 
 InputFile = Annotated[str, typer.Argument(help="Input file; '-' reads stdin.")]
 InputFormat = Annotated[Optional[str], typer.Option(
-    "--format", help="jsonl, json, csv or bpftool-json (default: from the file name, else jsonl).")]
+    "--format", help="jsonl, json, csv, bpftool-json, parquet or arrow (default: from the "
+                     "file name, else jsonl).")]
 
 
 def _say(text: str) -> None:

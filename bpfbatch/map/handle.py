@@ -26,6 +26,8 @@ from ..errors import (FILE_MODE, FROZEN, BpfBatchError, InputError, KernelError,
 
 if TYPE_CHECKING:
     import numpy as np
+    import pandas
+    import pyarrow
 
     from .cursor import BatchCursor
 
@@ -367,6 +369,25 @@ class Map:
         keys, values = read_all(self, batch_size=batch_size)
         key_codec, value_codec = self.codecs()
         return key_codec.array(keys, len(keys)), value_codec.array(values, len(values))
+
+    def to_arrow(self, *, batch_size: int = DEFAULT_BATCH) -> pyarrow.Table:
+        """The map as a ``pyarrow.Table``, one column per BTF leaf field with the types and
+        dotted names of ``dump -o parquet`` (see :mod:`bpfbatch.records.columnar`); one
+        record batch per cursor batch. Needs the ``arrow`` extra."""
+        from ..records.columnar import Columns
+        from ..records.codec import rows
+        from .cursor import BatchCursor
+
+        columns = Columns(*self.codecs())
+        key_size, value_size = self.info.key_size, self.info.value_stride
+        batches = [columns.record_batch(rows(b.keys, b.count, key_size),
+                                        rows(b.values, b.count, value_size))
+                   for b in BatchCursor(self, batch_size=batch_size)]
+        return columns.pa.Table.from_batches(batches, schema=columns.schema)
+
+    def to_pandas(self, *, batch_size: int = DEFAULT_BATCH) -> pandas.DataFrame:
+        """:meth:`to_arrow` as a pandas DataFrame (enums become categoricals)."""
+        return self.to_arrow(batch_size=batch_size).to_pandas()
 
     def update_items(self, items: Iterable[tuple[object, object]], *,
                      batch_size: int = DEFAULT_BATCH) -> int:

@@ -320,6 +320,48 @@ class Table(_Flat):
                     for row in table]
 
 
+class _Columnar(Renderer):
+    """Arrow record batches, one per batch, typed by the rule of
+    :mod:`bpfbatch.records.columnar`; binary, so never written to a terminal."""
+
+    def __init__(self, info, key, value, out):
+        super().__init__(info, key, value, out)
+        from .columnar import Columns
+
+        isatty = getattr(out, "isatty", None)
+        if isatty and isatty():
+            raise InputError("binary output: redirect it to a file or a pipe", obj="fmt")
+        self.columns = Columns(key, value)
+        self.sink = self.columns.pa.PythonFile(out, mode="w")
+        self.writer = self._writer(self.columns.pa, self.columns.schema)
+
+    def _writer(self, pa, schema):
+        raise NotImplementedError
+
+    def _write(self, count, keys, values):
+        self.writer.write_batch(self.columns.record_batch(keys, values))
+
+    def close(self):
+        self.writer.close()
+        super().close()
+
+
+class ArrowStream(_Columnar):
+    """The Arrow IPC stream format (for pipes: ``pyarrow.ipc.open_stream``, DuckDB, polars)."""
+
+    def _writer(self, pa, schema):
+        return pa.ipc.new_stream(self.sink, schema)
+
+
+class Parquet(_Columnar):
+    """Parquet, one row group per batch."""
+
+    def _writer(self, pa, schema):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetWriter(self.sink, schema)
+
+
 #: Every output format by name: the one place format names are defined.
 RENDERERS: dict[str, type[Renderer]] = {
     "table": Table,
@@ -327,6 +369,8 @@ RENDERERS: dict[str, type[Renderer]] = {
     "jsonl": JsonLines,
     "csv": Csv,
     "bpftool-json": BpftoolJson,
+    "parquet": Parquet,
+    "arrow": ArrowStream,
 }
 
 

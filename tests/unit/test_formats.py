@@ -74,7 +74,10 @@ def test_jsonl_and_csv_of_an_empty_map_are_empty():
     assert render("csv", info(), []).getvalue() == b""
 
 
-@pytest.mark.parametrize("fmt", sorted(RENDERERS))
+TEXT_FORMATS = sorted(set(RENDERERS) - {"parquet", "arrow"})
+
+
+@pytest.mark.parametrize("fmt", TEXT_FORMATS)
 def test_batches_stream_one_write_each_and_concatenate(fmt):
     first, second = batch(*entries(3)), batch(*entries(2, start=3))
     whole = batch(*entries(5))
@@ -82,6 +85,21 @@ def test_batches_stream_one_write_each_and_concatenate(fmt):
     trailer = fmt in ("json", "bpftool-json")  # the closing bracket
     assert streamed.writes == 2 + trailer  # one per non-empty batch
     assert streamed.getvalue() == render(fmt, info(), [whole]).getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_columnar_batches_stream_into_the_table_of_the_whole(fmt):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    def table(batches):
+        data = io.BytesIO(render(fmt, info(), batches).getvalue())
+        return pq.read_table(data) if fmt == "parquet" else pa.ipc.open_stream(data).read_all()
+
+    streamed = table([batch(*entries(3)), Batch(0, memoryview(b""), memoryview(b"")),
+                      batch(*entries(2, start=3))])
+    assert streamed.equals(table([batch(*entries(5))]))
+    assert streamed.to_pylist()[4] == {"key": 4, "value.a": 40, "value.name": "n4"}
 
 
 def test_typed_json():

@@ -1,0 +1,394 @@
+"""Arrow columns <-> a map's key and value bytes, typed from BTF, one column per leaf field.
+
+The schema rule (the README states it too):
+
+* columns are the leaves of :func:`~bpfbatch.records.layout.leaf_columns`, as in ``-o csv``:
+  ``key`` or ``key.field``, ``value`` or ``value.field``; nested struct members are flattened
+  with dotted names (``value.stats.bytes``); anonymous members add no name;
+* integers are Arrow integers of the same width and signedness, ``bool`` is ``bool``, ``float``
+  and ``double`` are ``float32``/``float64``;
+* an enum is a **dictionary** column (``int32`` indices) of its enumerators' names; a value no
+  enumerator names appears as its number in decimal text (as ``dump -o json`` prints it);
+* a ``char[N]`` is a ``string``: the bytes before its first NUL, as C reads it (bytes after
+  that NUL are not kept; a value that is not UTF-8 is an error naming the field); loading
+  pads it with NULs;
+* an array of integers, floats or bools is a ``fixed_size_list`` of them;
+* a side without BTF is one ``fixed_size_binary`` column, ``key`` or ``value``;
+* per-CPU maps: every value column is a ``fixed_size_list`` with one item per possible CPU.
+
+Other fields (bitfields, 128-bit integers, unions, arrays of structs, ...) have no column
+type here: asking for one is an error naming the field (``-o jsonl`` carries them).
+Loading reads the same columns back and writes the bytes column by column with numpy, no
+record is built in Python. pyarrow is an optional extra (``bpfbatch[arrow]``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import BpfBatchError, InputError
+from .codec import BtfCodec, Codec, PerCpuCodec
+from .layout import Array, Bool, CharArray, Enum, Float, Int, Node, leaf_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: The extra that installs pyarrow, named in the error when it is missing.
+EXTRA = "bpfbatch[arrow]"
+
+
+def pyarrow():
+    """The pyarrow module, or one clear error naming the extra that installs it."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        raise BpfBatchError(f"pyarrow is not installed (pip install '{EXTRA}')",
+                            obj="arrow") from None
+    return pa
+
+
+class Columns:
+    """The column layout of one map: its schema, batches of bytes -> Arrow record batches,
+    and an Arrow table -> packed bytes."""
+
+    def __init__(self, key: Codec, value: Codec):
+        self.pa = pyarrow()
+        self.key_size, self.value_size = key.size, value.size
+        self.ncpus = value.ncpus if isinstance(value, PerCpuCodec) else None
+        value_base = value.base if isinstance(value, PerCpuCodec) else value
+        self.stride = value.stride if isinstance(value, PerCpuCodec) else value.size
+        self.fields = [*_fields(key, "key"), *_fields(value_base, "value")]
+        self.raw_width = {"key": key.size, "value": value_base.size}  # of a side without BTF
+        self.schema = self.record_batch(np.zeros((0, self.key_size), np.uint8),
+                                        np.zeros((0, self.value_size), np.uint8)).schema
+
+    # -- bytes -> Arrow ------------------------------------------------------------------
+
+    def record_batch(self, key_rows: np.ndarray, value_rows: np.ndarray) -> pa.RecordBatch:
+        """The Arrow record batch of the entries whose packed keys and values are the rows of
+        ``key_rows`` and ``value_rows`` (``count × size`` uint8, see
+        :func:`~bpfbatch.records.codec.rows`)."""
+        count = len(key_rows)
+        arrays = []
+        for name, node in self.fields:
+            if name.startswith("key"):
+                arrays.append(self._read(node, key_rows, name))
+            elif self.ncpus is None:
+                arrays.append(self._read(node, value_rows, name))
+            else:
+                per_cpu = [self._read(node, value_rows[:, c * self.stride:], name)
+                           for c in range(self.ncpus)]
+                arrays.append(self._interleave(per_cpu, count))
+        return self.pa.RecordBatch.from_arrays(arrays, names=[name for name, _ in self.fields])
+
+    def _interleave(self, per_cpu: list, count: int):
+        """One ``fixed_size_list`` of ``ncpus`` items per entry from one array per CPU."""
+        flat = self.pa.concat_arrays([_plain(self.pa, a) for a in per_cpu])
+        order = (np.arange(self.ncpus)[None, :] * count + np.arange(count)[:, None]).ravel()
+        return self.pa.FixedSizeListArray.from_arrays(flat.take(order), self.ncpus)
+
+    def _read(self, node, rows_, name: str):
+        pa = self.pa
+        if node is None:  # raw bytes
+            width = self.raw_width[name]
+            raw = np.ascontiguousarray(rows_[:, :width])
+            return pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(width), len(raw), [None, pa.py_buffer(raw.tobytes())])
+        if isinstance(node, Enum):
+            numbers = _scalar(rows_, node.offset, node.code)
+            unique, index = np.unique(numbers, return_inverse=True)
+            names = [node.names.get(v, str(v)) for v in unique.tolist()]
+            return pa.DictionaryArray.from_arrays(pa.array(index.astype(np.int32)),
+                                              pa.array(names, type=pa.string()))
+        if isinstance(node, CharArray):
+            chars = _before_nul(rows_[:, node.offset:node.offset + len(node.elems)])
+            binary = pa.array(chars.view(f"S{len(node.elems)}")[:, 0], type=pa.binary())
+            try:
+                return binary.cast(pa.string())
+            except pa.ArrowInvalid:
+                bad = next(i for i, v in enumerate(binary.to_pylist()) if not _is_utf8(v))
+                raise InputError(f"{binary[bad].as_py()!r} is not UTF-8 text; Arrow columns "
+                                 "hold char arrays as strings (use -o jsonl)",
+                                 obj=f"{name} of entry {bad + 1} of the batch") from None
+        if isinstance(node, Array):
+            elem = node.elems[0]
+            flat = np.ascontiguousarray(
+                rows_[:, node.offset:node.offset + len(node.elems) * _width(elem)]
+            ).view(_np_type(elem)).ravel()
+            return pa.FixedSizeListArray.from_arrays(_numbers(pa, elem, flat), len(node.elems))
+        return _numbers(pa, node, _scalar(rows_, node.offset, _np_type(node)))
+
+    # -- Arrow -> bytes ------------------------------------------------------------------
+
+    def packed(self, table: pa.Table, source: str) -> tuple[int, bytes, bytes]:
+        """``(count, keys, values)`` of ``table``, whose columns must be exactly this
+        layout's; a missing or unknown column, a null, or a value that does not fit its field
+        is an :class:`InputError` naming the column (and the record, counted from 1)."""
+        names = [name for name, _ in self.fields]
+        unknown = [c for c in table.column_names if c not in names]
+        if unknown:
+            raise InputError(f"unknown column {unknown[0]!r} (expected {', '.join(names)})",
+                             obj=source)
+        missing = [c for c in names if c not in table.column_names]
+        if missing:
+            raise InputError(f"missing column {missing[0]!r}", obj=source)
+        count = table.num_rows
+        key_rows = np.zeros((count, self.key_size), np.uint8)
+        value_rows = np.zeros((count, self.value_size), np.uint8)
+        for name, node in self.fields:
+            column = table.column(name).combine_chunks()
+            where = f"{source}: column {name}"
+            if column.null_count:
+                raise InputError(f"null in record {_first_null(column) + 1}", obj=where)
+            if name.startswith("key"):
+                self._write(node, key_rows, column, where)
+            elif self.ncpus is None:
+                self._write(node, value_rows, column, where)
+            else:
+                items = self._cpu_items(column, count, where)
+                for c in range(self.ncpus):
+                    self._write(node, value_rows[:, c * self.stride:], items[c::self.ncpus], where)
+        return count, key_rows.tobytes(), value_rows.tobytes()
+
+    def _cpu_items(self, column, count: int, where: str):
+        pa = self.pa
+        if not (pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type)):
+            raise InputError(f"expected a list of {self.ncpus} per-CPU values, got {column.type}",
+                             obj=where)
+        lengths = column.value_lengths().to_numpy(zero_copy_only=False)
+        if count and not (lengths == self.ncpus).all():
+            bad = int(np.flatnonzero(lengths != self.ncpus)[0])
+            raise InputError(f"record {bad + 1}: {lengths[bad]} per-CPU values for "
+                             f"{self.ncpus} CPUs", obj=where)
+        return column.flatten()
+
+    def _write(self, node, rows_, column, where: str) -> None:
+        pa = self.pa
+        if node is None:
+            size = self.raw_width[where.rsplit(" ", 1)[1]]
+            data = _binary_values(pa, column, where)
+            _check_widths(data, size, where)
+            rows_[:, :size] = np.frombuffer(b"".join(data), np.uint8).reshape(-1, size)
+            return
+        if isinstance(node, Enum):
+            numbers = _enum_numbers(pa, node, column, where)
+            _put(rows_, node, _in_range(numbers, node.size, True, where))
+            return
+        if isinstance(node, CharArray):
+            n = len(node.elems)
+            data = _binary_values(pa, column, where)
+            long = [i for i, v in enumerate(data) if len(v) > n]
+            if long:
+                raise InputError(f"record {long[0] + 1}: {len(data[long[0]])} bytes do not fit "
+                                 f"char[{n}]", obj=where)
+            rows_[:, node.offset:node.offset + n] = \
+                np.array(data, dtype=f"S{n}").view(np.uint8).reshape(-1, n)
+            return
+        if isinstance(node, Array):
+            if not pa.types.is_fixed_size_list(column.type) and not pa.types.is_list(column.type):
+                raise InputError(f"expected a list of {len(node.elems)}, got {column.type}",
+                                 obj=where)
+            lengths = column.value_lengths().to_numpy(zero_copy_only=False)
+            if len(lengths) and not (lengths == len(node.elems)).all():
+                bad = int(np.flatnonzero(lengths != len(node.elems))[0])
+                raise InputError(f"record {bad + 1}: expected {len(node.elems)} items",
+                                 obj=where)
+            elem = node.elems[0]
+            flat = _checked(elem, _numpy(pa, column.flatten(), where), where)
+            width = _width(elem)
+            rows_[:, node.offset:node.offset + len(node.elems) * width] = (
+                flat.astype(_np_type(elem)).view(np.uint8).reshape(len(column), -1))
+            return
+        _put(rows_, node, _checked(node, _numpy(pa, column, where), where))
+
+
+def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
+                ) -> tuple[int, bytes, bytes]:
+    """``(count, keys, values)`` of a ``parquet`` file or an ``arrow`` IPC stream (``-``:
+    stdin), packed for the map whose codecs are ``key`` and ``value``."""
+    columns = Columns(key, value)
+    pa = columns.pa
+    try:
+        if path == "-":
+            data = pa.py_buffer(sys.stdin.buffer.read())
+            stream = pa.BufferReader(data)
+        else:
+            stream = pa.OSFile(path)
+        with stream:
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
+
+                table = pq.read_table(stream)
+            else:
+                table = pa.ipc.open_stream(stream).read_all()
+    except OSError as exc:  # pyarrow's errors (ArrowInvalid too) are OSError or ValueError
+        raise InputError(f"cannot read {fmt}: {exc}", obj=source) from None
+    except (ValueError, pa.ArrowException) as exc:
+        raise InputError(f"not {fmt}: {exc}", obj=source) from None
+    return columns.packed(table, source)
+
+
+# -- the leaf kinds ---------------------------------------------------------------------------
+
+
+def _fields(codec: Codec, side: str) -> list[tuple[str, Node | None]]:
+    """``(column, leaf node)`` of one side (``None``: the side's raw bytes)."""
+    if not isinstance(codec, BtfCodec):
+        return [(side, None)]
+    fields = list(leaf_columns(codec.node, side))
+    for name, node in fields:
+        if not _supported(node):
+            raise InputError(f"{type(node).__name__.lower()} fields have no Arrow column type "
+                             "(use -o jsonl)", obj=name)
+    return fields
+
+
+def _supported(node: Node) -> bool:
+    if isinstance(node, (Enum, CharArray)):
+        return True
+    if isinstance(node, Array):
+        return bool(node.elems) and _scalar_kind(node.elems[0])
+    return _scalar_kind(node)
+
+
+def _scalar_kind(node: Node) -> bool:
+    return (type(node) is Int and node.np_type is not None
+            or type(node) is Bool and node.size in (1, 2, 4, 8)
+            or type(node) is Float and node.code in ("<f", "<d"))
+
+
+def _np_type(node: Node) -> str:
+    if isinstance(node, Int):
+        return node.np_type
+    if isinstance(node, Float):
+        return node.code
+    return "<u1" if node.size == 1 else f"<u{node.size}"  # Bool
+
+
+def _width(node: Node) -> int:
+    return np.dtype(_np_type(node)).itemsize
+
+
+def _scalar(rows_, offset: int, np_type: str) -> np.ndarray:
+    size = np.dtype(np_type).itemsize
+    return np.ascontiguousarray(rows_[:, offset:offset + size]).view(np_type)[:, 0]
+
+
+def _numbers(pa, node: Node, column: np.ndarray):
+    if isinstance(node, Bool):
+        return pa.array(column != 0)
+    return pa.array(column)
+
+
+def _plain(pa, array):
+    """A dictionary array as its values (per-CPU enum columns are interleaved as text)."""
+    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+
+
+def _put(rows_, node: Node, column: np.ndarray) -> None:
+    width = _width(node)
+    rows_[:, node.offset:node.offset + width] = \
+        column.astype(_np_type(node)).view(np.uint8).reshape(-1, width)
+
+
+def _numpy(pa, column, where: str) -> np.ndarray:
+    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+            or pa.types.is_boolean(column.type)):
+        raise InputError(f"expected numbers, got {column.type}", obj=where)
+    return column.to_numpy(zero_copy_only=False)
+
+
+def _checked(node: Node, column: np.ndarray, where: str) -> np.ndarray:
+    """``column`` if every value fits ``node``'s type exactly, else an error naming the first
+    record that does not (a float for an integer field must be whole)."""
+    if isinstance(node, Float) or isinstance(node, Bool):
+        return column
+    if column.dtype.kind == "f":
+        whole = np.isfinite(column) & (column == np.floor(column))
+        if not whole.all():
+            bad = int(np.flatnonzero(~whole)[0])
+            raise InputError(f"record {bad + 1}: {column[bad]} is not an integer", obj=where)
+    return _in_range(column, node.size, node.signed, where)
+
+
+def _in_range(column: np.ndarray, size: int, signed: bool, where: str) -> np.ndarray:
+    bits = size * 8
+    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if len(column):
+        as_obj = column if column.dtype.kind in "iub" else column.astype(object)
+        outside = (as_obj < low) | (as_obj > high)
+        if outside.any():
+            bad = int(np.flatnonzero(outside)[0])
+            raise InputError(f"record {bad + 1}: {column[bad]} does not fit "
+                             f"{'s' if signed else 'u'}{bits}", obj=where)
+    return column
+
+
+def _enum_numbers(pa, node: Enum, column, where: str) -> np.ndarray:
+    """An enum column as numbers: dictionary or text columns by name (or decimal text),
+    integer columns as they are."""
+    if pa.types.is_integer(column.type):
+        return column.to_numpy(zero_copy_only=False)
+    if pa.types.is_dictionary(column.type):
+        names, index = column.dictionary.to_pylist(), column.indices.to_numpy(zero_copy_only=False)
+    elif pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        names, index = column.unique().to_pylist(), None
+    else:
+        raise InputError(f"expected enumerator names or numbers, got {column.type}", obj=where)
+    numbers = []
+    for name in names:
+        if name in node.by_name:
+            numbers.append(node.by_name[name])
+            continue
+        try:
+            numbers.append(int(name))
+        except (TypeError, ValueError):
+            raise InputError(f"no enumerator {name!r} (known: {', '.join(node.by_name)})",
+                             obj=where) from None
+    table = np.array(numbers, dtype=np.int64)
+    if index is None:
+        index = pa.compute.index_in(column, value_set=pa.array(names)).to_numpy(
+            zero_copy_only=False)
+    return table[index]
+
+
+def _binary_values(pa, column, where: str) -> list[bytes]:
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+            or pa.types.is_fixed_size_binary(column.type)):
+        raise InputError(f"expected text or bytes, got {column.type}", obj=where)
+    return column.to_pylist()
+
+
+def _check_widths(data: Iterable[bytes], size: int, where: str) -> None:
+    for i, value in enumerate(data):
+        if len(value) != size:
+            raise InputError(f"record {i + 1}: {len(value)} bytes, the map's are {size}",
+                             obj=where)
+
+
+def _before_nul(chars: np.ndarray) -> np.ndarray:
+    """``chars`` (``count × N`` bytes) with every byte from a row's first NUL on zeroed: the
+    string C reads there."""
+    chars = np.array(chars)
+    nul = chars == 0
+    first = np.where(nul.any(axis=1), nul.argmax(axis=1), chars.shape[1])
+    chars[np.arange(chars.shape[1]) >= first[:, None]] = 0
+    return chars
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _first_null(column) -> int:
+    return int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
