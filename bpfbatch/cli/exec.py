@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from .options import OUTPUT_FORMATS, MapId, Name, Pinned, check_output, open_map
+from .options import OUTPUT_FORMATS, Decode, MapId, Name, Pinned, check_output, open_map
 
 commands = typer.Typer()
 
@@ -55,13 +55,15 @@ def exec_command(
                                "defaults to json, delete prints records only when given.")] = None,
     max_selected: Annotated[int, typer.Option("--max", help="Stop after N selected "
                                               "(0: no limit).")] = 0,
+    decode: Decode = None,
 ) -> None:
     """Run a predicate over every element of a map, in the kernel or emulated in user space,
     and count, dump or delete what it selects.
 
     Fields are the value's BTF fields (nested with dots) or, prefixed with `key.`, the key's,
-    compared as stored (network-order fields stay in network order); operands are integers,
-    enumerators or `now - DURATION` (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
+    compared as the output shows them (--decode, and __be16/__be32 fields decoded by
+    default: dport == 443, saddr == 10.0.0.1); operands are integers, enumerators, display
+    values or `now - DURATION` (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
     are joined by and/or, with parentheses. Per-CPU maps compare each field's largest per-CPU
     value.
 
@@ -80,10 +82,10 @@ def exec_command(
     if action == "dump" and output is None:
         output = "json"
     with open_map(map_id, pinned, name, read_only=action != "delete") as m:
-        predicate = walker.compile_for(m, where) if user_filter is None else None
+        predicate = walker.compile_for(m, where, decode or []) if user_filter is None else None
         out = None
         if output is not None and action != "count":
-            out = pipeline.Output(output, m.info, sys.stdout.buffer)
+            out = pipeline.Output(output, m.info, sys.stdout.buffer, decode=decode or [])
         sink = out.write if out else None
         if user_filter is None:
             result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,

@@ -13,7 +13,17 @@ from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
 from ..map.handle import MapInfo, iter_infos
-from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
+from .options import (
+    DEFAULT_BATCH,
+    BatchSize,
+    Decode,
+    MapId,
+    Name,
+    Output,
+    Pinned,
+    check_output,
+    open_map,
+)
 
 commands = typer.Typer()
 
@@ -61,6 +71,7 @@ def dump(
     output: Output = "json",
     batch_size: BatchSize = DEFAULT_BATCH,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N elements.")] = None,
+    decode: Decode = None,
 ) -> None:
     """Print a map's elements, typed from its BTF, read with batched lookups.
 
@@ -73,7 +84,7 @@ def dump(
     from ..records import pipeline
 
     with open_map(map_id, pinned, name, read_only=True) as m:
-        out = pipeline.Output(output, m.info, sys.stdout.buffer)
+        out = pipeline.Output(output, m.info, sys.stdout.buffer, decode=decode or [])
         with _progress(m.info.label) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
             batches = cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size))

@@ -30,6 +30,14 @@ BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch
 OUTPUT_FORMATS = "table, json, jsonl, csv or bpftool-json"
 Output = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_FORMATS)]
 
+#: The decoders' kinds (records.decoders.DECODERS, spelled out for the same reason).
+DECODE_KINDS = "ipv4, ipv6, mac, be16, be32, be64, hex, str, ksym, ifname, errno, age"
+Decode = Annotated[Optional[list[str]], typer.Option(
+    "--decode", metavar="FIELD=KIND",
+    help=f"Show FIELD (key.x, or a value field) as KIND: {DECODE_KINDS}. Repeatable. "
+         "__be16/__be32 fields and struct in6_addr are decoded without asking; "
+         "--decode none turns that off.")]
+
 #: Elements per batch syscall by default (``bpfbatch.map.handle.DEFAULT_BATCH``, spelled out
 #: so that options import nothing native; tests/unit check the two agree).
 DEFAULT_BATCH = 8192

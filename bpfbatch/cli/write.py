@@ -16,7 +16,17 @@ from .._sys import abi
 from ..errors import BpfBatchError, InputError
 from ..map import writes
 from ..map.cursor import check_batch_size
-from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
+from .options import (
+    DEFAULT_BATCH,
+    BatchSize,
+    Decode,
+    MapId,
+    Name,
+    Output,
+    Pinned,
+    check_output,
+    open_map,
+)
 
 commands = typer.Typer()
 
@@ -42,6 +52,7 @@ def load(
     per_key: Annotated[bool, typer.Option(
         "--per-key", help="With --if-absent/--if-present: one exact syscall per record "
                           "instead of a racy key snapshot plus batches.")] = False,
+    decode: Decode = None,
 ) -> None:
     """Write records from FILE into the map in batches.
 
@@ -62,7 +73,7 @@ def load(
         raise InputError("only applies with --if-absent or --if-present", obj="--per-key")
     only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
     with open_map(map_id, pinned, name, read_only=False) as m:
-        records = read.read_records(file, m.info, fmt=fmt)
+        records = read.read_records(file, m.info, fmt=fmt, codecs=_codecs(m.info, decode))
         try:
             result = whole.load(m, records.keys, records.values, records.count, only=only,
                                per_key=per_key, batch_size=batch_size)
@@ -114,6 +125,7 @@ def drain(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     output: Output = "json",
     batch_size: BatchSize = DEFAULT_BATCH,
+    decode: Decode = None,
 ) -> None:
     """Print and delete every element (LOOKUP_AND_DELETE). Each batch is written and flushed
     before the next is taken; if the output fails (closed pipe, full disk) the batch in hand
@@ -126,7 +138,8 @@ def drain(
 
     with open_map(map_id, pinned, name, read_only=False) as m:
         # Flushed per batch: the drain deletes the next batch only once this one is out.
-        out = pipeline.Output(output, m.info, sys.stdout.buffer, flush_each=True)
+        out = pipeline.Output(output, m.info, sys.stdout.buffer, flush_each=True,
+                              decode=decode or [])
         try:
             result = whole.drain(m, out.write, batch_size=batch_size)
             out.close()
@@ -138,6 +151,14 @@ def drain(
             raise BpfBatchError(f"output failed after every entry was delivered: {exc.strerror}",
                                 obj=m.info.label, errno=exc.errno) from None
     _say(f"{m.info.label}: {result.delivered} entries drained")
+
+
+def _codecs(info, decode: list[str] | None):
+    """The codecs that read what ``dump`` wrote with the same ``--decode`` options."""
+    from ..records.codec import map_codecs
+    from ..records.decoding import decoded_codecs
+
+    return decoded_codecs(*map_codecs(info), decode or [])
 
 
 def _abandon_stdout() -> None:

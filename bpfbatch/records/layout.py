@@ -21,6 +21,7 @@ import numpy as np
 
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from ..errors import InputError
+from .decoders import automatic_kind
 from .jsontext import (
     _PRINTABLE,
     BoolLeaf,
@@ -39,9 +40,12 @@ from .jsontext import (
 
 @dataclasses.dataclass
 class Node:
-    """A piece of a type at an absolute byte ``offset`` of the record."""
+    """A piece of a type at an absolute byte ``offset`` of the record. ``auto`` is the
+    display kind its BTF type names (see :func:`~bpfbatch.records.decoders.automatic_kind`),
+    set on struct members by :func:`build_node`; it changes nothing until a caller decodes."""
 
     offset: int
+    auto = None  # not a dataclass field: a hint attached after construction
 
     def values(self, rows: np.ndarray) -> list:
         """Python values of this node in every row of a batch (``count × size`` uint8)."""
@@ -722,6 +726,7 @@ def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
                 node = Bits(at, m.bit_offset % 8, m.bitfield_size, signed)
             else:
                 node = build_node(btf, m.type, at, m.bit_offset % 8)
+                node.auto = _automatic_kind(btf, m.type, m.name)
             members.append((m.name, node))
         return Struct(offset, t.size, members)
     if kind == Kind.ARRAY:
@@ -751,6 +756,19 @@ def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0) -> Node:
     if kind == Kind.FLOAT:
         return Float(offset, t.size)
     return Unsupported(offset, b"(unsupported-kind")
+
+
+def _automatic_kind(btf: Btf, type_id: int, member: str) -> str | None:
+    """The display kind a member's type names: the typedefs it goes through and the struct
+    it ends at (``__be16``, ``struct in6_addr``)."""
+    typedefs, t = [], btf[type_id]
+    while t.kind in (Kind.TYPEDEF, *MODIFIERS):
+        if t.kind == Kind.TYPEDEF:
+            typedefs.append(t.name)
+        t = btf[t.type]
+    aggregate = t.kind in (Kind.STRUCT, Kind.UNION)
+    return automatic_kind(typedefs=tuple(typedefs), struct=t.name if aggregate else None,
+                          member=member, size=t.size if aggregate else 0)
 
 
 def _int_node(t, offset: int, bit: int) -> Node:

@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from ..errors import InputError
 from .codec import map_codecs
+from .decoding import decoded_codecs
 from .render import RENDERERS, Renderer, check_format, make_renderer
 
 __all__ = ["RENDERERS", "Output", "check_format", "limited", "run"]
@@ -24,10 +25,20 @@ class Output:
     """The writing end: each batch rendered in the map's format and written with one
     ``write()``; with ``flush_each`` flushed before :meth:`write` returns, which a drain needs
     (its sink contract: a batch is delivered when the call returns). :meth:`close` writes the
-    trailer (``]`` of the JSON arrays) and flushes."""
+    trailer (``]`` of the JSON arrays) and flushes.
 
-    def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None):
+    ``decode``: the ``--decode`` options (``FIELD=KIND``, ``none``; see
+    :mod:`~bpfbatch.records.decoding`), the automatic choice included; ``None`` (the
+    default) prints every field as the map stores it."""
+
+    def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None,
+                 decode: Iterable[str] | None = None):
         key_codec, value_codec = map_codecs(info, btf)
+        if decode is not None:
+            if fmt == "bpftool-json" and any(d.strip() != "none" for d in decode):
+                raise InputError("bpftool-json is bpftool's output byte for byte; use "
+                                 "another format to decode fields", obj="--decode")
+            key_codec, value_codec = decoded_codecs(key_codec, value_codec, decode)
         self.info = info
         self.renderer: Renderer = make_renderer(fmt, info, key_codec, value_codec, out)
         self._out = out
