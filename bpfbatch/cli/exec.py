@@ -16,16 +16,13 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from .options import OUTPUT_FORMATS, Decode, MapId, Name, Pinned, check_output, open_map
+from .options import OUTPUT_FORMATS, Decode, MapId, Name, Pinned, check_output, open_map, say
 
 commands = typer.Typer()
 
 Mode = Annotated[str, typer.Option("--mode", help="kernel, user or auto (kernel when it runs "
                                                   "here).")]
 
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _summary(label: str, r) -> str:
@@ -60,10 +57,10 @@ def exec_command(
     """Run a predicate over every element of a map, in the kernel or emulated in user space,
     and count, dump or delete what it selects.
 
-    Fields are the value's BTF fields (nested with dots) or, prefixed with `key.`, the key's,
+    Fields are the value's BTF fields (nested with dots) or, prefixed with key., the key's,
     compared as the output shows them (--decode, and __be16/__be32 fields decoded by
     default: dport == 443, saddr == 10.0.0.1); operands are integers, enumerators, display
-    values or `now - DURATION` (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
+    values or now - DURATION (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
     are joined by and/or, with parentheses. Per-CPU maps compare each field's largest per-CPU
     value.
 
@@ -97,7 +94,7 @@ def exec_command(
             out.close()
         if action == "count":
             print(result.selected)
-        _say(_summary(m.info.label, result))
+        say(_summary(m.info.label, result))
 
 
 def _user_filter(where: str | None, filter_obj: Path | None, filter_prog: str | None,
@@ -174,7 +171,7 @@ def prune_command(
                 verb = "would delete" if dry_run else "deleted"
                 n = res.selected if dry_run else res.deleted
                 kept = f", {res.kept} refreshed and kept" if res.kept else ""
-                _say(f"round {r.number}: {verb} {n} of {res.visited}{kept} in "
+                say(f"round {r.number}: {verb} {n} of {res.visited}{kept} in "
                      f"{res.seconds * 1e3:.1f} ms ({res.mode})")
 
 
@@ -208,13 +205,13 @@ def prune_demo(
         keep_sending = threading.Thread(target=_send_until, daemon=True,
                                         args=(opened, opened.sockets[:active], stop))
         keep_sending.start()
-        _say(f"{table.info.label}: LRU hash on {lab.receiver}'s ingress; {flows} flows sent "
+        say(f"{table.info.label}: LRU hash on {lab.receiver}'s ingress; {flows} flows sent "
              f"once, {active} keep sending; pruning last_seen_ns older than {older_than}")
         predicate = prune.prune_predicate(table, "last_seen_ns", older_ns)
         try:
             for r in prune.prune_rounds(table, predicate, every_ns=10**9, mode=mode, stop=stop):
                 held = walker.exec_map(table, "", "count", mode="user").selected
-                _say(f"round {r.number}: deleted {r.result.deleted} in "
+                say(f"round {r.number}: deleted {r.result.deleted} in "
                      f"{r.result.seconds * 1e3:.1f} ms ({r.result.mode}); {held} flows left")
                 if r.number >= rounds:
                     stop.set()

@@ -39,7 +39,7 @@ def _show_record(info: MapInfo) -> dict:
 def list_maps(
     output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
 ) -> None:
-    """List the maps on the system, like ``bpftool map show``."""
+    """List the maps on the system, like bpftool map show."""
     if output not in ("table", "json"):
         raise InputError(f"unknown format '{output}' (use table or json)", obj="--output")
     records = [_show_record(info) for info in iter_infos()]

@@ -12,6 +12,7 @@ by :func:`bpfbatch.cli.main` to every error) rewords an error with it.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -21,7 +22,9 @@ from ..errors import BpfBatchError, InputError
 if TYPE_CHECKING:
     from ..map.handle import Map
 
-MapId = Annotated[Optional[int], typer.Option("--map-id", help="Map id (as bpftool map show lists).")]
+MapId = Annotated[Optional[int], typer.Option(
+    "--map-id", help="Map id (as bpftool map show lists); or, right after the command, "
+                     "bpftool's id N, pinned PATH, name NAME.")]
 Pinned = Annotated[Optional[str], typer.Option("--pinned", help="Path of a map pinned on bpffs.")]
 Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; must match one map.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
@@ -48,6 +51,16 @@ FLAGS = {
     "field": "--field", "older_than_ns": "--older-than", "action": "--action",
     "max_selected": "--max", "mode": "--mode", "pid": "-p", "plot": "--plot",
 }
+
+
+#: Set by ``-q``: no progress and no summary lines on stderr.
+QUIET = False
+
+
+def say(text: str) -> None:
+    """A summary line on stderr (``map 42 'flows': 10 entries loaded``), unless ``-q``."""
+    if not QUIET:
+        print(text, file=sys.stderr, flush=True)
 
 
 def as_flags(exc: BpfBatchError) -> BpfBatchError:

@@ -26,6 +26,7 @@ from .options import (
     Pinned,
     check_output,
     open_map,
+    say,
 )
 
 commands = typer.Typer()
@@ -34,9 +35,6 @@ InputFile = Annotated[str, typer.Argument(help="Input file; '-' reads stdin.")]
 InputFormat = Annotated[Optional[str], typer.Option(
     "--format", help="jsonl, json, csv or bpftool-json (default: from the file name, else jsonl).")]
 
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr)
 
 
 @commands.command("load")
@@ -84,7 +82,7 @@ def load(
             exc.obj = records.where(exc.index)
             raise
     skipped = f", {result.skipped} skipped" if only is not Existing.ANY else ""
-    _say(f"{m.info.label}: {result.applied} entries loaded{skipped}")
+    say(f"{m.info.label}: {result.applied} entries loaded{skipped}")
 
 
 @commands.command("delete")
@@ -102,7 +100,7 @@ def delete(
     with open_map(map_id, pinned, name, read_only=False) as m:
         records = read.read_records(file, m.info, fmt=fmt, with_values=False)
         result = writes.delete(m, records.keys, records.count, batch_size=batch_size)
-    _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
+    say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
 
 
 @commands.command("clear")
@@ -117,7 +115,7 @@ def clear(
     with open_map(map_id, pinned, name, read_only=False) as m:
         removed = whole.clear(m, batch_size=batch_size)
     verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"
-    _say(f"{m.info.label}: {removed} entries {verb}")
+    say(f"{m.info.label}: {removed} entries {verb}")
 
 
 @commands.command("drain")
@@ -150,7 +148,7 @@ def drain(
             _abandon_stdout()
             raise BpfBatchError(f"output failed after every entry was delivered: {exc.strerror}",
                                 obj=m.info.label, errno=exc.errno) from None
-    _say(f"{m.info.label}: {result.delivered} entries drained")
+    say(f"{m.info.label}: {result.delivered} entries drained")
 
 
 def _codecs(info, decode: list[str] | None):
