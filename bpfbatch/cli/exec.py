@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
+from .progress import counted, progress
 from .options import OUTPUT_FORMATS, Decode, MapId, Name, Pinned, check_output, open_map, say
 
 commands = typer.Typer()
@@ -83,13 +84,14 @@ def exec_command(
         out = None
         if output is not None and action != "count":
             out = pipeline.Output(output, m.info, sys.stdout.buffer, decode=decode or [])
-        sink = out.write if out else None
-        if user_filter is None:
-            result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
-                                     max_selected=max_selected)
-        else:
-            result = walker.exec_filter(m, user_filter, action, sink=sink,
-                                        max_selected=max_selected)
+        with progress(f"{m.info.label} {action}", "selected") as advance:
+            sink = counted(out.write, advance) if out else None
+            if user_filter is None:
+                result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
+                                         max_selected=max_selected)
+            else:
+                result = walker.exec_filter(m, user_filter, action, sink=sink,
+                                            max_selected=max_selected)
         if out:
             out.close()
         if action == "count":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from typing import Annotated, Optional
@@ -13,6 +12,7 @@ from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
 from ..map.handle import MapInfo, iter_infos
+from .progress import progress
 from .options import (
     DEFAULT_BATCH,
     BatchSize,
@@ -85,22 +85,7 @@ def dump(
 
     with open_map(map_id, pinned, name, read_only=True) as m:
         out = pipeline.Output(output, m.info, sys.stdout.buffer, decode=decode or [])
-        with _progress(m.info.label) as advance:
+        with progress(m.info.label, total=None) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
             batches = cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size))
             pipeline.run(batches, out, limit=limit, progress=advance)
-
-
-@contextlib.contextmanager
-def _progress(label: str):
-    """A live element counter on stderr when stderr is a terminal; otherwise nothing."""
-    if not sys.stderr.isatty():
-        yield lambda n: None
-        return
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}: {task.completed} elements"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda n: bar.advance(task, n)

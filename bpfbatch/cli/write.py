@@ -16,6 +16,7 @@ from .._sys import abi
 from ..errors import BpfBatchError, InputError
 from ..map import writes
 from ..map.cursor import check_batch_size
+from .progress import counted, progress
 from .options import (
     DEFAULT_BATCH,
     BatchSize,
@@ -71,10 +72,12 @@ def load(
         raise InputError("only applies with --if-absent or --if-present", obj="--per-key")
     only = Existing.ABSENT if if_absent else Existing.PRESENT if if_present else Existing.ANY
     with open_map(map_id, pinned, name, read_only=False) as m:
-        records = read.read_records(file, m.info, fmt=fmt, codecs=_codecs(m.info, decode))
+        with progress(f"{m.info.label} reading {file}", "records"):
+            records = read.read_records(file, m.info, fmt=fmt, codecs=_codecs(m.info, decode))
         try:
-            result = whole.load(m, records.keys, records.values, records.count, only=only,
-                               per_key=per_key, batch_size=batch_size)
+            with progress(f"{m.info.label} loading {records.count} records", ""):
+                result = whole.load(m, records.keys, records.values, records.count, only=only,
+                                    per_key=per_key, batch_size=batch_size)
         except LoadError as exc:
             exc.message += f" (record at {records.where(exc.index)})"
             raise
@@ -112,7 +115,8 @@ def clear(
     check_batch_size(batch_size)
     from ..map import whole
 
-    with open_map(map_id, pinned, name, read_only=False) as m:
+    with open_map(map_id, pinned, name, read_only=False) as m, \
+            progress(f"{m.info.label} clearing", ""):
         removed = whole.clear(m, batch_size=batch_size)
     verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"
     say(f"{m.info.label}: {removed} entries {verb}")
@@ -139,7 +143,8 @@ def drain(
         out = pipeline.Output(output, m.info, sys.stdout.buffer, flush_each=True,
                               decode=decode or [])
         try:
-            result = whole.drain(m, out.write, batch_size=batch_size)
+            with progress(f"{m.info.label} draining") as advance:
+                result = whole.drain(m, counted(out.write, advance), batch_size=batch_size)
             out.close()
         except DrainError:
             _abandon_stdout()
