@@ -27,6 +27,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "delete": ("write", "Delete the keys of FILE's records."),
     "clear": ("write", "Remove every element (arrays: set every element to zero)."),
     "drain": ("write", "Print and delete every element (LOOKUP_AND_DELETE)."),
+    "lookup": ("elements", "Print the element of KEY (like bpftool map lookup); a missing key "
+                           "is an error."),
+    "update": ("elements", "Write one element (like bpftool map update); a per-CPU VALUE is "
+                           "one value for every CPU or a list of one per CPU."),
+    "getnext": ("elements", "Print the key after KEY, or the first key (like bpftool map "
+                            "getnext)."),
+    "pin": ("elements", "Pin the map at PATH on bpffs (like bpftool map pin)."),
+    "freeze": ("elements", "Make the map read-only for user space, for good (like bpftool map "
+                           "freeze)."),
+    "peek": ("elements", "Print the next value of a queue or stack without taking it (bpftool "
+                         "map peek)."),
+    "push": ("elements", "Add VALUE to a queue or stack (bpftool map push)."),
+    "pop": ("elements", "Take the next value out of a queue or stack and print it (bpftool map "
+                        "pop)."),
     "exec": ("exec", "Run a predicate over every element of a map, in the kernel or emulated "
                      "in user space, and count, dump or delete what it selects."),
     "prune": ("exec", "Delete flow-table elements idle for longer than --older-than."),

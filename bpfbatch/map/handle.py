@@ -231,7 +231,7 @@ class Map:
         """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent."""
         self._check_size(key, self.info.key_size, "key")
         value = ctypes.create_string_buffer(self.info.value_stride)
-        ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)
+        ret = lib.bpf_map_lookup_elem_flags(self.fd, key or None, value, flags)  # peek: NULL
         if ret == -errno.ENOENT:
             return None
         check(ret, "lookup element", self.info.label)
@@ -242,7 +242,7 @@ class Map:
         for a per-CPU map)."""
         self._check_size(key, self.info.key_size, "key")
         self._check_size(value, self.info.value_stride, "value")
-        check(lib.bpf_map_update_elem(self.fd, key, value, flags), "update element",
+        check(lib.bpf_map_update_elem(self.fd, key or None, value, flags), "update element",
               self.info.label)
 
     def delete(self, key: bytes) -> bool:
@@ -253,6 +253,21 @@ class Map:
             return False
         check(ret, "delete element", self.info.label)
         return True
+
+    def lookup_and_delete(self, key: bytes) -> bytes | None:
+        """Take ``key``'s value out of the map (``b""`` for a queue or stack: pop), or
+        ``None`` when absent (empty)."""
+        self._check_size(key, self.info.key_size, "key")
+        value = ctypes.create_string_buffer(self.info.value_stride)
+        ret = lib.bpf_map_lookup_and_delete_elem(self.fd, key or None, value)
+        if ret == -errno.ENOENT:
+            return None
+        check(ret, "lookup and delete element", self.info.label)
+        return value.raw
+
+    def freeze(self) -> None:
+        """Make the map read-only for user space from now on (``BPF_MAP_FREEZE``)."""
+        check(lib.bpf_map_freeze(self.fd), "freeze", self.info.label)
 
     def next_key(self, key: bytes | None) -> bytes | None:
         """The key after ``key`` (the first with ``None``), or ``None`` at the end."""
