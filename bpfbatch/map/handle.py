@@ -404,3 +404,23 @@ def iter_infos() -> Iterator[MapInfo]:
             yield MapInfo.from_fd(fd)
         finally:
             os.close(fd)
+
+
+def pinned_paths(root: str = "/sys/fs/bpf") -> dict[int, list[str]]:
+    """Map id → the paths it is pinned at under ``root`` (bpftool's ``map show -f``). Pins
+    that are programs or links, or that cannot be opened, are skipped."""
+    found: dict[int, list[str]] = {}
+    for folder, _, files in os.walk(root):
+        for file in sorted(files):
+            path = os.path.join(folder, file)
+            try:
+                fd = libbpf.obj_fd_by_path(path, read_only=True)
+            except BpfBatchError:
+                continue
+            try:
+                map_id = _fdinfo(fd).get("map_id")
+            finally:
+                os.close(fd)
+            if map_id is not None:
+                found.setdefault(int(map_id), []).append(path)
+    return found
