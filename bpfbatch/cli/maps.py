@@ -127,6 +127,9 @@ def dump(
     batch_size: BatchSize = DEFAULT_BATCH,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N elements.")] = None,
     decode: Decode = None,
+    sum_cpus: Annotated[bool, typer.Option(
+        "--sum", help="Per-CPU maps: one value per key, integer fields summed over the "
+                      "CPUs.")] = False,
 ) -> None:
     """Print a map's elements, typed from its BTF, read with batched lookups.
 
@@ -139,7 +142,8 @@ def dump(
     from ..records import pipeline
 
     with open_map(map_id, pinned, name, read_only=True) as m:
-        out = pipeline.Output(output, m.info, sys.stdout.buffer, decode=decode or [])
+        out = pipeline.Output(output, m.info, sys.stdout.buffer, decode=decode or [],
+                              sum_cpus=sum_cpus)
         with progress(m.info.label, total=None) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
             batches = cursor.read_ahead(cursor.BatchCursor(m, batch_size=batch_size))

@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from ..errors import InputError
 from .codec import map_codecs
+from .cpusum import summed
 from .decoding import decoded_codecs
 from .render import RENDERERS, Renderer, check_format, make_renderer
 
@@ -27,18 +28,24 @@ class Output:
     (its sink contract: a batch is delivered when the call returns). :meth:`close` writes the
     trailer (``]`` of the JSON arrays) and flushes.
 
-    ``decode``: the ``--decode`` options (``FIELD=KIND``, ``none``; see
+    ``sum_cpus``: a per-CPU map's values shown summed over the CPUs
+    (:mod:`~bpfbatch.records.cpusum`). ``decode``: the ``--decode`` options (``FIELD=KIND``, ``none``; see
     :mod:`~bpfbatch.records.decoding`), the automatic choice included; ``None`` (the
     default) prints every field as the map stores it."""
 
     def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None,
-                 decode: Iterable[str] | None = None):
+                 decode: Iterable[str] | None = None, sum_cpus: bool = False):
         key_codec, value_codec = map_codecs(info, btf)
         if decode is not None:
             if fmt == "bpftool-json" and any(d.strip() != "none" for d in decode):
                 raise InputError("bpftool-json is bpftool's output byte for byte; use "
                                  "another format to decode fields", obj="--decode")
             key_codec, value_codec = decoded_codecs(key_codec, value_codec, decode)
+        if sum_cpus:
+            if fmt == "bpftool-json":
+                raise InputError("bpftool-json is bpftool's output byte for byte; use "
+                                 "another format to sum", obj="--sum")
+            value_codec = summed(value_codec)
         self.info = info
         self.renderer: Renderer = make_renderer(fmt, info, key_codec, value_codec, out)
         self._out = out
