@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent
 class BuildWithBpfObjects(build_py):
     def run(self):
         clang = os.environ.get("CLANG", "clang-16")
-        strip = os.environ.get("LLVM_STRIP", "llvm-strip")
+        strip = os.environ.get("LLVM_STRIP") or next(
+            (tool for tool in ("llvm-strip-16", "llvm-strip") if shutil.which(tool)), "llvm-strip")
         missing = [tool for tool in (clang, os.environ.get("BPFTOOL", "bpftool"), strip)
                    if shutil.which(tool) is None]
         if missing:
