@@ -36,6 +36,7 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "bpf_map_update_elem": (c_int, [c_int, c_void_p, c_void_p, ctypes.c_uint64]),
     "bpf_map_delete_elem": (c_int, [c_int, c_void_p]),
     "bpf_map_lookup_and_delete_elem": (c_int, [c_int, c_void_p, c_void_p]),
+    "bpf_map_freeze": (c_int, [c_int]),
     # Objects.
     "bpf_map_create": (c_int, [c_int, c_char_p, c_uint32, c_uint32, c_uint32, c_void_p]),
     "bpf_map_get_next_id": (c_int, [c_uint32, _u32p]),

@@ -1,40 +1,69 @@
 """The ``bpfbatch`` command: the typer app with its lazy command registry (:mod:`.app`),
 shared options (:mod:`.options`), and one module per command group.
 
-:func:`main` is the only place that turns a :class:`~bpfbatch.errors.BpfBatchError` into an
-exit status and the one-line ``bpfbatch: error: ...`` message; command modules stay thin
-(check options → call the library → render).
+:func:`main` is the only place that turns a failure into an exit status and one line on
+stderr, ``bpfbatch: error: ...``: a usage error (unknown option, missing argument) exits 2,
+a :class:`~bpfbatch.errors.BpfBatchError` or a failed write of the output 1, an interruption
+130. Command modules stay thin (check options → call the library → render).
 """
 
 from __future__ import annotations
 
 import errno
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import BpfBatchError, Interrupted, OutputError, errno_name
-from .app import app
+from .app import MAP_KEYWORDS, app
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "run_command"]
+
+try:  # typer ≥ 0.20 carries its own click
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer over click
+    from click.exceptions import NoArgsIsHelpError, UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``): click
-    handles usage errors, we handle ours."""
+    """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``)."""
+    args = list(argv) if argv is not None else sys.argv[1:]
+    _run(lambda: app(args=args, prog_name="bpfbatch", standalone_mode=False))
+
+
+def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> None:
+    """Run the command at ``path`` (``["top", "tcp"]``) as a program of its own named
+    ``prog_name`` (``tcptop.py -h`` shows ``Usage: tcptop.py [OPTIONS] ...``)."""
+    import typer
+
+    from .app import CONTEXT, LazyCommands
+
+    group = typer.main.get_group(app)
+    ctx = group.make_context("bpfbatch", list(path), resilient_parsing=True)
+    command = group
+    for name in path:
+        command = LazyCommands.get_command(command, ctx, name) if command is group \
+            else command.get_command(ctx, name)
+    _run(lambda: command.main(args=list(argv), prog_name=prog_name, standalone_mode=False,
+                              **CONTEXT), prog_name)
+
+
+def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
     try:
-        app(args=list(argv) if argv is not None else None, prog_name="bpfbatch")
+        status = call()
+    except UsageError as exc:
+        _usage_error(exc, prog)
+    except KeyboardInterrupt:
+        status = 130
     except OutputError as exc:
         if exc.errno == errno.EPIPE:  # the reader (e.g. `head`) went away: nothing to say
             sys.exit(1)
-        print(f"bpfbatch: error: {exc}", file=sys.stderr)
-        sys.exit(1)
+        _fail(prog, 1, str(exc))
     except BpfBatchError as exc:
         from .options import as_flags
 
-        print(f"bpfbatch: error: {as_flags(exc)}", file=sys.stderr)
-        sys.exit(1)
+        _fail(prog, 1, str(as_flags(exc)))
     except Interrupted as exc:  # a command stopped by SIGINT/SIGTERM/SIGHUP, saying what it did
-        print(f"bpfbatch: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         sys.exit(exc.exit_status)
     except BrokenPipeError:
         # The reader (e.g. `head`) went away; silence the interpreter's flush at exit.
@@ -42,6 +71,31 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(1)
     except OSError as exc:  # writing the output failed (full disk, I/O error)
         name = errno_name(exc.errno) if exc.errno else "EIO"
-        print(f"bpfbatch: error: {exc.filename or 'output'}: {exc.strerror or exc} ({name})",
-              file=sys.stderr)
-        sys.exit(1)
+        _fail(prog, 1, f"{exc.filename or 'output'}: {exc.strerror or exc} ({name})")
+    if status == 130:
+        print(f"{prog}: interrupted", file=sys.stderr)
+    if status:
+        sys.exit(status)
+
+
+def _usage_error(exc: UsageError, prog: str) -> None:
+    """One line, exit 2, naming the command; a bare number where a map was expected gets
+    bpftool's forms as a hint. No arguments at all prints the help instead."""
+    ctx = exc.ctx
+    if isinstance(exc, NoArgsIsHelpError) and ctx is not None:
+        print(ctx.get_help(), file=sys.stderr)
+        sys.exit(2)
+    where = ""
+    if ctx is not None and ctx.parent is not None:
+        where = ctx.command_path.split(" ", 1)[-1] + ": "
+    message = exc.format_message()
+    message = message[:1].lower() + message[1:]
+    params = ctx.command.params if ctx is not None else []
+    if "unexpected extra argument" in message and any(p.name == "map_id" for p in params):
+        message += f" (name the map with {', '.join(k + ' ...' for k in MAP_KEYWORDS)})"
+    _fail(prog, 2, f"{where}{' '.join(message.split())}")
+
+
+def _fail(prog: str, status: int, text: str) -> None:
+    print(f"{prog}: error: {text}", file=sys.stderr)
+    sys.exit(status)

@@ -24,8 +24,10 @@ def bench(
         raise InputError(f"must be a positive number, got {entries}", obj="--entries")
     if rounds < 1:
         raise InputError(f"must be a positive number, got {rounds}", obj="--rounds")
-    from ..labs.covertable import measure, plot, render
+    from ..labs.covertable import check_plot, measure, plot, render
 
+    if plot_file:
+        check_plot(plot_file)  # before minutes of measuring
     results = measure(entries, rounds)
     print(f"{entries:,}-entry hash map (u32 key, u64 value), median of {rounds} round(s); "
           "(N×) = speed-up over no batching\n")

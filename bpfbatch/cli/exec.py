@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import sys
 import threading
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,7 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import InputError
-from .options import OUTPUT_FORMATS, MapId, Name, Pinned, check_output, open_map
+from .progress import counted, progress
+from .options import OUTPUT_FORMATS, Decode, MapId, Name, Pinned, check_output, open_map, say
 
 commands = typer.Typer()
 
@@ -25,9 +25,6 @@ Mode = Annotated[str, typer.Option("--mode", help="auto (kernel when it runs her
                                    "re-checked), kernel-fast (the program deletes: faster, "
                                    "may delete an entry refreshed at that instant) or user.")]
 
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def _summary(label: str, r) -> str:
@@ -60,13 +57,15 @@ def exec_command(
     fsync: Annotated[bool, typer.Option(
         "--fsync", help="With --action delete -o: deleted records count as delivered only "
                         "once on disk.")] = False,
+    decode: Decode = None,
 ) -> None:
     """Run a predicate over every element of a map, in the kernel or emulated in user space,
     and count, dump or delete what it selects.
 
-    Fields are the value's BTF fields (nested with dots) or, prefixed with `key.`, the key's,
-    compared as stored (network-order fields stay in network order); operands are integers,
-    enumerators or `now - DURATION` (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
+    Fields are the value's BTF fields (nested with dots) or, prefixed with key., the key's,
+    compared as the output shows them (--decode, and __be16/__be32 fields decoded by
+    default: dport == 443, saddr == 10.0.0.1); operands are integers, enumerators, display
+    values or now - DURATION (CLOCK_MONOTONIC ns; units ns us ms s m h); comparisons
     are joined by and/or, with parentheses. Per-CPU maps compare each field's largest per-CPU
     value.
 
@@ -90,28 +89,30 @@ def exec_command(
     with interrupts.stopping(lambda: f"{delivery.delivered if delivery else 0} entries "
                                      "delivered"), \
             open_map(map_id, pinned, name, read_only=action != "delete") as m:
-        predicate = walker.compile_for(m, where) if user_filter is None else None
+        predicate = walker.compile_for(m, where, decode or []) if user_filter is None else None
         out = None  # deleted records: delivered or put back; dumped ones: just written
         if output is not None and action == "delete":
             out = delivery = pipeline.delivery(output, m.info, whole.restorer(m),
-                                               pipeline.stdout(fsync=fsync))
-            sink = delivery.take
+                                               pipeline.stdout(fsync=fsync), decode=decode or [])
+            write = delivery.take
         elif output is not None and action == "dump":
-            out = pipeline.Output(output, m.info, pipeline.stdout())
-            sink = out.write
+            out = pipeline.Output(output, m.info, pipeline.stdout(), decode=decode or [])
+            write = out.write
         else:
-            sink = None
-        if user_filter is None:
-            result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
-                                     max_selected=max_selected)
-        else:
-            result = walker.exec_filter(m, user_filter, action, sink=sink,
-                                        max_selected=max_selected)
+            write = None
+        with progress(f"{m.info.label} {action}", "selected") as advance:
+            sink = counted(write, advance) if write else None
+            if user_filter is None:
+                result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
+                                         max_selected=max_selected)
+            else:
+                result = walker.exec_filter(m, user_filter, action, sink=sink,
+                                            max_selected=max_selected)
         if out is not None:
             out.close()
         if action == "count":
             print(result.selected)
-        _say(_summary(m.info.label, result))
+        say(_summary(m.info.label, result))
 
 
 def _user_filter(where: str | None, filter_obj: Path | None, filter_prog: str | None,
@@ -188,7 +189,7 @@ def prune_command(
                 verb = "would delete" if dry_run else "deleted"
                 n = res.selected if dry_run else res.deleted
                 kept = f", {res.kept} refreshed and kept" if res.kept else ""
-                _say(f"round {r.number}: {verb} {n} of {res.visited}{kept} in "
+                say(f"round {r.number}: {verb} {n} of {res.visited}{kept} in "
                      f"{res.seconds * 1e3:.1f} ms ({res.mode})")
 
 
@@ -222,13 +223,13 @@ def prune_demo(
         keep_sending = threading.Thread(target=_send_until, daemon=True,
                                         args=(opened, opened.sockets[:active], stop))
         keep_sending.start()
-        _say(f"{table.info.label}: LRU hash on {lab.receiver}'s ingress; {flows} flows sent "
+        say(f"{table.info.label}: LRU hash on {lab.receiver}'s ingress; {flows} flows sent "
              f"once, {active} keep sending; pruning last_seen_ns older than {older_than}")
         predicate = prune.prune_predicate(table, "last_seen_ns", older_ns)
         try:
             for r in prune.prune_rounds(table, predicate, every_ns=10**9, mode=mode, stop=stop):
                 held = walker.exec_map(table, EVERY_ELEMENT, "count", mode="user").selected
-                _say(f"round {r.number}: deleted {r.result.deleted} in "
+                say(f"round {r.number}: deleted {r.result.deleted} in "
                      f"{r.result.seconds * 1e3:.1f} ms ({r.result.mode}); {held} flows left")
                 if r.number >= rounds:
                     stop.set()

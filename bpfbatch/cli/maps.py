@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from typing import Annotated, Optional
@@ -12,8 +11,19 @@ import typer
 from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
-from ..map.handle import MapInfo, iter_infos, require
-from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
+from ..map.handle import MapInfo, iter_infos, pinned_paths, require
+from .progress import progress
+from .options import (
+    DEFAULT_BATCH,
+    BatchSize,
+    Decode,
+    MapId,
+    Name,
+    Output,
+    Pinned,
+    check_output,
+    open_map,
+)
 
 commands = typer.Typer()
 
@@ -29,24 +39,79 @@ def _show_record(info: MapInfo) -> dict:
     return record
 
 
+#: ``list``'s formats: the columns of ``bpftool map show`` as a table, JSON, lines or CSV.
+LIST_FORMATS = ("table", "json", "jsonl", "csv")
+
+
 @commands.command("list")
 def list_maps(
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", help="table, json, jsonl or csv")]
+        = "table",
+    map_type: Annotated[Optional[str], typer.Option(
+        "--type", help="Only maps of this type (hash, percpu_array, ... as listed).")] = None,
+    match: Annotated[Optional[str], typer.Option(
+        "--match", help="Only maps whose name matches this shell pattern (flow*).")] = None,
+    bpffs: Annotated[bool, typer.Option(
+        "-f", "--bpffs", help="Show where each map is pinned on bpffs (bpftool -f).")] = False,
+    pinned_only: Annotated[bool, typer.Option(
+        "--pinned-only", help="Only maps pinned on bpffs (implies -f).")] = False,
 ) -> None:
-    """List the maps on the system, like ``bpftool map show``."""
-    if output not in ("table", "json"):
-        raise InputError(f"unknown format '{output}' (use table or json)", obj="--output")
-    records = [_show_record(info) for info in iter_infos()]
+    """List the maps on the system, like bpftool map show."""
+    import fnmatch
+
+    if output not in LIST_FORMATS:
+        raise InputError(f"unknown format '{output}' (use {', '.join(LIST_FORMATS)})",
+                         obj="--output")
+    pins = pinned_paths() if bpffs or pinned_only else None
+    records = []
+    for info in iter_infos():
+        if map_type is not None and info.type_name != map_type:
+            continue
+        if match is not None and not fnmatch.fnmatchcase(info.name, match):
+            continue
+        if pinned_only and info.id not in pins:
+            continue
+        record = _show_record(info)
+        if pins is not None:
+            record["pinned"] = pins.get(info.id, [])
+        records.append(record)
+    _print_records(records, output)
+
+
+def _print_records(records: list[dict], output: str) -> None:
     if output == "json":
         json.dump(records, sys.stdout)
         sys.stdout.write("\n")
-        return
-    from tabulate import tabulate
+    elif output == "jsonl":
+        sys.stdout.writelines(json.dumps(r) + "\n" for r in records)
+    else:
+        rows = [{**r, "flags": hex(r["flags"]), "btf_id": r.get("btf_id", ""),
+                 **({"pinned": " ".join(r["pinned"])} if "pinned" in r else {})}
+                for r in records]
+        headers = list(rows[0]) if rows else list(_SHOW_COLUMNS)
+        if output == "csv":
+            import csv
 
-    headers = ["id", "type", "name", "flags", "key", "value", "max_entries", "memlock", "btf_id"]
-    rows = [[r["id"], r["type"], r["name"], hex(r["flags"]), r["bytes_key"], r["bytes_value"],
-             r["max_entries"], r["bytes_memlock"], r.get("btf_id", "")] for r in records]
-    print(tabulate(rows, headers=headers, tablefmt="simple"))
+            writer = csv.DictWriter(sys.stdout, headers, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+            return
+        from tabulate import tabulate
+
+        print(tabulate([[row[h] for h in headers] for row in rows],
+                       headers=[_SHOW_COLUMNS.get(h, h) for h in headers], tablefmt="simple",
+                       disable_numparse=True,
+                       colalign=[_align(rows, h) for h in headers] if rows else None))
+
+
+#: Table headings of the ``bpftool map show`` fields.
+_SHOW_COLUMNS = {"id": "id", "type": "type", "name": "name", "flags": "flags",
+                 "bytes_key": "key", "bytes_value": "value", "max_entries": "max_entries",
+                 "bytes_memlock": "memlock", "frozen": "frozen", "btf_id": "btf_id"}
+
+
+def _align(rows: list[dict], column: str) -> str:
+    return "right" if all(type(r[column]) is int for r in rows) else "left"
 
 
 @commands.command("count")
@@ -66,6 +131,10 @@ def dump(
     output: Output = "json",
     batch_size: BatchSize = DEFAULT_BATCH,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N elements.")] = None,
+    decode: Decode = None,
+    sum_cpus: Annotated[bool, typer.Option(
+        "--sum", help="Per-CPU maps: one value per key, integer fields summed over the "
+                      "CPUs.")] = False,
 ) -> None:
     """Print a map's elements, typed from its BTF, read with batched lookups.
 
@@ -79,25 +148,11 @@ def dump(
 
     with open_map(map_id, pinned, name, read_only=True) as m:
         require(m.info, "slots" if output == "bpftool-json" else "dump")
-        out = pipeline.Output(output, m.info, pipeline.stdout())
-        with _progress(m.info.label) as advance:
+        out = pipeline.Output(output, m.info, pipeline.stdout(), decode=decode or [],
+                              sum_cpus=sum_cpus)
+        with progress(m.info.label, total=None) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
             # bpftool lists the keys whose value cannot be read: so does bpftool-json
             batches = cursor.read_ahead(cursor.BatchCursor(
                 m, batch_size=batch_size, lookup_errors=output == "bpftool-json"))
             pipeline.run(batches, out, limit=limit, progress=advance)
-
-
-@contextlib.contextmanager
-def _progress(label: str):
-    """A live element counter on stderr when stderr is a terminal; otherwise nothing."""
-    if not sys.stderr.isatty():
-        yield lambda n: None
-        return
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}: {task.completed} elements"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda n: bar.advance(task, n)

@@ -12,6 +12,7 @@ by :func:`bpfbatch.cli.main` to every error) rewords an error with it.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -21,7 +22,9 @@ from ..errors import BpfBatchError, InputError
 if TYPE_CHECKING:
     from ..map.handle import Map
 
-MapId = Annotated[Optional[int], typer.Option("--map-id", help="Map id (as bpftool map show lists).")]
+MapId = Annotated[Optional[int], typer.Option(
+    "--map-id", help="Map id (as bpftool map show lists); or, right after the command, "
+                     "bpftool's id N, pinned PATH, name NAME.")]
 Pinned = Annotated[Optional[str], typer.Option("--pinned", help="Path of a map pinned on bpffs.")]
 Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; must match one map.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
@@ -29,6 +32,14 @@ BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch
 #: not import the codecs; tests/unit check the two agree).
 OUTPUT_FORMATS = "table, json, jsonl, csv, bpftool-json, parquet or arrow"
 Output = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_FORMATS)]
+
+#: The decoders' kinds (records.decoders.DECODERS, spelled out for the same reason).
+DECODE_KINDS = "ipv4, ipv6, mac, be16, be32, be64, hex, str, ksym, ifname, errno, age"
+Decode = Annotated[Optional[list[str]], typer.Option(
+    "--decode", metavar="FIELD=KIND",
+    help=f"Show FIELD (key.x, or a value field) as KIND: {DECODE_KINDS}. Repeatable. "
+         "__be16/__be32 fields and struct in6_addr are decoded without asking; "
+         "--decode none turns that off.")]
 
 #: Elements per batch syscall by default (``bpfbatch.map.handle.DEFAULT_BATCH``, spelled out
 #: so that options import nothing native; tests/unit check the two agree).
@@ -40,6 +51,16 @@ FLAGS = {
     "field": "--field", "older_than_ns": "--older-than", "action": "--action",
     "max_selected": "--max", "mode": "--mode", "pid": "-p", "plot": "--plot",
 }
+
+
+#: Set by ``-q``: no progress and no summary lines on stderr.
+QUIET = False
+
+
+def say(text: str) -> None:
+    """A summary line on stderr (``map 42 'flows': 10 entries loaded``), unless ``-q``."""
+    if not QUIET:
+        print(text, file=sys.stderr, flush=True)
 
 
 def as_flags(exc: BpfBatchError) -> BpfBatchError:

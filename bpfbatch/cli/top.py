@@ -108,11 +108,10 @@ def slab(
 
 
 def run_as_tool(command: str) -> None:
-    """Entry point of the bcc-named executables in ``tools/``: ``tcptop.py [-v] ARGS`` runs
-    ``bpfbatch [-v] top tcp ARGS``."""
-    from . import main
+    """Entry point of the bcc-named executables in ``tools/``: ``tcptop.py ARGS`` runs
+    ``bpfbatch top tcp ARGS`` under the tool's own name."""
+    import os
 
-    args = sys.argv[1:]
-    verbose = [arg for arg in args if arg in ("-v", "--verbose")]
-    rest = [arg for arg in args if arg not in ("-v", "--verbose")]
-    main([*verbose, "top", command, *rest])
+    from . import run_command
+
+    run_command(["top", command], sys.argv[1:], os.path.basename(sys.argv[0]))

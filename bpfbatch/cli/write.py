@@ -7,7 +7,6 @@ Thin: open the map, read the input (all of it, before the first syscall), call
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import Annotated, Optional
 
 import typer
@@ -19,7 +18,19 @@ from ..interrupts import Tally
 from ..map import cursor, writes
 from ..map.cursor import check_batch_size
 from ..map.handle import require
-from .options import DEFAULT_BATCH, BatchSize, MapId, Name, Output, Pinned, check_output, open_map
+from .progress import progress
+from .options import (
+    DEFAULT_BATCH,
+    BatchSize,
+    Decode,
+    MapId,
+    Name,
+    Output,
+    Pinned,
+    check_output,
+    open_map,
+    say,
+)
 
 commands = typer.Typer()
 
@@ -28,9 +39,6 @@ InputFormat = Annotated[Optional[str], typer.Option(
     "--format", help="jsonl, json, csv, bpftool-json, parquet or arrow (default: from the "
                      "file name, else jsonl).")]
 
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr)
 
 
 @commands.command("load")
@@ -49,6 +57,7 @@ def load(
     default_zero: Annotated[bool, typer.Option(
         "--default-zero", help="A struct field a record leaves out is 0 (without it, an "
                                "error naming file:line and the field).")] = False,
+    decode: Decode = None,
 ) -> None:
     """Write records from FILE into the map in batches.
 
@@ -72,10 +81,13 @@ def load(
     with interrupts.stopping(lambda: f"{tally.applied} entries loaded", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
         require(m.info, "load")  # before reading the input: its errors would hide the reason
-        records = read.read_records(file, m.info, fmt=fmt, default_zero=default_zero)
+        with progress(f"{m.info.label} reading {file}", "records"):
+            records = read.read_records(file, m.info, fmt=fmt, codecs=_codecs(m.info, decode),
+                                        default_zero=default_zero)
         try:
-            result = whole.load(m, records.keys, records.values, records.count, only=only,
-                                per_key=per_key, batch_size=batch_size, tally=tally)
+            with progress(f"{m.info.label} loading {records.count} records", ""):
+                result = whole.load(m, records.keys, records.values, records.count, only=only,
+                                    per_key=per_key, batch_size=batch_size, tally=tally)
         except LoadError as exc:
             exc.message += f" (record at {records.where(exc.index)})"
             raise
@@ -83,7 +95,7 @@ def load(
             exc.obj = records.where(exc.index)
             raise
     skipped = f", {result.skipped} skipped" if only is not Existing.ANY else ""
-    _say(f"{m.info.label}: {result.applied} entries loaded{skipped}")
+    say(f"{m.info.label}: {result.applied} entries loaded{skipped}")
 
 
 @commands.command("delete")
@@ -106,9 +118,9 @@ def delete(
         result = writes.delete(m, records.keys, records.count, batch_size=batch_size,
                                tally=tally)
     if m.info.type == abi.MapType.XSKMAP:
-        _say(_slots_emptied(m.info, result.deleted))
+        say(_slots_emptied(m.info, result.deleted))
         return
-    _say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
+    say(f"{m.info.label}: {result.deleted} entries deleted, {result.missing} not found")
 
 
 @commands.command("clear")
@@ -122,13 +134,14 @@ def clear(
 
     tally = Tally()
     with interrupts.stopping(lambda: f"{tally.applied} entries removed", tally), \
-            open_map(map_id, pinned, name, read_only=False) as m:
+            open_map(map_id, pinned, name, read_only=False) as m, \
+            progress(f"{m.info.label} clearing", ""):
         removed = whole.clear(m, batch_size=batch_size, tally=tally)
     if m.info.type == abi.MapType.XSKMAP:
-        _say(_slots_emptied(m.info, removed))
+        say(_slots_emptied(m.info, removed))
         return
     verb = "zeroed" if m.info.type in abi.ELEMENTS_ALWAYS_EXIST else "removed"
-    _say(f"{m.info.label}: {removed} entries {verb}")
+    say(f"{m.info.label}: {removed} entries {verb}")
 
 
 def _slots_emptied(info, slots: int) -> str:
@@ -144,6 +157,7 @@ def drain(
     batch_size: BatchSize = DEFAULT_BATCH,
     fsync: Annotated[bool, typer.Option(
         "--fsync", help="A batch counts as delivered only once it is on disk.")] = False,
+    decode: Decode = None,
 ) -> None:
     """Print and delete every element (LOOKUP_AND_DELETE). Nothing is deleted that is not
     delivered or put back: each batch is taken, written to the last byte (and with --fsync
@@ -160,16 +174,26 @@ def drain(
     with interrupts.stopping(lambda: "0 entries delivered (before the map was opened)"):
         out = pipeline.stdout(fsync=fsync)
         with open_map(map_id, pinned, name, read_only=False) as m:
-            delivery = pipeline.delivery(output, m.info, whole.restorer(m), out)
+            delivery = pipeline.delivery(output, m.info, whole.restorer(m), out,
+                                         decode=decode or [])
             try:
-                delivery.drain(cursor.BatchCursor(m, delete=True, batch_size=batch_size))
+                with progress(f"{m.info.label} draining"):
+                    delivery.drain(cursor.BatchCursor(m, delete=True, batch_size=batch_size))
                 delivery.close()
             except Interrupted as exc:
                 exc.obj = m.info.label
                 exc.message = (f"after {delivery.delivered} entries delivered, "
                                f"{_count(m)} left in the map")
                 raise
-    _say(f"{m.info.label}: {delivery.delivered} entries drained")
+    say(f"{m.info.label}: {delivery.delivered} entries drained")
+
+
+def _codecs(info, decode: list[str] | None):
+    """The codecs that read what ``dump`` wrote with the same ``--decode`` options."""
+    from ..records.codec import map_codecs
+    from ..records.decoding import decoded_codecs
+
+    return decoded_codecs(*map_codecs(info), decode or [])
 
 
 def _count(m) -> int:

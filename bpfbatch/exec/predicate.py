@@ -12,6 +12,9 @@ Grammar (keywords are lower case; whitespace is free)::
     operand := ['-'] INTEGER [UNIT]             decimal or 0x hex; with a unit, in ns
              | 'now' [('+' | '-') INTEGER UNIT] CLOCK_MONOTONIC ns (bpf_ktime_get_ns)
              | ENUMERATOR                        a name of the field's enum type
+             | LITERAL                           a decoded field's display value:
+                                                 10.0.0.1, fe80::1, 02:00:00:00:00:01,
+                                                 "any text" (double quotes), a name
     UNIT    := ns | us | ms | s | m | h
 
 Fields are integers of 1, 2, 4 or 8 bytes (also enums, bools and chars) of the map's value
@@ -27,6 +30,13 @@ below every unsigned value: ``ts < now - 1h`` is then false, never a wrapped-aro
 slot, as the map stores them; a CPU that never wrote the element contributes zeros). For a
 ``last_seen`` timestamp that is the newest one: ``last_seen < now - 30s`` selects an element
 only when no CPU saw it in the last 30 s.
+
+**Decoded fields** (``--decode``, and the automatic choice for ``__be16``/``__be32``
+typedefs; :mod:`bpfbatch.records.decoding`) take what the output shows: ``dport == 443`` and
+``saddr == 10.0.0.1`` compare the network-order bytes the kernel stored, ``comm == "bash"``
+the text, ``ifindex == lo``, ``err == -ENOENT``. Such a field compares as displayed only for
+``==``/``!=``, except the kinds whose display keeps the stored order (``errno``, ``ifname``,
+``ksym``) and ``age``: ``seen age > 30`` (seconds, or with a unit) is ``seen < now - 30s``.
 
 A :class:`Predicate` is in disjunctive normal form — an ``or`` of ``and``-clauses of
 :class:`Term` — which is what the kernel program interprets (``progs/map_exec.h``); ``and``
@@ -45,6 +55,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..records.codec import Codec, PerCpuCodec
+from ..records.decoding import Decoded
 from ..records.layout import Bool, Char, Enum, Int, Struct
 
 #: Terms the kernel program's table holds (``MAP_EXEC_MAX_TERMS``); exec passes the real size.
@@ -56,6 +67,7 @@ OPS = ("==", "!=", "<", "<=", ">", ">=")
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
+  | (?P<literal>"[^"]*"|\d+\.\d+\.\d+\.\d+\b|[0-9A-Fa-f]*:[0-9A-Fa-f:.]*)
   | (?P<number>(?:0[xX][0-9a-fA-F]+|\d+)(?:[a-zA-Z]+)?)
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<op>==|!=|<=|>=|<|>)
@@ -63,6 +75,10 @@ _TOKEN = re.compile(r"""
 """, re.X)
 _NUMBER = re.compile(r"(0[xX][0-9a-fA-F]+|\d+)([a-zA-Z]*)")
 _KEYWORDS = {"and", "or", "now"}
+#: ``age OP x`` is ``stamp FLIPPED[OP] now - x``.
+_FLIPPED = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+#: Decoded kinds whose display keeps the order of the stored integer.
+_ORDERED_KINDS = frozenset({"errno", "ifname", "ksym"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -349,6 +365,13 @@ class _Parser:
         return node
 
     def _integer_field(self, token: Token, node, path: str, in_key: bool) -> Field:
+        if isinstance(node, Decoded):
+            if node.size not in (1, 2, 4, 8):
+                raise self.error(token, f"field '{path}' ({node.decoder.kind}) has {node.size} "
+                                        f"bytes; comparisons take 1, 2, 4 or 8")
+            inner = node.inner
+            return Field(path, node.offset, node.size,
+                         isinstance(inner, Int) and inner.signed, in_key)
         if isinstance(node, (Int, Enum)) and node.size in (1, 2, 4, 8):
             return Field(path, node.offset, node.size, node.signed, in_key)
         if isinstance(node, (Bool, Char)):
@@ -357,6 +380,9 @@ class _Parser:
         raise self.error(token, f"field '{path}' is a {kind}, not a 1, 2, 4 or 8-byte integer")
 
     def operand(self, field: Field, node, op: str) -> Term:
+        if isinstance(node, Decoded) and not (self.peek().kind == "keyword"
+                                              and self.peek().text == "now"):
+            return self.display_operand(field, node.decoder, op)
         token = self.take()
         if token.kind == "keyword" and token.text == "now":
             if field.width != 8:
@@ -383,6 +409,37 @@ class _Parser:
                                     f"({'s' if field.signed else 'u'}{field.width * 8}: "
                                     f"{low}..{high})")
         return Term(field, op, value)
+
+    def display_operand(self, field: Field, decoder, op: str) -> Term:
+        """A decoded field's operand, as its output shows it (see the module doc)."""
+        first = token = self.take()
+        sign = ""
+        if token.kind == "punct" and token.text == "-":
+            sign, token = "-", self.take()
+        number = _NUMBER.fullmatch(token.text) if token.kind == "number" else None
+        if decoder.kind == "age":
+            if sign or not number:
+                raise self.error(first, "expected an age in seconds, or with a unit (30s, 5m)")
+            digits, unit = number.groups()
+            if unit not in UNITS_NS and unit:
+                raise self.error(token, f"unknown unit '{unit}' (use {', '.join(UNITS_NS)})")
+            return Term(field, _FLIPPED[op], -int(digits, 0) * UNITS_NS[unit or "s"],
+                        relative=True)
+        if op not in ("==", "!=") and decoder.kind not in _ORDERED_KINDS:
+            raise self.error(first, f"field '{field.path}' shows {decoder.kind} values, which "
+                                    f"do not compare in the stored order: use == or != "
+                                    f"(or --decode none to compare the stored integers)")
+        if token.kind not in ("number", "name", "literal"):
+            raise self.error(token, f"expected a {decoder.kind} value")
+        if number and not number.group(2):
+            value = int(sign + number.group(1), 0)
+        else:
+            value = sign + (token.text[1:-1] if token.text.startswith('"') else token.text)
+        try:
+            raw = decoder.parse(value, field.width, field.path)
+        except InputError as exc:
+            raise self.error(first, exc.message) from None
+        return Term(field, op, int.from_bytes(raw, "little", signed=field.signed))
 
     def number(self, token: Token, *, duration: bool) -> int:
         m = _NUMBER.fullmatch(token.text) if token.kind == "number" else None

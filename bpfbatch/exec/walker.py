@@ -55,6 +55,7 @@ from ..loader import PROGS_DIR, BpfObject
 from ..map import cursor, probes
 from ..map.handle import Map, require
 from ..records.codec import map_codecs
+from ..records.decoding import decoded_codecs
 from .predicate import Predicate, compile_predicate
 
 ACTIONS = ("count", "dump", "delete")
@@ -182,13 +183,16 @@ def _check_action(m: Map, action: str, max_selected: int) -> None:
                                 detail=f"{m.info.type_name} elements cannot be deleted")
 
 
-def compile_for(m: Map, where: str | Predicate) -> Predicate:
+def compile_for(m: Map, where: str | Predicate, decode: list[str] | None = None) -> Predicate:
     """``where`` compiled against the map's BTF key and value types (a Predicate passes
-    through)."""
+    through); ``decode``: the ``--decode`` options, whose fields then take display values
+    (see :mod:`bpfbatch.records.decoding`)."""
     if isinstance(where, Predicate):
         return where
     require(m.info, "exec")  # before the predicate: its errors would hide the real reason
     key, value = map_codecs(m.info)
+    if decode is not None:
+        key, value = decoded_codecs(key, value, decode)
     return compile_predicate(where, value, key=key)
 
 

@@ -62,8 +62,12 @@ def _run(m: Map, op: str, mode: Mode, keys: np.ndarray) -> Callable[[], int]:
         m, delete=op == "lookup_and_delete", batch_size=mode.batch_size))
 
 
-def measure(entries: int, rounds: int) -> dict[tuple[str, str], float]:
-    """Median seconds of every (operation, mode label) on a fresh ``entries``-entry hash."""
+Samples = dict[tuple[str, str], list[float]]
+
+
+def measure(entries: int, rounds: int) -> Samples:
+    """Seconds of every round of every (operation, mode label) on a fresh ``entries``-entry
+    hash."""
     results: dict[tuple[str, str], list[float]] = {}
     with Map.create(MapType.HASH, 4, 8, entries, name="bpfbatch_bench") as m:
         for _ in range(rounds):
@@ -79,10 +83,16 @@ def measure(entries: int, rounds: int) -> dict[tuple[str, str], float]:
                                             f"{entries} entries: is something else writing "
                                             "the map?", obj=m.info.label)
                     results.setdefault((op, mode.label), []).append(elapsed)
-    return {cell: statistics.median(times) for cell, times in results.items()}
+    return results
 
 
-def render(results: dict[tuple[str, str], float], entries: int) -> str:
+def _medians(samples: Samples) -> dict[tuple[str, str], float]:
+    return {cell: statistics.median(times) for cell, times in samples.items()}
+
+
+def render(samples: Samples, entries: int) -> str:
+    """The cover letter's table: median seconds, and the speed-up over no batching."""
+    results = _medians(samples)
     labels = [mode.label for mode in modes(entries)]
     rows = []
     for op in OPERATIONS:
@@ -93,31 +103,71 @@ def render(results: dict[tuple[str, str], float], entries: int) -> str:
     return tabulate(rows, headers=["operation"] + labels, tablefmt="github")
 
 
-def plot(results: dict[tuple[str, str], float], entries: int, path: str) -> None:
-    """Grouped bars, one group per operation, log scale (the spread is three decades)."""
+def check_plot(path: str) -> None:
+    """Refuse ``--plot`` before anything is measured: matplotlib missing, or a folder that
+    does not exist."""
+    import os
+
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
         raise InputError("drawing needs matplotlib: pip install 'bpfbatch[plot]'",
                          obj="plot") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"no such folder {folder}", obj="plot")
+
+
+def machine() -> str:
+    """``Linux 6.18, 2 × Intel(R) Xeon(R) ...``: what the chart ran on."""
+    import os
+
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return f"Linux {os.uname().release}, {os.cpu_count()} × {model}"
+
+
+def plot(samples: Samples, entries: int, path: str) -> None:
+    """One panel per operation: each mode's median as a dot on a log axis (three decades
+    apart), its rounds' range as a bar through it, and the speed-up over no batching written
+    beside it; the machine in the title."""
+    check_plot(path)
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = _medians(samples)
     labels = [mode.label for mode in modes(entries)]
-    width = 0.8 / len(labels)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for i, label in enumerate(labels):
-        xs = [j + i * width for j in range(len(OPERATIONS))]
-        ax.bar(xs, [results[(op, label)] for op in OPERATIONS], width, label=label)
-    ax.set_xticks([j + width * (len(labels) - 1) / 2 for j in range(len(OPERATIONS))],
-                  OPERATIONS)
-    ax.set_yscale("log")
-    ax.set_ylabel("seconds (log scale)")
-    ax.set_title(f"{entries:,} entries in a BPF hash map: per key vs batches")
-    ax.legend()
+    fig, axes = plt.subplots(1, len(OPERATIONS), figsize=(11, 4.2), sharey=True)
+    for ax, op in zip(axes, OPERATIONS):
+        base = results[(op, labels[0])]
+        for x, label in enumerate(labels):
+            runs = samples[(op, label)]
+            median = results[(op, label)]
+            ax.vlines(x, min(runs), max(runs), color="0.6", linewidth=6)
+            ax.plot(x, median, "o", color="C0" if x else "C3", markersize=8)
+            shown = f"{median:.2g} s" if median >= 0.1 else f"{median * 1e3:.2g} ms"
+            text = shown if not x else f"{shown}\n{base / median:.0f}× faster"
+            ax.annotate(text, (x, median), xytext=(9, 0), textcoords="offset points",
+                        va="center", fontsize=8)
+        ax.set_xticks(range(len(labels)), labels, rotation=20)
+        ax.set_xlim(-0.4, len(labels) + 0.1)
+        ax.set_title(op)
+        ax.set_yscale("log")
+        ax.grid(axis="y", which="both", alpha=0.3)
+    axes[0].set_ylabel("seconds (log scale; bar: range of the rounds)")
+    rounds = len(next(iter(samples.values())))
+    fig.suptitle(f"{entries:,}-entry BPF hash map: per key vs batches, median of {rounds} "
+                 f"round(s)\n{machine()}", fontsize=10)
     fig.tight_layout()
     try:
-        fig.savefig(path)
+        fig.savefig(path, dpi=110)
     except OSError as exc:
         raise InputError(f"cannot write the chart: {exc.strerror}", obj=path) from None
     finally:

@@ -26,7 +26,7 @@ from ..records.codec import map_codecs
 
 C_DECLARATION = """\
 enum ip_proto : __u8 { IPPROTO_ICMP = 1, IPPROTO_TCP = 6, IPPROTO_UDP = 17 };
-struct flow_key   { __u32 saddr, daddr; __u16 sport, dport; enum ip_proto proto; __u8 pad[3]; };
+struct flow_key   { __be32 saddr, daddr; __be16 sport, dport; enum ip_proto proto; __u8 pad[3]; };
 struct flow_stats { __u64 packets, bytes, first_seen_ns, last_seen_ns; };"""
 
 MAP_NAME = "bb_demo_flows"
@@ -37,9 +37,10 @@ def create_flow_table(max_entries: int, *, name: str = MAP_NAME) -> Map:
     with BtfBuilder() as b:
         u8, u16, u32, u64 = (b.integer(n, s) for n, s in
                              (("__u8", 1), ("__u16", 2), ("__u32", 4), ("__u64", 8)))
+        be16, be32 = b.typedef("__be16", u16), b.typedef("__be32", u32)  # shown decoded
         proto = b.enum("ip_proto", {"IPPROTO_ICMP": 1, "IPPROTO_TCP": 6, "IPPROTO_UDP": 17}, size=1)
-        key = b.struct("flow_key", [("saddr", u32), ("daddr", u32), ("sport", u16),
-                                    ("dport", u16), ("proto", proto), ("pad", b.array(u8, 3))])
+        key = b.struct("flow_key", [("saddr", be32), ("daddr", be32), ("sport", be16),
+                                    ("dport", be16), ("proto", proto), ("pad", b.array(u8, 3))])
         value = b.struct("flow_stats", [("packets", u64), ("bytes", u64),
                                         ("first_seen_ns", u64), ("last_seen_ns", u64)])
         # The map holds its own reference to the BTF: the builder may go.
@@ -54,17 +55,20 @@ def fill_flow_table(m: Map, entries: int, *, seed: int = 1) -> None:
     rng = np.random.default_rng(seed)
     keys = np.zeros(entries, key_codec.dtype)
     index = np.arange(entries, dtype=np.uint32)
-    keys["saddr"] = 0x0A000000 | index          # 10.x.y.z: unique per flow
-    keys["daddr"] = rng.integers(0xC0A80001, 0xC0A8FFFF, entries, dtype=np.uint32)
-    keys["sport"] = rng.integers(1024, 65535, entries, dtype=np.uint16)
-    keys["dport"] = rng.choice(np.array([22, 53, 80, 443, 8080], np.uint16), entries)
+    # Addresses and ports in network byte order, as the kernel keeps them.
+    keys["saddr"] = (0x0A000000 | index).byteswap()          # 10.x.y.z: unique per flow
+    keys["daddr"] = rng.integers(0xC0A80001, 0xC0A8FFFF, entries, dtype=np.uint32).byteswap()
+    keys["sport"] = rng.integers(1024, 65535, entries, dtype=np.uint16).byteswap()
+    keys["dport"] = rng.choice(np.array([22, 53, 80, 443, 8080], np.uint16), entries).byteswap()
     keys["proto"] = rng.choice(np.array([6, 6, 6, 17, 1], np.int8), entries)
     values = np.zeros(entries, value_codec.dtype)
     now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     values["packets"] = rng.integers(1, 100_000, entries)
     values["bytes"] = values["packets"] * rng.integers(64, 1500, entries)
-    values["first_seen_ns"] = now - rng.integers(10**9, 600 * 10**9, entries)
-    values["last_seen_ns"] = now - rng.integers(0, 10**9, entries)
+    # Ages up to ten minutes, but never before the boot (a young machine's clock is small).
+    values["first_seen_ns"] = now - rng.integers(min(10**9, now), min(600 * 10**9, now) + 1,
+                                                 entries)
+    values["last_seen_ns"] = now - rng.integers(0, min(10**9, now) + 1, entries)
     writes.update(m, keys, values, entries)
 
 
@@ -92,8 +96,11 @@ def run(entries: int, *, out=sys.stdout, pin: str | None = None) -> None:
         if pin:
             m.pin(pin)
             say(f"pinned at {pin}: try `bpfbatch dump --pinned {pin} -o table --limit 10`\n")
-        say(f"$ bpfbatch dump --map-id {i.id} -o table --limit 5")
-        pipeline.run(cursor.BatchCursor(m, batch_size=5), pipeline.Output("table", i, out.buffer),
+        say(f"$ bpfbatch dump id {i.id} -o table --limit 5 "
+            "--decode first_seen_ns=age --decode last_seen_ns=age")
+        pipeline.run(cursor.BatchCursor(m, batch_size=5),
+                     pipeline.Output("table", i, out.buffer, decode=["first_seen_ns=age",
+                                                                      "last_seen_ns=age"]),
                      limit=5)
         say()
         rows = _compare(m)

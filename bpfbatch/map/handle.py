@@ -247,7 +247,7 @@ class Map:
         without keys (queue, stack) take ``None`` and peek at the next element."""
         key = self._key(key, "lookup element")
         value = ctypes.create_string_buffer(self.info.value_stride)
-        ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)
+        ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)  # no key: peek
         if ret == -errno.ENOENT:
             return None
         check(ret, "lookup element", self.info.label)
@@ -279,16 +279,25 @@ class Map:
             raise self.write_error("delete element", -ret)
         return True
 
-    def pop(self) -> bytes | None:
-        """Take the next element of a queue or stack (``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` with
-        no key), or ``None`` when it is empty."""
+    def lookup_and_delete(self, key: bytes | None) -> bytes | None:
+        """Take ``key``'s value out of the map (``BPF_MAP_LOOKUP_AND_DELETE_ELEM``), or
+        ``None`` when absent; a queue or stack takes ``None`` and pops its next element."""
+        key = self._key(key, "lookup and delete element")
         value = ctypes.create_string_buffer(self.info.value_stride)
-        ret = lib.bpf_map_lookup_and_delete_elem(self.fd, None, value)
+        ret = lib.bpf_map_lookup_and_delete_elem(self.fd, key, value)
         if ret == -errno.ENOENT:
             return None
         if ret < 0:
-            raise self.write_error("pop element", -ret)
+            raise self.write_error("lookup and delete element", -ret)
         return value.raw
+
+    def pop(self) -> bytes | None:
+        """Take the next element of a queue or stack, or ``None`` when it is empty."""
+        return self.lookup_and_delete(None)
+
+    def freeze(self) -> None:
+        """Make the map read-only for user space from now on (``BPF_MAP_FREEZE``)."""
+        check(lib.bpf_map_freeze(self.fd), "freeze", self.info.label)
 
     def next_key(self, key: bytes | None) -> bytes | None:
         """The key after ``key`` (the first with ``None``), or ``None`` at the end."""
@@ -582,3 +591,23 @@ def iter_infos() -> Iterator[MapInfo]:
             yield MapInfo.from_fd(fd)
         finally:
             os.close(fd)
+
+
+def pinned_paths(root: str = "/sys/fs/bpf") -> dict[int, list[str]]:
+    """Map id → the paths it is pinned at under ``root`` (bpftool's ``map show -f``). Pins
+    that are programs or links, or that cannot be opened, are skipped."""
+    found: dict[int, list[str]] = {}
+    for folder, _, files in os.walk(root):
+        for file in sorted(files):
+            path = os.path.join(folder, file)
+            try:
+                fd = libbpf.obj_fd_by_path(path, read_only=True)
+            except BpfBatchError:
+                continue
+            try:
+                map_id = _fdinfo(fd).get("map_id")
+            finally:
+                os.close(fd)
+            if map_id is not None:
+                found.setdefault(int(map_id), []).append(path)
+    return found

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from ..errors import InputError
+from .decoders import automatic_kind
 from .jsontext import (
     BoolLeaf,
     CharLeaf,
@@ -39,9 +40,12 @@ from .jsontext import (
 
 @dataclasses.dataclass
 class Node:
-    """A piece of a type at an absolute byte ``offset`` of the record."""
+    """A piece of a type at an absolute byte ``offset`` of the record. ``auto`` is the
+    display kind its BTF type names (see :func:`~bpfbatch.records.decoders.automatic_kind`),
+    set on struct members by :func:`build_node`; it changes nothing until a caller decodes."""
 
     offset: int
+    auto = None  # not a dataclass field: a hint attached after construction
 
     def values(self, rows: np.ndarray) -> list:
         """Python values of this node in every row of a batch (``count × size`` uint8)."""
@@ -817,6 +821,7 @@ def build_node(btf: Btf, type_id: int, offset: int = 0, bit: int = 0, *,
                 node = Bits(at, m.bit_offset % 8, m.bitfield_size, signed)
             else:
                 node = build_node(btf, m.type, at, m.bit_offset % 8, default_zero=default_zero)
+                node.auto = _automatic_kind(btf, m.type, m.name)
             members.append((m.name, node))
         return Struct(offset, t.size, members, union=kind == Kind.UNION,
                       default_zero=default_zero)
@@ -854,6 +859,19 @@ def _as_int(value: int, nbits: int, signed: bool) -> int:
     """``value``'s low ``nbits`` bits read with this signedness."""
     bits = value & ((1 << nbits) - 1)
     return bits - (1 << nbits) if signed and bits >> (nbits - 1) else bits
+
+
+def _automatic_kind(btf: Btf, type_id: int, member: str) -> str | None:
+    """The display kind a member's type names: the typedefs it goes through and the struct
+    it ends at (``__be16``, ``struct in6_addr``)."""
+    typedefs, t = [], btf[type_id]
+    while t.kind in (Kind.TYPEDEF, *MODIFIERS):
+        if t.kind == Kind.TYPEDEF:
+            typedefs.append(t.name)
+        t = btf[t.type]
+    aggregate = t.kind in (Kind.STRUCT, Kind.UNION)
+    return automatic_kind(typedefs=tuple(typedefs), struct=t.name if aggregate else None,
+                          member=member, size=t.size if aggregate else 0)
 
 
 def _int_node(t, offset: int, bit: int) -> Node:

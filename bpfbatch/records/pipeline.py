@@ -23,20 +23,45 @@ from typing import BinaryIO
 from ..delivery import Delivery, PutBackFn
 from ..errors import InputError
 from .codec import map_codecs
+from .cpusum import summed
+from .decoding import decoded_codecs
 from .render import RENDERERS, Renderer, check_format, make_renderer
 from .writer import FdWriter, RecordSink
 
 __all__ = ["RENDERERS", "Output", "check_format", "delivery", "limited", "run", "stdout"]
 
 
+def _display_codecs(fmt: str, info, btf, decode: Iterable[str] | None, sum_cpus: bool):
+    """The map's codecs as ``--decode`` and ``--sum`` ask to show them (see :class:`Output`);
+    bpftool-json takes neither: it is bpftool's output byte for byte."""
+    key_codec, value_codec = map_codecs(info, btf)
+    if decode is not None:
+        if fmt == "bpftool-json" and any(d.strip() != "none" for d in decode):
+            raise InputError("bpftool-json is bpftool's output byte for byte; use "
+                             "another format to decode fields", obj="--decode")
+        key_codec, value_codec = decoded_codecs(key_codec, value_codec, decode)
+    if sum_cpus:
+        if fmt == "bpftool-json":
+            raise InputError("bpftool-json is bpftool's output byte for byte; use "
+                             "another format to sum", obj="--sum")
+        value_codec = summed(value_codec)
+    return key_codec, value_codec
+
+
 class Output:
     """The writing end: each batch rendered in the map's format and written with one
     ``write()``; with ``flush_each`` flushed before :meth:`write` returns, which a drain needs
     (its sink contract: a batch is delivered when the call returns). :meth:`close` writes the
-    trailer (``]`` of the JSON arrays) and flushes."""
+    trailer (``]`` of the JSON arrays) and flushes.
 
-    def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None):
-        key_codec, value_codec = map_codecs(info, btf)
+    ``sum_cpus``: a per-CPU map's values shown summed over the CPUs
+    (:mod:`~bpfbatch.records.cpusum`). ``decode``: the ``--decode`` options (``FIELD=KIND``, ``none``; see
+    :mod:`~bpfbatch.records.decoding`), the automatic choice included; ``None`` (the
+    default) prints every field as the map stores it."""
+
+    def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None,
+                 decode: Iterable[str] | None = None, sum_cpus: bool = False):
+        key_codec, value_codec = _display_codecs(fmt, info, btf, decode, sum_cpus)
         self.info = info
         self.renderer: Renderer = make_renderer(fmt, info, key_codec, value_codec, out)
         self._out = out
@@ -65,13 +90,15 @@ def stdout(*, fsync: bool = False) -> FdWriter:
     return FdWriter(1, fsync=fsync, name="stdout")
 
 
-def delivery(fmt: str, info, put_back: PutBackFn, writer: FdWriter, *, btf=None) -> Delivery:
+def delivery(fmt: str, info, put_back: PutBackFn, writer: FdWriter, *, btf=None,
+             decode: Iterable[str] | None = None) -> Delivery:
     """The writing end of a command that deletes what it prints: batches rendered in ``fmt``
     and written through ``writer`` (e.g. :func:`stdout`); what the output does not take goes
     to ``put_back``. Feed it with :meth:`~bpfbatch.delivery.Delivery.drain` (a draining
     cursor) or :meth:`~bpfbatch.delivery.Delivery.take` (a sink that deleted the batch
-    itself); end it with :meth:`~bpfbatch.delivery.Delivery.close`."""
-    key_codec, value_codec = map_codecs(info, btf)
+    itself); end it with :meth:`~bpfbatch.delivery.Delivery.close`. ``decode`` as for
+    :class:`Output`."""
+    key_codec, value_codec = _display_codecs(fmt, info, btf, decode, False)
     sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, None), writer)
     return Delivery(sink, put_back, label=info.label)
 

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
+from .decoding import Decoded
 from .layout import (
     Bits,
     Bool,
@@ -647,6 +648,8 @@ def _column_parsers(header: list[str], key_codec: Codec, value_codec: Codec,
 def _cell_parser(node: Node) -> Callable[[str], object]:
     """The reader of a cell of ``node``: the inverse of the CSV renderer's cell. A cell that
     does not read as its type is passed on as text, for the codec to name the field."""
+    if isinstance(node, Decoded):  # its decoder reads the display text
+        return str
     if isinstance(node, CharArray):
         return functools.partial(_char_array_cell, len(node.elems))
     if isinstance(node, Char):

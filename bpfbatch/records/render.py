@@ -298,25 +298,31 @@ class Csv(_Flat):
 
 
 class Table(_Flat):
-    """Aligned columns: tabulate lays out the first batch under the header; later batches
-    keep its column widths (a longer cell widens only its own row), so the table reads as
-    one while memory stays per batch."""
+    """Aligned columns, numbers to the right: tabulate lays out the first batch under the
+    header; later batches keep its column widths and alignments (a longer cell widens only
+    its own row), so the table reads as one while memory stays per batch. A column is
+    numeric when every cell of the first batch is a number."""
 
     def __init__(self, info, key, value, out):
         super().__init__(info, key, value, out)
         self.widths: list[int] = []
+        self.right: list[bool] = []
 
     def _format(self, table, first):
         if first:
+            self.right = [all(type(cell) in (int, float) for cell in column)
+                          for column in zip(*table)]
             text = tabulate(table, headers=self.header, tablefmt="simple",
-                            disable_numparse=True)
+                            disable_numparse=True,
+                            colalign=["right" if r else "left" for r in self.right])
             lines = text.split("\n")
             self.widths = [len(dashes) for dashes in lines[1].split("  ")]
             if len(lines) != len(table) + 2:  # a multi-line cell: the batch is one piece
                 return "", [text + "\n"] + [""] * (len(table) - 1)
             return lines[0] + "\n" + lines[1] + "\n", [line + "\n" for line in lines[2:]]
-        return "", ["  ".join(str(cell).ljust(width)
-                              for cell, width in zip(row, self.widths)).rstrip() + "\n"
+        return "", ["  ".join(str(cell).rjust(width) if right else str(cell).ljust(width)
+                              for cell, width, right in zip(row, self.widths, self.right)
+                              ).rstrip() + "\n"
                     for row in table]
 
 

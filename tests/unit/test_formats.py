@@ -176,10 +176,11 @@ def test_csv_flattens_fields_and_cpus():
 def test_table_has_one_header_and_keeps_its_widths():
     text = render("table", info(), [batch(*entries(2)), batch(*entries(12, start=2))])
     lines = text.getvalue().decode().splitlines()
-    assert lines[:3] == ["key    value.a    value.name", "-----  ---------  ------------",
-                         "0      0          n0"]
-    assert lines[4] == "2      20         n2"
-    assert lines[-1] == "13     130        n13"
+    # Numbers to the right, text to the left, in the first batch and the later ones.
+    assert lines[:3] == ["  key    value.a  value.name", "-----  ---------  ------------",
+                         "    0          0  n0"]
+    assert lines[4] == "    2         20  n2"
+    assert lines[-1] == "   13        130  n13"
 
 
 def test_unknown_format_names_the_parameter():

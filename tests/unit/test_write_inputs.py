@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import struct
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -199,7 +201,7 @@ def test_cli_option_errors_name_the_option(args, option):
 
 
 def test_bench_table_shows_speedup_over_per_key():
-    results = {(op, label): seconds for op in ("lookup", "lookup_and_delete", "delete")
+    results = {(op, label): [seconds] for op in ("lookup", "lookup_and_delete", "delete")
                for label, seconds in (("no batching", 2.0), ("batch 10", 0.5),
                                       ("batch 1000", 0.1), ("batch all", 0.08))}
     text = covertable.render(results, 1000)
@@ -388,3 +390,23 @@ def test_integer_longer_than_python_reads_is_an_input_error(tmp_path, fmt, where
     with pytest.raises(InputError) as exc:
         read.read_records(path, RAW)
     assert str(exc.value).startswith(f"{tmp_path}/{where}: invalid JSON: an integer of more than")
+
+
+_NO_MATPLOTLIB = """
+import sys
+sys.modules["matplotlib"] = None  # import matplotlib: ImportError, as when not installed
+from bpfbatch.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("plot,message", [("chart.png", "needs matplotlib"),
+                                          ("/no/such/folder/chart.png", "no such folder")])
+def test_bench_plot_is_refused_before_measuring(plot, message):
+    # A billion entries would take minutes (or fail to allocate) if measuring started first.
+    done = subprocess.run([sys.executable, "-c", _NO_MATPLOTLIB if "needs" in message else
+                           _NO_MATPLOTLIB.replace('sys.modules["matplotlib"] = None', ""),
+                           "bench", "--entries", str(10**9), "--plot", plot],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("bpfbatch: error: --plot") and message in done.stderr

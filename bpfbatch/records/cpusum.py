@@ -1,0 +1,81 @@
+"""``--sum``: a per-CPU value shown as one value, each integer field summed over the CPUs.
+
+What bcc's ``PerCpuHash.sum()`` gives a tool, for every output format: :func:`summed` turns a
+:class:`~bpfbatch.records.codec.PerCpuCodec` into a codec that reads the same per-CPU bytes
+and shows ``{"key": K, "value": V}`` with V's integers added up exactly (Python integers: a
+sum may exceed the field's width, it never wraps). Counters are what is summed; a value with
+a field that has no meaningful sum (an enum, a string, a float, a decoded address or age) is
+refused, naming the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from ..errors import InputError
+from .codec import BtfCodec, Codec, PerCpuCodec
+from .jsontext import Leaf
+from .layout import Bits, Int, Node, Struct
+
+__all__ = ["summed"]
+
+
+@dataclasses.dataclass
+class _Summed(Node):
+    """An integer field added up over ``ncpus`` slots ``stride`` bytes apart."""
+
+    inner: Node
+    ncpus: int
+    stride: int
+
+    def values(self, rows):
+        total = self.inner.values(rows)
+        for cpu in range(1, self.ncpus):
+            total = [a + b for a, b in zip(total, self.inner.values(rows[:, cpu * self.stride:]))]
+        return total
+
+    def emit(self, out, exact):
+        out.leaf(_SumLeaf(self))
+        return True
+
+
+class _SumLeaf(Leaf):
+    placeholder = b"%d"
+
+    def __init__(self, node: _Summed):
+        super().__init__(node.offset)
+        self.node = node
+
+    def column(self, rows):
+        return self.node.values(rows)
+
+
+def summed(codec: Codec) -> Codec:
+    """A codec showing ``codec``'s per-CPU values summed (see the module doc); an
+    :class:`InputError` naming ``--sum`` when the map is not per-CPU or a field cannot be
+    summed."""
+    if not isinstance(codec, PerCpuCodec):
+        raise InputError("the map is not per-CPU: there is nothing to sum", obj="--sum")
+    base = codec.base
+    if not isinstance(base, BtfCodec):
+        raise InputError("the map has no BTF value type: its fields are unknown", obj="--sum")
+    out = copy.copy(base)
+    out.node = _sum_node(base.node, "value", codec.ncpus, codec.stride)
+    out.size = codec.size  # reads the whole per-CPU record
+    out._templates = {}
+    out._dtype = None
+    out._fills = False
+    return out
+
+
+def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:
+    if isinstance(node, (Int, Bits)):
+        return _Summed(node.offset, node, ncpus, stride)
+    if isinstance(node, Struct):
+        return dataclasses.replace(node, members=[
+            (name, _sum_node(member, f"{path}.{name}" if name else path, ncpus, stride))
+            for name, member in node.members])
+    kind = type(node).__name__.lower()
+    raise InputError(f"field '{path}' ({kind}) cannot be summed: only integers are",
+                     obj="--sum")

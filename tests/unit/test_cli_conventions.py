@@ -1,0 +1,87 @@
+"""The CLI's conventions, as a user meets them: one-line errors with bpftool-like exit codes,
+-h and -v/-q everywhere, --version, help written for the terminal."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bpfbatch.cli.app import COMMANDS
+
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+
+
+def run(*args: str, exe=(sys.executable, "-m", "bpfbatch")) -> subprocess.CompletedProcess:
+    return subprocess.run([*exe, *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "100"})
+
+
+def assert_usage_error(proc, *fragments: str, prog: str = "bpfbatch") -> None:
+    assert proc.returncode == 2, proc
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"{prog}: error: ") and proc.stderr.count("\n") == 1, \
+        proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["dump", "993"], ["dump: got unexpected extra argument", "id ...", "pinned ..."]),
+    (["dump", "--nope"], ["dump: no such option: --nope"]),
+    (["count", "--map-id", "x"], ["count: invalid value for '--map-id'"]),
+    (["load", "--map-id", "1"], ["load: missing argument"]),
+    (["frobnicate"], ["no such command 'frobnicate'"]),
+    (["top", "tcp", "--bogus"], ["top tcp: no such option: --bogus"]),
+])
+def test_usage_errors_are_one_line_with_exit_2(args, fragments):
+    assert_usage_error(run(*args), *fragments)
+
+
+def test_library_errors_exit_1_and_name_the_flag():
+    proc = run("dump", "--map-id", "1", "--batch-size", "0")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("bpfbatch: error: --batch-size") and \
+        proc.stderr.count("\n") == 1
+
+
+def test_version_names_package_libbpf_and_kernel():
+    proc = run("--version")
+    assert proc.returncode == 0
+    assert re.fullmatch(r"bpfbatch \d+\.\d+\.\d+ \(libbpf \d+\.\d+[.\d]*, Linux "
+                        + re.escape(os.uname().release) + r"\)\n", proc.stdout)
+
+
+@pytest.mark.parametrize("path", [[name] for name in COMMANDS] + [["top", "tcp"], ["top", "slab"]])
+def test_every_command_has_h_and_plain_help(path):
+    short, long = run(*path, "-h"), run(*path, "--help")
+    assert short.returncode == 0 and short.stdout == long.stdout
+    assert short.stdout.startswith(f"Usage: bpfbatch {' '.join(path)} ")
+    for markup in ("<str>", "<bool>", "``", "╭", "[bold"):
+        assert markup not in short.stdout, markup
+
+
+def test_no_arguments_prints_the_help_and_exits_2():
+    proc = run()
+    assert proc.returncode == 2 and "Usage: bpfbatch" in proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["-v", "-q", "--verbose", "--quiet"])
+def test_global_flags_are_taken_after_the_command_too(flag):
+    # A usage error proves the flag was parsed (not rejected) and the command ran its checks.
+    assert_usage_error(run("dump", flag, "--nope"), "no such option: --nope")
+    assert_usage_error(run(flag, "dump", "--nope"), "no such option: --nope")
+
+
+def test_a_flag_value_that_looks_like_a_global_flag_stays_a_value():
+    proc = run("dump", "--name", "-q")  # the map named "-q": not found, rather than quiet
+    assert proc.returncode == 1 and "'-q'" in proc.stderr
+
+
+def test_tools_are_named_after_themselves():
+    tool = (sys.executable, str(TOOLS / "tcptop.py"))
+    proc = run("-h", exe=tool)
+    assert proc.returncode == 0 and proc.stdout.startswith("Usage: tcptop.py [OPTIONS]")
+    assert_usage_error(run("--bogus", exe=tool), "no such option: --bogus", prog="tcptop.py")
