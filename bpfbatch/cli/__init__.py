@@ -41,6 +41,10 @@ _register()
 
 def main() -> None:
     """Console-script entry point: click handles usage errors, we handle ours."""
+    if sys.argv[1:2] == ["tc"]:
+        from .tc import iproute2_argv
+
+        sys.argv[2:] = iproute2_argv(sys.argv[2:])
     try:
         app()
     except BpfBatchError as exc:

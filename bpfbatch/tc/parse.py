@@ -22,6 +22,7 @@ from ..errors import InputError
 from . import rules as R
 from . import specs as S
 from .htb import HtbClass, parse_rate
+from .message import LineError
 
 SUPPORTED = """\
 qdisc add|del|replace dev DEV (ingress | clsact | [root | parent ID] [handle ID] htb [default N] [r2q N])
@@ -39,7 +40,13 @@ VERDICT := drop|pass|ok|pipe|continue|reclassify"""
 
 
 class CommandError(Exception):
-    """A parse failure inside one command; :func:`parse_numbered` adds FILE:LINE."""
+    """A parse failure inside one command; :func:`parse_numbered` adds FILE:LINE. ``fatal``:
+    tc's own parser exits on this input (``usage()``, ``invarg()``: status 255, the rest of
+    the batch never read, even with ``-force``); otherwise tc reports the line and goes on."""
+
+    def __init__(self, text: str, *, fatal: bool = False) -> None:
+        super().__init__(text)
+        self.fatal = fatal
 
 
 def _matches(token: str, word: str) -> bool:
@@ -210,8 +217,12 @@ def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
         word = w.peek()
         if word in ("action", "actions"):
             w.pos += 1
+        elif word is None:
+            break
         elif not (actions and (word in S.GACT_VERDICTS or word in ("gact", "mirred"))):
-            break  # like tc, a verdict or kind right after an action starts the next one
+            # tc's parse_action takes any other word as the next action's kind; one it has no
+            # module for falls to gact, whose usage() ends tc (status 255)
+            raise CommandError(f"Bad action type {word}", fatal=True)
         actions.append(_parse_action(w))
     if len(actions) > S.TCA_ACT_MAX_PRIO:
         raise CommandError(f"more than {S.TCA_ACT_MAX_PRIO} actions")
@@ -275,6 +286,8 @@ def _parse_actions_command(w: _Words) -> R.Actions:
             if w.take("'index'") != "index":
                 raise CommandError(f"expected 'index', got '{w.words[w.pos - 1]}'")
             refs.append(R.ActionRef(kind, w.number("action index", 10)))
+        if w.peek() is not None:  # tc parses the rest as another action and finds no index
+            raise CommandError("Error: no index specified action: gact")
         actions = tuple(refs)
     else:
         actions = _parse_actions(w)
@@ -594,19 +607,19 @@ def parse_command(text: str) -> R.Rule:
     return parse(w)
 
 
-def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | InputError:
-    """One command of :func:`read_commands` → its rule, or the :class:`InputError` naming
-    ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on)."""
+def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | LineError:
+    """One command of :func:`read_commands` → its rule, or the :class:`~.message.LineError`
+    naming ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on)."""
     try:
         if text is None:
-            raise CommandError("missing continuation line")
+            raise CommandError("Missing continuation line")
         return parse_command(text)
     except CommandError as exc:
-        return InputError(str(exc), obj=f"{name}:{number}")
+        return LineError(InputError(str(exc), obj=f"{name}:{number}"), exc.fatal)
 
 
-def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | InputError]]:
-    """Yield ``(line_number, rule)`` per command; a bad command yields an :class:`InputError`
-    naming ``NAME:LINE`` in place of the rule."""
+def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | LineError]]:
+    """Yield ``(line_number, rule)`` per command; a bad command yields a
+    :class:`~.message.LineError` naming ``NAME:LINE`` in place of the rule."""
     for number, text in read_commands(stream):
         yield number, parse_numbered(number, text, name)

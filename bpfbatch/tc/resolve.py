@@ -41,11 +41,11 @@ class Resolver:
     def _lookup(self, dev: str) -> int:
         name = dev.encode()
         if not name or len(name) >= IFNAMSIZ or b"\0" in name:
-            raise NotFoundError(f'cannot find device "{dev}" (not a valid device name)')
+            raise NotFoundError(f'Cannot find device "{dev}" (not a valid device name)')
         try:
             reply = fcntl.ioctl(self._sock.fileno(), SIOCGIFINDEX, _IFREQ.pack(name, 0))
         except OSError:
-            raise NotFoundError(f'cannot find device "{dev}"') from None
+            raise NotFoundError(f'Cannot find device "{dev}"') from None
         return _IFREQ.unpack(reply)[1]
 
     def program_fd(self, path: str) -> int:

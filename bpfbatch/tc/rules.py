@@ -285,19 +285,19 @@ class U32:
     def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
         attrs = []
         if self.classid is not None:
-            attrs.append(u32(S.U32.CLASSID, self.classid))
+            attrs.append(u32(S.U32Attr.CLASSID, self.classid))
         if self.divisor:
-            attrs.append(u32(S.U32.DIVISOR, self.divisor))
+            attrs.append(u32(S.U32Attr.DIVISOR, self.divisor))
         if self.link:
-            attrs.append(u32(S.U32.LINK, self.link))
+            attrs.append(u32(S.U32Attr.LINK, self.link))
         if self.actions:
-            attrs.append(action_tab(S.U32.ACT, self.actions, resolve))
+            attrs.append(action_tab(S.U32Attr.ACT, self.actions, resolve))
         if self.ht:
-            attrs.append(u32(S.U32.HASH, self.ht))
+            attrs.append(u32(S.U32Attr.HASH, self.ht))
         if self.keys or self.hashkey:
-            attrs.append(Attr(S.U32.SEL, self._selector()))
+            attrs.append(Attr(S.U32Attr.SEL, self._selector()))
         if self.flags:
-            attrs.append(u32(S.U32.FLAGS, self.flags))
+            attrs.append(u32(S.U32Attr.FLAGS, self.flags))
         return tuple(attrs) if attrs else None
 
     def _selector(self) -> bytes:

@@ -22,6 +22,7 @@ class Msg(IntEnum):
 # nlmsghdr flags
 NLM_F_REQUEST = 0x1
 NLM_F_ACK = 0x4
+NLM_F_ECHO = 0x8
 NLM_F_REPLACE = 0x100
 NLM_F_EXCL = 0x200
 NLM_F_CREATE = 0x400
@@ -125,7 +126,9 @@ MIRRED_MODES = {
 }
 
 
-class U32(IntEnum):
+class U32Attr(IntEnum):
+    """TCA_U32_* (named apart from :class:`~.rules.U32`, the classifier)."""
+
     CLASSID = 1
     HASH = 2
     LINK = 3

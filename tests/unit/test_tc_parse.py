@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from bpfbatch.errors import InputError
+from bpfbatch.tc.message import LineError
 from bpfbatch.tc import specs as S
 from bpfbatch.tc.parse import (parse_batch, parse_classid, parse_command, parse_u32_handle,
                                read_commands, split_words)
@@ -43,7 +44,7 @@ def test_missing_continuation_line():
     assert list(read_commands(["actions add action pass\n", "actions add \\\n"])) == \
         [(1, "actions add action pass\n"), (2, None)]
     (_, first), (_, second) = parse_batch(["actions add action pass\n", "actions add \\\n"], "f.tc")
-    assert str(second) == "f.tc:2: missing continuation line"
+    assert str(second.error) == "f.tc:2: Missing continuation line"  # tc's words
 
 
 def test_quoted_words():
@@ -151,8 +152,8 @@ def test_errors_name_file_line_and_token(line, message):
     assert len(results) == 1
     number, error = results[0]
     assert number == 3
-    assert isinstance(error, InputError)
-    assert str(error).startswith(f"rules.tc:3: {message}")
+    assert isinstance(error, LineError) and isinstance(error.error, InputError)
+    assert str(error.error).startswith(f"rules.tc:3: {message}")
 
 
 def test_streaming_keeps_memory_bounded():

@@ -12,7 +12,8 @@ from bpfbatch.tc import templates
 from bpfbatch.tc.parse import parse_batch
 from bpfbatch.tc.resolve import Resolver
 from bpfbatch.tc.rules import Actions, Gact, Mirred, action_nests, join_actions
-from bpfbatch.tc.templates import TemplateReader
+from bpfbatch.tc.message import LineError
+from bpfbatch.tc.templates import TemplateReader, encode_rule
 
 
 class FixedDevices(Resolver):
@@ -38,8 +39,8 @@ def devices():
 
 def _outcome(item, resolve):
     """What the sender would make of one reader item: (type, flags, bytes) or the error text."""
-    if isinstance(item, BpfBatchError):
-        return ("error", type(item).__name__, str(item))
+    if isinstance(item, LineError):
+        return ("error", type(item.error).__name__, str(item.error))
     try:
         msg_type, flags, body = item if isinstance(item, tuple) else item.message(resolve)
     except BpfBatchError as exc:
@@ -49,10 +50,12 @@ def _outcome(item, resolve):
 
 def _both_paths(lines: list[str], resolve) -> tuple[list, list, int]:
     """(fast outcomes, full-parser outcomes, how many lines came from templates)."""
-    fast = list(TemplateReader(resolve).read(lines, "t.tc"))
-    full = list(parse_batch(lines, "t.tc"))
+    reader = TemplateReader(resolve)
+    fast = list(reader.read(lines, "t.tc"))
+    full = [(n, r if isinstance(r, LineError) else encode_rule(r, resolve, "t.tc", n))
+            for n, r in parse_batch(lines, "t.tc")]
     assert [n for n, _ in fast] == [n for n, _ in full]
-    filled = sum(isinstance(item, tuple) for _, item in fast)
+    filled = reader.filled
     return [_outcome(i, resolve) for _, i in fast], [_outcome(i, resolve) for _, i in full], filled
 
 
