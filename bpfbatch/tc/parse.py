@@ -235,8 +235,8 @@ def _parse_action(w: _Words) -> R.Action:
         action = _parse_mirred(w)
     elif kind == "gact" or kind in S.GACT_VERDICTS:
         verdict = w.take("gact verdict") if kind == "gact" else kind
-        if verdict not in S.GACT_VERDICTS:
-            raise CommandError(f"bad gact verdict '{verdict}'")
+        if verdict not in S.GACT_VERDICTS:  # tc: gact's usage(), which exits
+            raise CommandError(f"Bad action type {verdict}", fatal=True)
         index = 0
         if w.peek() == "index":
             w.pos += 1

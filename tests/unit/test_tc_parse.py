@@ -136,7 +136,7 @@ def test_tdc_batch_lines():
     ("filter add dev a ingress flower src_mac e4:11", "bad MAC address 'e4:11'"),
     ("actions add action mirred sideways redirect dev b", "bad mirred direction 'sideways'"),
     ("actions add action mirred egress redirect index 3", "mirred needs 'dev DEV'"),
-    ("actions add action gact frobnicate", "bad gact verdict 'frobnicate'"),
+    ("actions add action gact frobnicate", "Bad action type frobnicate"),
     ("actions del action mirred 9", "expected 'index', got '9'"),
     ("qdisc add dev a root handle 1: htb default 10 direct_qlen 5", "unsupported htb option 'direct_qlen'"),
     ("qdisc add ingress", "missing 'dev DEV'"),
