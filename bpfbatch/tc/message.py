@@ -35,12 +35,18 @@ _ADD = S.NLM_F_EXCL | S.NLM_F_CREATE
 _NESTED = 0x8000
 
 
+#: ``Message.undo`` when nobody has worked it out yet.
+UNKNOWN = object()
+
+
 class Message(NamedTuple):
-    """An encoded request: type, nlmsg flags (the sender adds REQUEST and ACK), body."""
+    """An encoded request: type, nlmsg flags (the sender adds REQUEST and ACK), body, and
+    ``undo`` when already known (a template works it out once for all its lines)."""
 
     msg_type: int
     flags: int
     body: bytes | bytearray
+    undo: object = UNKNOWN
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,9 +118,18 @@ def _action_refs(body) -> tuple[bytes, ...] | None:
     return tuple(refs) or None
 
 
+def known_undo(message: Message) -> Undo | None:
+    """``message.undo`` if known, else :func:`undo_of`. A template's answer holds for all its
+    lines: its fields (indexes, handles, priorities) are never zero, and zero is what decides;
+    its action undo messages carry the template's indexes, so :func:`undo_of` rebuilds them
+    when an undo is due."""
+    undo = message.undo
+    return undo_of(message) if undo is UNKNOWN else undo
+
+
 def undo_of(message: Message) -> Undo | None:
     """How to undo ``message`` exactly, or None when it cannot be (see the module docs)."""
-    msg_type, flags, body = message
+    msg_type, flags, body = message[:3]
     if flags != _ADD:
         return None
     if msg_type == S.Msg.NEWACTION:

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
 from . import rules as R
 from . import specs as S
-from .message import LineError, Message, Parsed, Undo, filter_delete, undo_of
+from .message import LineError, Message, Parsed, Undo, filter_delete, known_undo, undo_of
 from .netlink import Reply, RtnlSocket
 
 #: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
@@ -194,7 +194,7 @@ class Sender:
             return False
         if parsed.__class__ is LineError:
             return self._input_failure(line, parsed)
-        undo = undo_of(parsed)
+        undo = known_undo(parsed)
         if self._coalesce and undo is not None and parsed.msg_type == S.Msg.NEWACTION:
             self._add_to_group(line, parsed)
             return True
@@ -236,7 +236,7 @@ class Sender:
         self._group, self._group_actions = [], 0
         if len(group) == 1:
             line, message, _ = group[0]
-            self._queue(_entry(line, message, undo_of(message), self._may_undo))
+            self._queue(_entry(line, message, known_undo(message), self._may_undo))
             return
         joined = Message(*R.ACTIONS_ADD, R.join_actions([n for _, _, nests in group for n in nests]))
         entry = _entry(group[0][0], joined, undo_of(joined), self._may_undo)
@@ -267,6 +267,9 @@ class Sender:
         message = entry.message
         size = 16 + len(message.body)
         undo = entry.undo
+        if undo is not None and undo.u32_instance is not None:
+            _family, ifindex, _handle, parent, info = S.TCMSG.unpack_from(message.body, 0)
+            undo = entry.undo = undo._replace(u32_instance=(ifindex, parent, info))
         if self._may_undo:
             self._track_u32(message)
             risky = undo is None or (undo.u32_instance is not None
@@ -408,8 +411,8 @@ class Sender:
                     raise BpfBatchError(f"no echo for line {entry.lines[0]}: cannot undo it",
                                         obj=self.report.source)
                 undos.append((entry.lines, filter_delete(echo.echo, entry.message.body)))
-            else:
-                undos += [(entry.lines, message) for message in undo.messages]
+            else:  # rebuilt from the message itself: a template's undo names its own indexes
+                undos += [(entry.lines, message) for message in undo_of(entry.message).messages]
             self.report.undone += len(entry.lines)
         if not undos:
             return

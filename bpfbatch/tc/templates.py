@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..errors import BpfBatchError
-from .message import LineError, Message, Parsed
+from .message import LineError, Message, Parsed, undo_of
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
 
@@ -129,11 +129,12 @@ class MessageTemplate:
     that matches exactly the lines of this shape, capturing their field tokens (one regex
     match is cheaper than splitting a line and looking its shape up)."""
 
-    __slots__ = ("msg_type", "flags", "body", "slots", "line")
+    __slots__ = ("msg_type", "flags", "body", "slots", "line", "undo")
 
     def __init__(self, shape: tuple[str, ...], msg_type: int, flags: int, body: bytes,
                  slots: tuple[_Slot, ...]) -> None:
         self.msg_type, self.flags, self.body, self.slots = msg_type, flags, body, slots
+        self.undo = undo_of(Message(msg_type, flags, body))
         fields = "".join(re.escape(f" {shape[i]} ") + _VALUE + re.escape(shape[i + 1])
                          for i in range(1, len(shape), 2))
         self.line = re.compile(re.escape(shape[0]) + fields)
@@ -146,7 +147,7 @@ class MessageTemplate:
             if number is None:
                 return None
             pack_into(body, offset, number)
-        return Message(self.msg_type, self.flags, body)
+        return Message(self.msg_type, self.flags, body, self.undo)
 
 
 #: Shapes the probes refused: they stay on the full parser.
@@ -257,7 +258,7 @@ def _text(shape: tuple[str, ...], tokens: list[str]) -> str:
 def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
            message: Message, encode: Callable[[str], Message | None]) -> MessageTemplate | None:
     """Locate every field by probing (see the module docs); None when any field is ambiguous."""
-    msg_type, flags, body = message
+    msg_type, flags, body = message[:3]
     slots = []
     for i, form in enumerate(forms):
         value = _masked(form.value, shape[2 + 2 * i]) if form is _ADDRESS else form.value

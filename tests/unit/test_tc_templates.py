@@ -42,7 +42,7 @@ def _outcome(item, resolve):
     if isinstance(item, LineError):
         return ("error", type(item.error).__name__, str(item.error))
     try:
-        msg_type, flags, body = item if isinstance(item, tuple) else item.message(resolve)
+        msg_type, flags, body = (item if isinstance(item, tuple) else item.message(resolve))[:3]
     except BpfBatchError as exc:
         return ("error", type(exc).__name__, str(exc))
     return (msg_type, flags, bytes(body))
