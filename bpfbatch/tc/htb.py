@@ -43,8 +43,11 @@ def parse_rate(text: str) -> int:
     scale = RATE_UNITS.get(unit) if unit else 1.0
     if scale is None or not number:
         raise ValueError(f"bad rate '{text}'")
-    bits = float(number) * scale
-    if bits <= 0:
+    try:
+        bits = float(number) * scale
+    except ValueError:
+        raise ValueError(f"bad rate '{text}'") from None
+    if not 0 < bits < 2 ** 64 * 8:
         raise ValueError(f"bad rate '{text}'")
     return int(bits / 8)
 

@@ -149,7 +149,7 @@ def parse_classid(text: str) -> int | None:
     try:
         maj = int(major, 16) if major else 0
         if not colon:
-            return maj if major else None
+            return maj if major and maj <= 0xFFFFFFFF else None
         low = int(minor, 16) if minor else 0
     except ValueError:
         return None
@@ -321,7 +321,10 @@ def _parse_u32(w: _Words) -> R.U32:
             mask = w.number("hashkey mask", 16)
             if w.take("'at'") != "at":
                 raise CommandError("hashkey needs 'mask M at OFF'")
-            opts["hashkey"] = (mask, w.number("hashkey offset"))
+            offset = w.number("hashkey offset")
+            if offset > 0x7FFF:  # tc_u32_sel.hoff is a signed 16-bit field
+                raise CommandError(f"hashkey offset out of range '{offset}'")
+            opts["hashkey"] = (mask, offset)
         elif word in ("classid", "flowid"):
             opts["classid"] = w.handle("classid", parse_classid)
         elif word in S.CLS_FLAGS:
@@ -513,6 +516,8 @@ def _parse_htb_class(w: _Words) -> HtbClass:
                 opts[word] = parse_rate(text)
             except ValueError:
                 raise CommandError(f"bad {word} '{text}'") from None
+            if not opts[word]:  # below one byte per second: tc treats it as missing
+                raise CommandError(f'"{word}" is required.')
         elif word == "prio":
             opts["prio"] = w.number("htb prio", 10)
         elif word == "quantum":
