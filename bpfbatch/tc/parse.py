@@ -147,10 +147,10 @@ def parse_classid(text: str) -> int | None:
         return 0
     major, colon, minor = text.partition(":")
     try:
-        maj = int(major, 16) if major else 0
+        maj = _hex(major)
         if not colon:
             return maj if major and maj <= 0xFFFFFFFF else None
-        low = int(minor, 16) if minor else 0
+        low = _hex(minor)
     except ValueError:
         return None
     if maj >= 1 << 16 or low >= 1 << 16:
@@ -163,8 +163,10 @@ def parse_qdisc_handle(text: str) -> int | None:
     """``get_qdisc_handle``: ``MAJ:`` (hex)."""
     major, _, rest = text.partition(":")
     try:
-        maj = int(major, 16)
+        maj = _hex(major) if major else -1
     except ValueError:
+        return None
+    if maj < 0:
         return None
     return maj << 16 if not rest and maj < 1 << 16 else None
 

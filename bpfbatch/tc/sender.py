@@ -44,11 +44,12 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
 from . import rules as R
 from . import specs as S
-from .message import LineError, Message, Parsed, Undo, filter_delete, known_undo, undo_of
+from .message import UNKNOWN, LineError, Message, Parsed, Undo, filter_delete, known_undo, undo_of
 from .netlink import Reply, RtnlSocket
 
 #: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
@@ -121,15 +122,15 @@ class Report:
         return "; ".join(parts)
 
 
-class _Entry:
+class _Entry(NamedTuple):
     """One message of a batch: its lines (several for a joined message), the message, the
-    lines' own messages when joined, and how to undo it (None: it cannot be)."""
+    lines' own messages when joined, how to undo it (None: it cannot be), its header flags."""
 
-    __slots__ = ("lines", "message", "parts", "undo", "flags")
-
-    def __init__(self, lines: tuple[int, ...], message: Message, parts: tuple[Message, ...],
-                 undo: Undo | None, flags: int) -> None:
-        self.lines, self.message, self.parts, self.undo, self.flags = lines, message, parts, undo, flags
+    lines: tuple[int, ...]
+    message: Message
+    parts: tuple[Message, ...]
+    undo: Undo | None
+    flags: int
 
 
 def _entry(line: int, message: Message, undo: Undo | None, may_undo: bool) -> _Entry:
@@ -169,6 +170,8 @@ class Sender:
         self._last_offset = 0
         self._entries: list[_Entry] = []
         self._has_joined = False
+        #: The batch has a message that asked for its own ACK (it may carry a warning).
+        self._acked_inside = False
         self._seq = 0
         #: Retries and undos are sent by the sending thread, numbered apart from the packer's.
         self._retry_seq = _RETRY_SEQ_BASE
@@ -194,13 +197,18 @@ class Sender:
             return False
         if parsed.__class__ is LineError:
             return self._input_failure(line, parsed)
-        undo = known_undo(parsed)
+        undo = parsed.undo
+        if undo is UNKNOWN:
+            undo = undo_of(parsed)
         if self._coalesce and undo is not None and parsed.msg_type == S.Msg.NEWACTION:
             self._add_to_group(line, parsed)
             return True
         if self._group:
             self._close_group()
-        self._queue(_entry(line, parsed, undo, self._may_undo))
+        if undo is not None and not undo.echo:  # the hot path: a plain undoable add
+            self._queue(_Entry((line,), parsed, (), undo, parsed.flags | S.NLM_F_REQUEST))
+        else:
+            self._queue(_entry(line, parsed, undo, self._may_undo))
         return not self.report.stopped
 
     def abort(self) -> None:
@@ -240,9 +248,8 @@ class Sender:
             return
         joined = Message(*R.ACTIONS_ADD, R.join_actions([n for _, _, nests in group for n in nests]))
         entry = _entry(group[0][0], joined, undo_of(joined), self._may_undo)
-        entry.lines = tuple(line for line, _, _ in group)
-        entry.parts = tuple(message for _, message, _ in group)
-        self._queue(entry)
+        self._queue(entry._replace(lines=tuple(line for line, _, _ in group),
+                                   parts=tuple(message for _, message, _ in group)))
 
     def _input_failure(self, line: int, failure: LineError) -> bool:
         # Everything before this line goes first, so failures stay in line order.
@@ -264,37 +271,51 @@ class Sender:
         return not report.stopped
 
     def _queue(self, entry: _Entry) -> None:
-        message = entry.message
-        size = 16 + len(message.body)
-        undo = entry.undo
-        if undo is not None and undo.u32_instance is not None:
-            _family, ifindex, _handle, parent, info = S.TCMSG.unpack_from(message.body, 0)
-            undo = entry.undo = undo._replace(u32_instance=(ifindex, parent, info))
-        if self._may_undo:
-            self._track_u32(message)
-            risky = undo is None or (undo.u32_instance is not None
-                                     and undo.u32_instance not in self._u32_nonempty)
-            if risky and self._entries and (not self._force or self._has_joined):
-                self._flush()
-        if self._entries and (len(self._buf) + size > self._max_bytes
-                              or len(self._entries) >= self._max_messages):
+        lines, message, parts, undo, flags = entry
+        body = message[2]
+        size = 16 + len(body)
+        if self._may_undo and (undo is None or undo.u32_instance is not None):
+            entry = self._before_risky(entry)
+        entries = self._entries
+        if entries and (len(self._buf) + size > self._max_bytes
+                        or len(entries) >= self._max_messages):
             self._flush()
+            entries = self._entries
         if size > self._send_limit:
             raise InputError(f"message of {size} bytes exceeds the socket's send limit",
-                             obj=f"{self.report.source}:{entry.lines[-1]}")
-        if undo is not None and undo.u32_instance is not None:
-            self._u32_pending.add(undo.u32_instance)
+                             obj=f"{self.report.source}:{lines[-1]}")
         buf = self._buf
         self._seq += 1
         self._last_offset = len(buf)
-        buf += _pack_header(size, message.msg_type, entry.flags, self._seq, 0)
-        buf += message.body
-        self._entries.append(entry)
-        self._has_joined |= bool(entry.parts)
+        buf += _pack_header(size, message[0], flags, self._seq, 0)
+        buf += body
+        entries.append(entry)
+        if parts:
+            self._has_joined = True
+        if flags & S.NLM_F_ACK:
+            self._acked_inside = True
+
+    def _before_risky(self, entry: _Entry) -> _Entry:
+        """A message that cannot be undone, or a u32 key node whose undo is exact only while its
+        instance keeps another key node: start a new sendmsg unless it is safe where it is."""
+        message, undo = entry.message, entry.undo
+        if undo is None:
+            self._track_u32(message)
+            risky = True
+        else:
+            _family, ifindex, _handle, parent, info = S.TCMSG.unpack_from(message.body, 0)
+            instance = (ifindex, parent, info)
+            entry = entry._replace(undo=undo._replace(u32_instance=instance))
+            risky = instance not in self._u32_nonempty
+        if risky and self._entries and (not self._force or self._has_joined):
+            self._flush()
+        if undo is not None:  # known once this batch is handed over (not before: see _flush)
+            self._u32_pending.add(entry.undo.u32_instance)
+        return entry
 
     def _track_u32(self, message: Message) -> None:
         """Forget what is known about u32 instances on a device a non-add request touches."""
-        if message.flags == _ADD_FLAGS or message.msg_type in (S.Msg.NEWACTION, S.Msg.DELACTION):
+        if message.msg_type in (S.Msg.NEWACTION, S.Msg.DELACTION):
             return
         ifindex = S.TCMSG.unpack_from(message.body, 0)[1]
         for known in (self._u32_nonempty, self._u32_pending):
@@ -305,10 +326,11 @@ class Sender:
         """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
         if not self._entries:
             return
-        self._batches.put((self._buf, self._last_offset, self._entries, self._seq))
+        self._batches.put((self._buf, self._last_offset, self._entries, self._seq,
+                           self._acked_inside))
         self._buf = bytearray()
         self._entries = []
-        self._has_joined = False
+        self._has_joined = self._acked_inside = False
         self._u32_nonempty |= self._u32_pending
         self._u32_pending = set()
 
@@ -322,9 +344,9 @@ class Sender:
                     return
                 if self.report.stopped or self._error is not None or self._aborted:
                     continue  # packed after a stop or an abort: never sent
-                buf, last_offset, entries, last_seq = batch
+                buf, last_offset, entries, last_seq, acked_inside = batch
                 acks, echoes = self._transmit(buf, last_offset, len(entries), last_seq)
-                self._settle(entries, acks, echoes)
+                self._settle(entries, acks, echoes, acked_inside)
             except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
             finally:
@@ -354,11 +376,11 @@ class Sender:
             if reply.seq == last:
                 return acks, echoes
 
-    def _settle(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply]) -> None:
+    def _settle(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply],
+                acked_inside: bool = True) -> None:
         """Account a sent batch in line order; undo and re-send as the module docs say."""
         report = self.report
-        if len(acks) == 1 and not acks[len(entries) - 1].error and not any(
-                entry.flags & S.NLM_F_ACK for entry in entries[:-1]):
+        if len(acks) == 1 and not acks[len(entries) - 1].error and not acked_inside:
             # The common case: nothing failed, no warning to print.
             last = entries[-1]
             report.commands += sum(len(e.lines) for e in entries) if self._coalesce else len(entries)

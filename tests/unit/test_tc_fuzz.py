@@ -39,7 +39,7 @@ _PREFIXES = st.sampled_from([
 ])
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(st.lists(st.tuples(_PREFIXES, st.lists(_TOKEN, max_size=12)), min_size=1, max_size=6))
 def test_only_project_errors_escape(lines):
     text = ["".join([prefix, *(" " + token for token in tokens)]) + "\n" for prefix, tokens in lines]
