@@ -212,6 +212,12 @@ def parse_mac(text: str) -> bytes | None:
 # --- actions -----------------------------------------------------------------------------------
 
 
+#: Words that open an action right after another one (tc's gact takes a bare verdict).
+_CONTROLS = frozenset((*S.GACT_VERDICTS, "jump", "goto"))
+_ACTION_OPENERS = _CONTROLS | {"gact", "mirred"}
+_MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
+
+
 def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
     """One or more ``action KIND ...`` groups, the cursor on the first ``action``."""
     actions = []
@@ -221,7 +227,7 @@ def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
             w.pos += 1
         elif word is None:
             break
-        elif not (actions and (word in S.GACT_VERDICTS or word in ("gact", "mirred"))):
+        elif not (actions and word in _ACTION_OPENERS):
             # tc's parse_action takes any other word as the next action's kind; one it has no
             # module for falls to gact, whose usage() ends tc (status 255)
             raise CommandError(f"Bad action type {word}", fatal=True)
@@ -231,14 +237,22 @@ def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
     return tuple(actions)
 
 
+def _action_failed(text: str, left: int, kind: str) -> CommandError:
+    """A failure inside an action's own parser, followed by the lines tc's parse_action adds
+    (``left``: the words from the action's kind to the end of the line, tc's argc there)."""
+    return CommandError(f"{text}\nbad action parsing\nparse_action: bad value ({left}:{kind})!\n"
+                        'Illegal "action"')
+
+
 def _parse_action(w: _Words) -> R.Action:
+    left = len(w.words) - 1 - w.pos
     kind = w.take("action kind")
     if kind == "mirred":
-        action = _parse_mirred(w)
-    elif kind == "gact" or kind in S.GACT_VERDICTS:
-        verdict = w.take("gact verdict") if kind == "gact" else kind
-        if verdict not in S.GACT_VERDICTS:  # tc: gact's usage(), which exits
-            raise CommandError(f"Bad action type {verdict}", fatal=True)
+        action = _parse_mirred(w, left)
+    elif kind == "gact" or kind in _ACTION_OPENERS:
+        verdict = _control(w, w.take("gact verdict") if kind == "gact" else kind)
+        if verdict is None:  # tc: gact's usage(), which exits
+            raise CommandError(f"Bad action type {w.words[w.pos - 1]}", fatal=True)
         index = 0
         if w.peek() == "index":
             w.pos += 1
@@ -246,36 +260,84 @@ def _parse_action(w: _Words) -> R.Action:
         action = R.Gact(verdict, index)
     else:
         raise CommandError(f"unsupported action '{kind}'")
+    if w.peek() == "cookie":
+        w.pos += 1
+        action.cookie = _cookie(w.take("cookie"))
     if w.peek() == "no_percpu":
         w.pos += 1
         action.no_percpu = True
     return action
 
 
-def _parse_mirred(w: _Words) -> R.Mirred:
+def _control(w: _Words, word: str) -> str | None:
+    """A control verdict as tc's ``parse_action_control`` reads it: a word of
+    :data:`~.specs.GACT_VERDICTS`, ``jump N`` or ``goto chain N`` (the cursor after ``word``);
+    None if ``word`` is none of them."""
+    if word in S.GACT_VERDICTS:
+        return word
+    if word == "jump":
+        return f"jump {w.number('jump count', 10)}"
+    if word == "goto":
+        if w.take("'chain'") != "chain":
+            raise CommandError("Bad action type goto", fatal=True)
+        return f"goto chain {w.number('chain index', 10)}"
+    return None
+
+
+def _cookie(text: str) -> bytes:
+    if len(text) > 2 * _MAX_COOKIE:
+        raise CommandError(f'Error: argument "{text}" is wrong: {len(text)} Max allowed size '
+                           f"{2 * _MAX_COOKIE}", fatal=True)
+    try:
+        if len(text) % 2:
+            raise ValueError(text)
+        return bytes.fromhex(text)
+    except ValueError:
+        raise CommandError(f'Error: argument "{text}" is wrong: cookie must be a hex string',
+                           fatal=True) from None
+
+
+def _parse_mirred(w: _Words, left: int) -> R.Mirred:
+    """tc's ``parse_mirred``: direction, mode, ``index N`` and/or ``dev DEV``; for a mirror a
+    control verdict after the device; ``index`` also after it. ``mirred index N`` alone names
+    an existing action (tc sends it with nothing else set)."""
+    if w.peek() == "index":
+        w.pos += 1
+        return R.Mirred("", "", 0, _mirred_index(w, left))
     direction = w.take("mirred direction")
     if direction not in ("egress", "ingress"):
-        raise CommandError(f"bad mirred direction '{direction}'")
-    mode = w.take("mirred mode")
-    if mode not in ("redirect", "mirror"):
-        raise CommandError(f"bad mirred mode '{mode}'")
+        raise _action_failed(f"mirred option not supported {direction}", left, "mirred")
+    mode = w.peek()
+    if mode not in ("redirect", "mirror"):  # tc skips words it does not know, to the end
+        raise CommandError('Command line is not complete. Try option "help"', fatal=True)
+    w.pos += 1
     dev, index, verdict = None, 0, None
-    while True:
+    while dev is None:
         word = w.peek()
-        if word == "dev" and dev is None:
+        if word == "index" and not index:
+            w.pos += 1
+            index = _mirred_index(w, left)
+        elif word == "dev":
             w.pos += 1
             dev = w.take("device name")
-        elif word == "index" and not index:
-            w.pos += 1
-            index = w.number("action index", 10)
-        elif word in S.GACT_VERDICTS and verdict is None and dev is not None and mode == "mirror":
-            w.pos += 1
-            verdict = word
         else:
-            break
-    if dev is None:
-        raise CommandError("mirred needs 'dev DEV'")
-    return R.Mirred(direction, mode, dev, index, verdict=verdict)
+            raise CommandError('Command line is not complete. Try option "help"', fatal=True)
+    if mode == "mirror" and w.peek() in _CONTROLS:
+        w.pos += 1
+        verdict = _control(w, w.words[w.pos - 1])
+    if w.peek() == "index":
+        if index:
+            raise _action_failed('mirred: Illegal double index', left, "mirred")
+        w.pos += 1
+        index = _mirred_index(w, left)
+    return R.Mirred(direction, mode, dev, index, verdict=verdict, tc_argc=left)
+
+
+def _mirred_index(w: _Words, left: int) -> int:
+    word = w.take("action index")
+    if not (word.isdecimal() and word.isascii()) or int(word) > 0xFFFFFFFF:
+        raise _action_failed('mirred: Illegal "index"', left, "mirred")
+    return int(word)
 
 
 def _parse_actions_command(w: _Words) -> R.Actions:

@@ -21,6 +21,7 @@ import socket
 import struct
 from typing import Union
 
+from ..errors import NotFoundError
 from . import specs as S
 from .htb import HtbClass
 from .resolve import Resolver
@@ -39,10 +40,15 @@ _NO_PERCPU = encode((Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(S.TCA_ACT_FLAGS_NO_
 _ACT_OPTIONS = int(S.ActAttr.OPTIONS) | NLA_F_NESTED
 
 
-def _action_attrs(kind: bytes, parms_type: int, parms: bytes, no_percpu: bool) -> tuple:
-    """KIND, OPTIONS { PARMS } and, for no_percpu, FLAGS — the shape of gact and mirred."""
+def _action_attrs(kind: bytes, parms_type: int, parms: bytes, no_percpu: bool,
+                  cookie: bytes | None) -> tuple:
+    """KIND, OPTIONS { PARMS }, COOKIE and, for no_percpu, FLAGS — the shape of gact and
+    mirred, in iproute2's order."""
     options = (_ACT_OPTIONS, ((parms_type, parms),))  # plain pairs: the hottest path
-    return (kind, options, _NO_PERCPU) if no_percpu else (kind, options)
+    attrs = (kind, options)
+    if cookie is not None:
+        attrs += ((S.ActAttr.COOKIE, cookie),)
+    return attrs + (_NO_PERCPU,) if no_percpu else attrs
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,11 +58,13 @@ class Gact:
     verdict: str = "pass"
     index: int = 0
     no_percpu: bool = False
+    #: Up to 16 bytes the kernel stores with the action (tc's ``cookie HEX``).
+    cookie: bytes | None = None
     kind = "gact"
 
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
-        parms = S.TC_GACT.pack(self.index, 0, S.GACT_VERDICTS[self.verdict], 0, 0)
-        return _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu)
+        parms = S.TC_GACT.pack(self.index, 0, S.control_value(self.verdict), 0, 0)
+        return _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu, self.cookie)
 
 
 @dataclasses.dataclass(slots=True)
@@ -64,6 +72,8 @@ class Mirred:
     """mirred: ``direction`` egress|ingress, ``mode`` redirect|mirror, to ``dev``.
 
     ``verdict`` overrides the control action (default: stolen for redirect, pipe for mirror).
+    An empty ``direction`` names an existing action by ``index`` alone (tc's ``mirred index
+    N``: nothing else set).
     """
 
     direction: str
@@ -72,14 +82,29 @@ class Mirred:
     index: int = 0
     no_percpu: bool = False
     verdict: str | None = None
+    cookie: bytes | None = None
+    #: Words tc's parser had left at this action (it prints the count when ``dev`` is missing).
+    tc_argc: int = dataclasses.field(default=0, compare=False, repr=False)
     kind = "mirred"
 
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
-        eaction, control = S.MIRRED_MODES[self.direction, self.mode]
-        if self.verdict is not None:
-            control = S.GACT_VERDICTS[self.verdict]
-        parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, resolve.ifindex(self.dev))
-        return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu)
+        if not self.direction:
+            parms = S.TC_MIRRED.pack(self.index, 0, 0, 0, 0, 0, 0)
+        else:
+            eaction, control = S.MIRRED_MODES[self.direction, self.mode]
+            if self.verdict is not None:
+                control = S.control_value(self.verdict)
+            parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, self._ifindex(resolve))
+        return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu, self.cookie)
+
+    def _ifindex(self, resolve: Resolver) -> int:
+        try:
+            return resolve.ifindex(self.dev)
+        except NotFoundError as exc:
+            if not self.tc_argc:
+                raise
+            raise NotFoundError(f"{exc.message}\nbad action parsing\nparse_action: bad value "
+                                f'({self.tc_argc}:mirred)!\nIllegal "action"') from None
 
 
 @dataclasses.dataclass(slots=True)

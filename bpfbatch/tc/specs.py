@@ -83,6 +83,7 @@ class ActAttr(IntEnum):
     KIND = 1
     OPTIONS = 2
     INDEX = 3
+    COOKIE = 6
     FLAGS = 7
 
 
@@ -109,6 +110,20 @@ class Verdict(IntEnum):
 GACT_VERDICTS = {"continue": Verdict.UNSPEC, "drop": Verdict.SHOT, "shot": Verdict.SHOT,
                  "pass": Verdict.OK, "ok": Verdict.OK, "reclassify": Verdict.RECLASSIFY,
                  "pipe": Verdict.PIPE}
+
+TC_ACT_JUMP = 0x10000000
+TC_ACT_GOTO_CHAIN = 0x20000000
+
+
+def control_value(verdict: str) -> int:
+    """A control verdict's TC_ACT_* value: a word of :data:`GACT_VERDICTS`, ``jump N`` or
+    ``goto chain N`` (``parse_action_control``'s forms)."""
+    if verdict.startswith("jump "):
+        return TC_ACT_JUMP | int(verdict[5:])
+    if verdict.startswith("goto chain "):
+        return TC_ACT_GOTO_CHAIN | int(verdict[11:])
+    return GACT_VERDICTS[verdict]
+
 
 TCA_GACT_PARMS = 2
 #: struct tc_gact (tc_gen): index, capab, action, refcnt, bindcnt.

@@ -58,6 +58,13 @@ actions add action mirred egress redirect dev vethB index 9 no_percpu
 actions change action mirred egress mirror dev vethB index 9
 actions replace action mirred ingress redirect dev vethB index 9
 actions del action mirred index 9
+actions add action mirred egress mirror index 11 dev vethB
+actions add action mirred ingress mirror dev vethB jump 10 index 12
+actions add action mirred ingress mirror dev vethB reclassify cookie aa11bb22cc33dd44ee55
+actions add action mirred egress redirect dev vethB index 13 cookie 0102 no_percpu
+actions add action mirred ingress mirror dev vethB goto chain 42 index 14
+actions add action mirred index 15
+actions add action mirred egress redirect index 16 dev vethB action pipe
 actions add action mirred egress redirect dev vethB index 10 action mirred egress redirect dev vethB index 11
 qdisc del dev vethB clsact
 qdisc del dev vethA ingress

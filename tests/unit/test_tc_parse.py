@@ -103,8 +103,15 @@ def test_u32_keys_on_one_word_merge_like_tc():
 def test_actions_commands():
     assert parse_command("actions del action mirred index 9 action gact index 2") == \
         Actions("del", (ActionRef("mirred", 9), ActionRef("gact", 2)))
-    assert parse_command("action change action mirred ingress mirror dev b index 4 pipe") == \
+    # tc's mirror takes its verdict right after the device; after the index it is a new action
+    assert parse_command("action change action mirred ingress mirror dev b pipe index 4") == \
         Actions("change", (Mirred("ingress", "mirror", "b", 4, verdict="pipe"),))
+    assert parse_command("action change action mirred ingress mirror dev b index 4 pipe").actions == \
+        (Mirred("ingress", "mirror", "b", 4), Gact("pipe"))
+    assert parse_command("actions add action mirred ingress mirror dev b jump 10 index 9").actions == \
+        (Mirred("ingress", "mirror", "b", 9, verdict="jump 10"),)
+    assert parse_command("actions add action mirred egress mirror index 1 dev b cookie a1b2").actions == \
+        (Mirred("egress", "mirror", "b", 1, cookie=b"\xa1\xb2"),)
     # as in tc, a verdict right after a redirect starts a new (gact) action
     assert parse_command("actions add action mirred egress redirect dev b pass").actions == \
         (Mirred("egress", "redirect", "b"), Gact("pass"))
@@ -134,8 +141,9 @@ def test_tdc_batch_lines():
     ("filter add dev a ingress u32 match ip sport 80", "missing sport mask"),
     ("filter add dev a ingress u32 match ip dst 1.2.3.4/33", "bad ip dst"),
     ("filter add dev a ingress flower src_mac e4:11", "bad MAC address 'e4:11'"),
-    ("actions add action mirred sideways redirect dev b", "bad mirred direction 'sideways'"),
-    ("actions add action mirred egress redirect index 3", "mirred needs 'dev DEV'"),
+    ("actions add action mirred sideways redirect dev b", "mirred option not supported sideways "
+     "bad action parsing parse_action: bad value (5:mirred)! Illegal \"action\""),
+    ("actions add action mirred egress redirect index 3", 'Command line is not complete.'),
     ("actions add action gact frobnicate", "Bad action type frobnicate"),
     ("actions del action mirred 9", "expected 'index', got '9'"),
     ("qdisc add dev a root handle 1: htb default 10 direct_qlen 5", "unsupported htb option 'direct_qlen'"),
