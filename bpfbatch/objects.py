@@ -165,6 +165,22 @@ class BpfObject:
         check(lib.bpf_map__set_inner_map_fd(handle, template.fd), "set inner map template",
               what)
 
+    def only_section(self, section: str, prog_type: int) -> Program:
+        """Load only the program in ELF ``section``, as ``prog_type`` (tc's ``bpf obj FILE sec
+        NAME``: the section name is the user's, libbpf may not know what type it implies)."""
+        chosen = None
+        for prog in self.programs():
+            mine = prog.section == section and chosen is None
+            check(lib.bpf_program__set_autoload(prog.handle, mine), "set autoload",
+                  f"{self.label}: {prog.name}")
+            if mine:
+                check(lib.bpf_program__set_type(prog.handle, prog_type), "set program type",
+                      f"{self.label}: {prog.name}")
+                chosen = prog
+        if chosen is None:
+            raise NotFoundError(f"no program in section {section}", obj=self.label)
+        return chosen
+
     def program_fd(self, name: str) -> int:
         """The fd of loaded program ``name`` (owned by the object)."""
         self._require_loaded(f"program {name}")

@@ -163,6 +163,10 @@ def undo_of(message: Message) -> Undo | None:
 
 def filter_delete(header, request_body) -> Message:
     """The request deleting the filter a ``tcmsg`` ``header`` names (ifindex, handle, parent,
-    info), of the kind ``request_body`` (the add) carries."""
-    kind = _find(request_body, S.TCMSG.size, len(request_body), S.TCA.KIND)
-    return Message(S.Msg.DELTFILTER, 0, bytes(header[:S.TCMSG.size]) + _padded_tlv(request_body, kind))
+    info), in the chain and of the kind ``request_body`` (the add) carries."""
+    end = len(request_body)
+    chain = _find(request_body, S.TCMSG.size, end, S.TCA.CHAIN)
+    kind = _find(request_body, S.TCMSG.size, end, S.TCA.KIND)
+    return Message(S.Msg.DELTFILTER, 0, bytes(header[:S.TCMSG.size])
+                   + (_padded_tlv(request_body, chain) if chain else b"")
+                   + _padded_tlv(request_body, kind))

@@ -1,4 +1,5 @@
-"""Names in rules → kernel handles: device names → ifindex, pinned programs → fds.
+"""Names in rules → kernel handles: device names → ifindex, pinned programs and object files
+→ program fds.
 
 Each name is resolved once per run and cached (a batch's own lines cannot create or rename
 devices). Resolution happens in user space before a message is built, as iproute2 does, so a
@@ -17,6 +18,7 @@ import struct
 from ..errors import NotFoundError
 
 SIOCGIFINDEX = 0x8933
+BPF_PROG_TYPE_SCHED_CLS = 3
 _IFREQ = struct.Struct("16si12x")
 IFNAMSIZ = 16
 
@@ -55,6 +57,20 @@ class Resolver:
             from .. import _libbpf  # loads libbpf: only batches with bpf filters pay for it
 
             fd = self._program_fd[path] = _libbpf.obj_fd_by_path(path, read_only=False)
+        return fd
+
+    def object_program_fd(self, path: str, section: str) -> int:
+        """The fd of the program in ``section`` of object file ``path``, loaded once through
+        the package's loader as a tc classifier and kept until close()."""
+        key = f"{path}\0{section}"
+        fd = self._program_fd.get(key)
+        if fd is None:
+            from ..objects import BpfObject  # loads libbpf: only batches that need it pay
+
+            with BpfObject(path) as obj:
+                program = obj.only_section(section, BPF_PROG_TYPE_SCHED_CLS)
+                obj.load()
+                fd = self._program_fd[key] = os.dup(obj.program_fd(program.name))
         return fd
 
     def close(self) -> None:
