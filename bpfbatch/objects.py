@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import functools
 import re
 from pathlib import Path
 
@@ -78,11 +79,6 @@ class BpfObject:
         self.loaded = False
         #: ``tracepoint -> "tp_btf" | "raw_tp"``, decided by :meth:`load`.
         self.hooks: dict[str, str] = {}
-        try:
-            self.btf = self._read_btf()
-        except BaseException:
-            self.close()
-            raise
 
     @classmethod
     def package(cls, name: str) -> "BpfObject":
@@ -93,7 +89,9 @@ class BpfObject:
                                 "bpftool)", obj=f"{name}.bpf.o")
         return cls(path)
 
-    def _read_btf(self) -> Btf:
+    @functools.cached_property
+    def btf(self) -> Btf:
+        """The object's BTF, read when first needed (a plain tc object file may have none)."""
         handle = check_ptr(lib.bpf_object__btf(self._obj), "read object BTF", self.label)
         size = ctypes.c_uint32()
         raw = check_ptr(lib.btf__get_raw_data(handle, ctypes.byref(size)), "read object BTF",

@@ -91,8 +91,11 @@ def masked(message: bytes) -> bytes:
 
 # --- state -------------------------------------------------------------------------------------
 
+#: Left out of state comparisons: counters, timestamps, reference counts, hardware flags, and
+#: BPF program ids (each run loads its own program; its name and tag are compared).
 _VOLATILE = {"stats", "tm", "ref", "bind", "installed", "last_used", "expires", "first_used",
-             "not_in_hw", "in_hw", "in_hw_count", "hw_stats", "used_hw_stats", "direct_packets_stat"}
+             "not_in_hw", "in_hw", "in_hw_count", "hw_stats", "used_hw_stats", "direct_packets_stat",
+             "id"}
 
 
 def _scrub(value):
