@@ -50,6 +50,9 @@ def main() -> None:
     except BpfBatchError as exc:
         print(f"bpfbatch: error: {exc}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # before or outside a command's own reporting
+        print("bpfbatch: interrupted", file=sys.stderr)
+        sys.exit(130)
     except BrokenPipeError:
         # The reader (e.g. `head`) went away; silence the interpreter's flush at exit.
         sys.stderr.close()

@@ -7,6 +7,7 @@ spellings (``-force``, ``-batch``, ``-netns``, ``-json``, any prefix tc accepts)
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 
 import typer
@@ -57,6 +58,10 @@ def _print_failure(failure) -> None:
         print(f"Command failed {failure.where}", file=sys.stderr)
 
 
+def _interrupted(signum: int, _frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def _print_warning(_line: int, text: str) -> None:
     print(f"Warning: {_kernel_text(text)}", file=sys.stderr)
 
@@ -87,6 +92,7 @@ def tc_batch(
             stream, name = open(batch, encoding="utf-8", errors="surrogateescape"), batch
         except OSError as exc:
             raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch) from None
+    signal.signal(signal.SIGTERM, _interrupted)  # reported like Ctrl-C: what was applied
     with stream as lines, Session(netns=netns, force=force, coalesce=coalesce,
                                   on_failure=_print_failure, on_warning=_print_warning,
                                   batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:

@@ -27,18 +27,27 @@ from .message import LineError
 from .usage import what_is
 
 SUPPORTED = """\
-qdisc add|del|replace dev DEV (ingress | clsact | [root | parent ID] [handle ID] htb [default N] [r2q N])
-class add|del|change|replace dev DEV [root | parent ID] classid ID [htb rate R [ceil R] [prio N] [quantum N]]
-filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [protocol P] [handle H] KIND ...
-  u32 [match ip src|dst A.B.C.D[/LEN]] [match ip sport|dport|protocol|tos VAL MASK] [match u32 VAL MASK at OFF]
-      [ht H] [link H] [divisor N] [hashkey mask M at OFF] [classid ID] [skip_hw|skip_sw] [action ...]
-  bpf (pinned|object-pinned|fd) PATH [da] [classid ID] [action ...]
+qdisc add|del|replace dev DEV (ingress | clsact | [root | parent ID] [handle ID] htb [default N] [r2q N]
+                                                                              [direct_qlen N])
+class add|del|change|replace dev DEV [root | parent ID] classid ID
+      [htb rate R [ceil R] [burst B] [cburst B] [mtu N] [mpu B] [prio N] [quantum N]]
+filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [protocol P]
+       [chain N] [handle H] KIND ...
+  u32 [match SELECTOR]... [sample SELECTOR [divisor N]] [ht H] [link H] [divisor N]
+      [hashkey mask M at OFF] [classid ID] [indev DEV] [skip_hw|skip_sw] [action ...]
+      SELECTOR := u32|u16|u8 VAL MASK [at [nexthdr+]OFF] | ip src|dst A.B.C.D[/LEN|/MASK]
+                | ip sport|dport|protocol|tos|dsfield|ihl|precedence|icmp_type|icmp_code VAL MASK
+                | tcp|udp src|dst VAL MASK | icmp type|code VAL MASK
+  bpf [pinned|object-pinned|fd PATH | obj|object-file FILE [sec NAME] | bytecode 'N,c t f k,...']
+      [da] [classid ID] [skip_hw|skip_sw] [action ...]
   matchall [skip_hw|skip_sw] [classid ID] [action ...]
   flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
-actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N
-ACTION := action (gact VERDICT | VERDICT) [index N] [no_percpu]
-        | action mirred egress|ingress redirect|mirror dev DEV [index N] [VERDICT (mirror only)] [no_percpu]
-VERDICT := drop|pass|ok|pipe|continue|reclassify"""
+actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N ...
+ACTION := action (gact CONTROL | CONTROL) [index N] [cookie HEX] [no_percpu]
+        | action mirred egress|ingress redirect|mirror [index N] dev DEV [CONTROL (mirror only)]
+                 [index N] [cookie HEX] [no_percpu]
+        | action mirred index N
+CONTROL := drop|pass|ok|pipe|continue|reclassify | jump N | goto chain N"""
 
 
 class CommandError(Exception):

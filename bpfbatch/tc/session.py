@@ -23,8 +23,10 @@ class BatchInterrupted(BpfBatchError):
     applied (lines are applied in order: up to ``report.last_line``, minus failed ones)."""
 
     def __init__(self, cause: BaseException, report: Report) -> None:
-        what = "interrupted" if isinstance(cause, KeyboardInterrupt) else \
-            f"stopped by {cause.__class__.__name__}: {cause}"
+        if isinstance(cause, KeyboardInterrupt):
+            what = f"interrupted by {cause.args[0] if cause.args else 'SIGINT'}"
+        else:
+            what = f"stopped by {cause.__class__.__name__}: {cause}"
         super().__init__(f"{what}; {report.summary()}", obj=report.source)
         self.report = report
 
