@@ -168,7 +168,11 @@ class Sender:
         self._max_messages = sock.max_replies
         self._buf = bytearray()
         self._last_offset = 0
-        self._entries: list[_Entry] = []
+        #: Per message of the batch being packed: its line (an int: the common case, rebuilt
+        #: from the buffer if ever needed — ints cost the garbage collector nothing) or an
+        #: :class:`_Entry`; and where its header starts in the buffer.
+        self._entries: list[int | _Entry] = []
+        self._offsets: list[int] = []
         self._has_joined = False
         #: The batch has a message that asked for its own ACK (it may carry a warning).
         self._acked_inside = False
@@ -205,8 +209,9 @@ class Sender:
             return True
         if self._group:
             self._close_group()
-        if undo is not None and not undo.echo:  # the hot path: a plain undoable add
-            self._queue(_Entry((line,), parsed, (), undo, parsed.flags | S.NLM_F_REQUEST))
+        if undo is not None and not undo.echo and undo.u32_instance is None:
+            # the hot path: an add undone by fixed messages never needs a new sendmsg first
+            self._append(line, parsed, parsed[1] | S.NLM_F_REQUEST)
         else:
             self._queue(_entry(line, parsed, undo, self._may_undo))
         return not self.report.stopped
@@ -271,29 +276,34 @@ class Sender:
         return not report.stopped
 
     def _queue(self, entry: _Entry) -> None:
-        lines, message, parts, undo, flags = entry
-        body = message[2]
-        size = 16 + len(body)
+        message, undo, flags = entry[1], entry[3], entry[4]
         if self._may_undo and (undo is None or undo.u32_instance is not None):
             entry = self._before_risky(entry)
+        self._append(entry, message, flags)
+        if flags & S.NLM_F_ACK:
+            self._acked_inside = True
+        if entry.parts:
+            self._has_joined = True
+
+    def _append(self, entry: int | _Entry, message: Message, flags: int) -> None:
+        """Pack ``message`` into the batch (handing the batch over first when it is full);
+        ``entry`` is its line, or its :class:`_Entry` when a line number does not say enough."""
+        body = message[2]
+        size = 16 + len(body)
         entries = self._entries
-        if entries and (len(self._buf) + size > self._max_bytes
-                        or len(entries) >= self._max_messages):
+        buf = self._buf
+        if entries and (len(buf) + size > self._max_bytes or len(entries) >= self._max_messages):
             self._flush()
-            entries = self._entries
+            entries, buf = self._entries, self._buf
         if size > self._send_limit:
             raise InputError(f"message of {size} bytes exceeds the socket's send limit",
-                             obj=f"{self.report.source}:{lines[-1]}")
-        buf = self._buf
+                             obj=f"{self.report.source}:{_last_line(entry)}")
         self._seq += 1
         self._last_offset = len(buf)
+        self._offsets.append(len(buf))
         buf += _pack_header(size, message[0], flags, self._seq, 0)
         buf += body
         entries.append(entry)
-        if parts:
-            self._has_joined = True
-        if flags & S.NLM_F_ACK:
-            self._acked_inside = True
 
     def _before_risky(self, entry: _Entry) -> _Entry:
         """A message that cannot be undone, or a u32 key node whose undo is exact only while its
@@ -326,10 +336,11 @@ class Sender:
         """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
         if not self._entries:
             return
-        self._batches.put((self._buf, self._last_offset, self._entries, self._seq,
+        self._batches.put((self._buf, self._last_offset, self._entries, self._offsets, self._seq,
                            self._acked_inside))
         self._buf = bytearray()
         self._entries = []
+        self._offsets = []
         self._has_joined = self._acked_inside = False
         self._u32_nonempty |= self._u32_pending
         self._u32_pending = set()
@@ -344,9 +355,13 @@ class Sender:
                     return
                 if self.report.stopped or self._error is not None or self._aborted:
                     continue  # packed after a stop or an abort: never sent
-                buf, last_offset, entries, last_seq, acked_inside = batch
+                buf, last_offset, entries, offsets, last_seq, acked_inside = batch
                 acks, echoes = self._transmit(buf, last_offset, len(entries), last_seq)
-                self._settle(entries, acks, echoes, acked_inside)
+                if len(acks) == 1 and not acks[len(entries) - 1].error and not acked_inside:
+                    self._all_applied(entries, acks[len(entries) - 1])
+                else:
+                    self._settle([_entry_at(e, buf, o) for e, o in zip(entries, offsets)],
+                                 acks, echoes)
             except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
             finally:
@@ -376,19 +391,20 @@ class Sender:
             if reply.seq == last:
                 return acks, echoes
 
-    def _settle(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply],
-                acked_inside: bool = True) -> None:
+    def _all_applied(self, entries: list[int | _Entry], last_ack: Reply) -> None:
+        """The common case: nothing failed; the last message's ACK may carry a warning."""
+        report = self.report
+        report.commands += sum(1 if e.__class__ is int else len(e.lines) for e in entries) \
+            if self._coalesce else len(entries)
+        report.applied = report.commands - report.failed
+        last = entries[-1]
+        report.last_line = _last_line(last)
+        if last.__class__ is not int and last.flags & S.NLM_F_ACK and last_ack.message:
+            self._warn(last.lines[-1], last_ack.message)
+
+    def _settle(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply]) -> None:
         """Account a sent batch in line order; undo and re-send as the module docs say."""
         report = self.report
-        if len(acks) == 1 and not acks[len(entries) - 1].error and not acked_inside:
-            # The common case: nothing failed, no warning to print.
-            last = entries[-1]
-            report.commands += sum(len(e.lines) for e in entries) if self._coalesce else len(entries)
-            report.applied = report.commands - report.failed
-            report.last_line = last.lines[-1]
-            if last.flags & S.NLM_F_ACK and acks[len(entries) - 1].message:
-                self._warn(last.lines[-1], acks[len(entries) - 1].message)
-            return
         for position, entry in enumerate(entries):
             reply = acks.get(position)
             if reply is None or not reply.error:
@@ -479,6 +495,22 @@ class Sender:
     def _warn(self, line: int, text: str) -> None:
         if self._on_warning is not None:
             self._on_warning(line, text)
+
+
+def _last_line(entry: int | _Entry) -> int:
+    return entry if entry.__class__ is int else entry.lines[-1]
+
+
+_SENT_ONLY = S.NLM_F_REQUEST | S.NLM_F_ACK | S.NLM_F_ECHO
+
+
+def _entry_at(entry: int | _Entry, buf: bytearray, offset: int) -> _Entry:
+    """The full :class:`_Entry` of a batch message (rebuilt from the buffer for a bare line)."""
+    if entry.__class__ is not int:
+        return entry
+    length, msg_type, flags = S.NLMSGHDR.unpack_from(buf, offset)[:3]
+    message = Message(msg_type, flags & ~_SENT_ONLY, bytes(buf[offset + 16:offset + length]))
+    return _Entry((entry,), message, (), undo_of(message), flags & ~S.NLM_F_ACK)
 
 
 def raise_for(report: Report) -> None:

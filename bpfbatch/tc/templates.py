@@ -41,6 +41,7 @@ from .message import LineError, Message, Parsed, undo_of
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
 
+_new_tuple = tuple.__new__
 #: Shapes kept with a template (or marked as not templatable), and once-seen shapes remembered.
 MAX_SHAPES = 1024
 MAX_SEEN = 4096
@@ -147,7 +148,7 @@ class MessageTemplate:
             if number is None:
                 return None
             pack_into(body, offset, number)
-        return Message(self.msg_type, self.flags, body, self.undo)
+        return _new_tuple(Message, (self.msg_type, self.flags, body, self.undo))  # no Python frame
 
 
 #: Shapes the probes refused: they stay on the full parser.
@@ -171,33 +172,37 @@ class TemplateReader:
     def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, Parsed]]:
         templates, split = self._templates, _FIELDS.split
         last = None  # the template of the last filled line: files repeat one shape in runs
-        for number, text in read_commands(stream):
-            if text is not None:
-                if last is not None:
-                    found = last.line.fullmatch(text)
-                    if found is not None:
-                        message = last.fill(found.groups())
-                        if message is not None:
-                            self.filled += 1
-                            yield number, message
-                            continue
-                parts = split(text)
-                tokens = parts[2::3]
-                del parts[2::3]
-                shape = tuple(parts)
-                template = templates.get(shape)
-                if template is not None:
-                    if template is not _UNTEMPLATABLE:
-                        message = template.fill(tokens)
-                        if message is not None:
-                            last = template
-                            self.filled += 1
-                            yield number, message
-                            continue
-                else:
-                    yield number, self._first_lines(shape, tokens, number, text, name)
-                    continue
-            yield number, self._parsed(number, text, name)
+        filled = 0  # counted locally and published when reading ends: this is the hot loop
+        try:
+            for number, text in read_commands(stream):
+                if text is not None:
+                    if last is not None:
+                        found = last.line.fullmatch(text)
+                        if found is not None:
+                            message = last.fill(found.groups())
+                            if message is not None:
+                                filled += 1
+                                yield number, message
+                                continue
+                    parts = split(text)
+                    tokens = parts[2::3]
+                    del parts[2::3]
+                    shape = tuple(parts)
+                    template = templates.get(shape)
+                    if template is not None:
+                        if template is not _UNTEMPLATABLE:
+                            message = template.fill(tokens)
+                            if message is not None:
+                                last = template
+                                filled += 1
+                                yield number, message
+                                continue
+                    else:
+                        yield number, self._first_lines(shape, tokens, number, text, name)
+                        continue
+                yield number, self._parsed(number, text, name)
+        finally:
+            self.filled += filled
 
     def _parsed(self, number: int, text: str | None, name: str) -> Parsed:
         """The full parser and encoder for one line."""
