@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import struct
 
+from ..errors import InputError
 from . import specs as S
 from .encoding import Attr
 
@@ -37,18 +38,18 @@ _TABLE = struct.Struct("=256I")
 
 
 def parse_rate(text: str) -> int:
-    """``100mbit`` → bytes per second, as tc's ``get_rate64`` (ValueError if malformed)."""
+    """``100mbit`` → bytes per second, as tc's ``get_rate64`` (InputError if malformed)."""
     number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
     unit = text[len(number):].lower()
     scale = RATE_UNITS.get(unit) if unit else 1.0
     if scale is None or not number:
-        raise ValueError(f"bad rate '{text}'")
+        raise InputError(f"bad rate '{text}'")
     try:
         bits = float(number) * scale
     except ValueError:
-        raise ValueError(f"bad rate '{text}'") from None
+        raise InputError(f"bad rate '{text}'") from None
     if not 0 < bits < 2 ** 64 * 8:
-        raise ValueError(f"bad rate '{text}'")
+        raise InputError(f"bad rate '{text}'")
     return int(bits / 8)
 
 
@@ -77,7 +78,7 @@ SIZE_UNITS = {"b": 1.0, "k": 1024.0, "kb": 1024.0, "m": 1024.0 ** 2, "mb": 1024.
 
 
 def parse_size(text: str) -> int:
-    """``1000``, ``10kb`` → bytes, as tc's ``get_size`` (ValueError if malformed or > 32 bits)."""
+    """``1000``, ``10kb`` → bytes, as tc's ``get_size`` (InputError if malformed or > 32 bits)."""
     number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
     unit = text[len(number):].lower()
     scale = SIZE_UNITS.get(unit) if unit else 1.0
@@ -86,7 +87,7 @@ def parse_size(text: str) -> int:
     except ValueError:
         size = -1.0
     if not 0 <= size <= 0xFFFFFFFF:
-        raise ValueError(f"bad size '{text}'")
+        raise InputError(f"bad size '{text}'")
     return int(size)
 
 

@@ -707,7 +707,7 @@ def _parse_htb_class(w: _Words) -> HtbClass:
             text = w.take(word)
             try:
                 opts[word] = parse_rate(text)
-            except ValueError:
+            except InputError:
                 raise CommandError(f"bad {word} '{text}'") from None
             if not opts[word]:  # below one byte per second: tc treats it as missing
                 raise CommandError(f'"{word}" is required.')
@@ -719,7 +719,7 @@ def _parse_htb_class(w: _Words) -> HtbClass:
             name = _HTB_SIZES[word]
             try:
                 opts[name] = parse_size(w.take(word))
-            except ValueError:
+            except InputError:
                 raise CommandError(f'Illegal "{name}"') from None
         elif word == "mtu":
             opts["mtu"] = _illegal_unless(_unsigned(w.take("mtu"), 10), "mtu")

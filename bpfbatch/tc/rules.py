@@ -136,7 +136,7 @@ class Actions:
 
     def __post_init__(self) -> None:
         if not 0 < len(self.actions) <= S.TCA_ACT_MAX_PRIO:
-            raise ValueError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
+            raise InputError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
 
     def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
         msg_type = S.Msg.DELACTION if self.verb == "del" else S.Msg.NEWACTION
@@ -158,7 +158,7 @@ def action_nests(body: bytes | bytearray) -> list[bytes]:
     while offset < len(body):
         size = _TLV.unpack_from(body, offset)[0]
         if size < 4:
-            raise ValueError(f"malformed action nest at offset {offset}")
+            raise InputError(f"malformed action nest at offset {offset}")
         end = offset + ((size + 3) & ~3)
         nests.append(bytes(body[offset:end]))
         offset = end
@@ -169,7 +169,7 @@ def join_actions(nests: list[bytes]) -> bytes:
     """One ``actions add`` body carrying these per-action nests, renumbered 1, 2, ... — equal
     to ``Actions("add", those_actions).message()``'s body (the kernel applies it all or nothing)."""
     if not 0 < len(nests) <= S.TCA_ACT_MAX_PRIO:
-        raise ValueError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
+        raise InputError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
     tab = bytearray(_TLV.pack(4 + sum(map(len, nests)), S.TCA_ACT_TAB))
     for order, nest_ in enumerate(nests, 1):
         tab += nest_

@@ -252,7 +252,8 @@ class Sender:
             self._queue(_entry(line, message, known_undo(message), self._may_undo))
             return
         joined = Message(*R.ACTIONS_ADD, R.join_actions([n for _, _, nests in group for n in nests]))
-        entry = _entry(group[0][0], joined, undo_of(joined), self._may_undo)
+        # undoable as its parts are (explicit indexes); the undo itself is built when due
+        entry = _entry(group[0][0], joined, _JOINED_UNDO, self._may_undo)
         self._queue(entry._replace(lines=tuple(line for line, _, _ in group),
                                    parts=tuple(message for _, message, _ in group)))
 
@@ -501,6 +502,8 @@ def _last_line(entry: int | _Entry) -> int:
     return entry if entry.__class__ is int else entry.lines[-1]
 
 
+#: The undo of a joined ``actions add``: its parts all name their indexes.
+_JOINED_UNDO = Undo()
 _SENT_ONLY = S.NLM_F_REQUEST | S.NLM_F_ACK | S.NLM_F_ECHO
 
 

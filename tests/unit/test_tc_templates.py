@@ -5,9 +5,10 @@ error through both paths."""
 from __future__ import annotations
 
 import pytest
+
 from hypothesis import given, settings, strategies as st
 
-from bpfbatch.errors import BpfBatchError, NotFoundError
+from bpfbatch.errors import BpfBatchError, InputError, NotFoundError
 from bpfbatch.tc import templates
 from bpfbatch.tc.parse import parse_batch
 from bpfbatch.tc.resolve import Resolver
@@ -141,7 +142,7 @@ def test_join_actions_equals_one_message_of_all_actions(devices):
     whole = Actions("add", tuple(actions)).message(devices)[2]
     assert join_actions([n for body in bodies for n in action_nests(body)]) == whole
     assert len(action_nests(whole)) == 4
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError):
         join_actions(action_nests(whole) * 9)
 
 
