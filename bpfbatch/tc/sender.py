@@ -25,7 +25,9 @@ that while many messages travel per ``sendmsg``:
   message each (so the failure lands on its own line, and the lines before it are applied as tc
   applies them), and then the undone messages are sent again.
 * qdisc and class requests ask for their own ACK, which carries the kernel's warnings (htb's
-  "quantum of class ... is big"); they are reported as tc prints them.
+  "quantum of class ... is big"); they are reported as tc prints them. Filter and action
+  requests do not (an ACK each would cost a receive per line): a warning the kernel attached
+  to one of their successes would go unseen — none of the forms tested here gets one.
 
 The one remaining difference from tc: an add that is undone was in the kernel for the time
 between the ``sendmsg`` and its undo (microseconds), visible to traffic and to other netlink

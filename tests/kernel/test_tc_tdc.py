@@ -50,11 +50,12 @@ def test_tdc_case(tmp_path, source, case, mode):
 if __name__ == "__main__":
     import tempfile
 
-    tally: dict[str, list[str]] = {"same": [], "refused": [], "differs": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        for _source, case in CASES:
-            kind, detail = outcome(Path(tmp), case, ())
-            tally[kind].append(case["id"])
-            if kind != "same":
-                print(f"{case['id']} {kind}: {detail}", file=sys.stderr)
-    print(json.dumps({k: len(v) for k, v in tally.items()}), json.dumps(tally))
+    for mode in ((), ("-force",)):
+        tally: dict[str, list[str]] = {"same": [], "refused": [], "differs": []}
+        with tempfile.TemporaryDirectory() as tmp:
+            for _source, case in CASES:
+                kind, detail = outcome(Path(tmp), case, mode)
+                tally[kind].append(case["id"])
+                if kind != "same":
+                    print(f"{case['id']} {kind}: {detail}", file=sys.stderr)
+        print(" ".join(mode) or "stop", json.dumps({k: len(v) for k, v in tally.items()}))
