@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import functools
 import re
 from pathlib import Path
 
@@ -85,11 +86,6 @@ class BpfObject:
         self.loaded = False
         #: ``tracepoint -> "tp_btf" | "raw_tp"``, decided by :meth:`load`.
         self.hooks: dict[str, str] = {}
-        try:
-            self.btf = self._read_btf()
-        except BaseException:
-            self.close()
-            raise
 
     @classmethod
     def package(cls, name: str) -> "BpfObject":
@@ -100,7 +96,9 @@ class BpfObject:
                                 "bpftool)", obj=f"{name}.bpf.o")
         return cls(path)
 
-    def _read_btf(self) -> Btf:
+    @functools.cached_property
+    def btf(self) -> Btf:
+        """The object's BTF, read when first needed (a plain tc object file may have none)."""
         handle = check_ptr(lib.bpf_object__btf(self._obj), "read object BTF", self.label)
         size = ctypes.c_uint32()
         raw = check_ptr(lib.btf__get_raw_data(handle, ctypes.byref(size)), "read object BTF",
@@ -171,6 +169,22 @@ class BpfObject:
         self._templates.append(template)  # the outer map is created at load: keep it open
         check(lib.bpf_map__set_inner_map_fd(handle, template.fd), "set inner map template",
               what)
+
+    def only_section(self, section: str, prog_type: int) -> Program:
+        """Load only the program in ELF ``section``, as ``prog_type`` (tc's ``bpf obj FILE sec
+        NAME``: the section name is the user's, libbpf may not know what type it implies)."""
+        chosen = None
+        for prog in self.programs():
+            mine = prog.section == section and chosen is None
+            check(lib.bpf_program__set_autoload(prog.handle, mine), "set autoload",
+                  f"{self.label}: {prog.name}")
+            if mine:
+                check(lib.bpf_program__set_type(prog.handle, prog_type), "set program type",
+                      f"{self.label}: {prog.name}")
+                chosen = prog
+        if chosen is None:
+            raise NotFoundError(f"no program in section {section}", obj=self.label)
+        return chosen
 
     def program_fd(self, name: str) -> int:
         """The fd of loaded program ``name`` (owned by the object)."""

@@ -78,6 +78,7 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "bpf_program__name": (c_char_p, [c_void_p]),
     "bpf_program__section_name": (c_char_p, [c_void_p]),
     "bpf_program__set_autoload": (c_int, [c_void_p, ctypes.c_bool]),
+    "bpf_program__set_type": (c_int, [c_void_p, c_int]),
     "bpf_program__autoload": (ctypes.c_bool, [c_void_p]),
     "bpf_program__fd": (c_int, [c_void_p]),
     "bpf_program__attach": (c_void_p, [c_void_p]),

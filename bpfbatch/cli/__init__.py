@@ -27,6 +27,10 @@ except ImportError:  # pragma: no cover - older typer over click
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``)."""
     args = list(argv) if argv is not None else sys.argv[1:]
+    if args[:1] == ["tc"]:  # iproute2's spelling: tc -force -b FILE, -n NS, -batch ...
+        from .tc import iproute2_argv
+
+        args[1:] = iproute2_argv(args[1:])
     _run(lambda: app(args=args, prog_name="bpfbatch", standalone_mode=False))
 
 

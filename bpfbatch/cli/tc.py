@@ -1,9 +1,13 @@
-"""``bpfbatch tc -b FILE``: send an iproute2 ``tc -batch`` file over rtnetlink, many messages
-per sendmsg. Failed commands print as tc prints them (kernel text, then ``Command failed
-FILE:LINE``); the closing one-line error says what was applied, and exit status is 1."""
+"""``bpfbatch tc -b FILE``: an iproute2 ``tc -batch`` file over rtnetlink, many messages per
+sendmsg, as a drop-in for ``tc -b``: the same kernel state, the same messages on stderr (the
+kernel's errors and warnings, ``Command failed FILE:LINE``) and the same exit status — 0, 1
+when a command failed, 255 when a line is one tc's parser exits on. iproute2's single-dash
+spellings (``-force``, ``-batch``, ``-netns``, ``-json``, any prefix tc accepts) work too."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 
 import typer
@@ -12,16 +16,55 @@ from ..errors import InputError
 
 commands = typer.Typer()
 
+#: Exit status of ``tc -b`` when a line fails, and when its parser exits on a line.
+EXIT_FAILED = 1
+EXIT_FATAL = 255
+#: iproute2's single-dash options (``matches()``: any prefix) → this command's spelling.
+_IPROUTE2_OPTIONS = (("-force", "--force"), ("-batch", "--batch"), ("-netns", "--netns"),
+                     ("-json", "--json"))
+
+
+def iproute2_argv(argv: list[str]) -> list[str]:
+    """``tc``'s spelling of this command's options (``-force``, ``-ba``, ``-netns``) rewritten
+    to the double-dash form; everything else unchanged."""
+    out = []
+    for arg in argv:
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+            arg = next((long for short, long in _IPROUTE2_OPTIONS if short.startswith(arg)), arg)
+        out.append(arg)
+    return out
+
+
+def _kernel_text(text: str) -> str:
+    """iproute2's ``nl_dump_ext_ack``: the kernel's text with a closing period."""
+    return text if text.endswith(".") else text + "."
+
 
 def _print_failure(failure) -> None:
-    """As tc: the kernel's explanation (or errno text), then ``Command failed FILE:LINE``."""
+    """As tc prints it: the reason, tc's follow-up line, then ``Command failed FILE:LINE``
+    (not after a line tc's parser exits on: tc prints nothing more)."""
+    from ..tc import specs as S
+
     if failure.extack:
-        print(f"Error: {failure.extack}.", file=sys.stderr)
+        print(f"Error: {_kernel_text(failure.extack)}", file=sys.stderr)
     elif failure.errno is not None:
         print(f"RTNETLINK answers: {failure.text}", file=sys.stderr)
     else:
         print(failure.text, file=sys.stderr)
-    print(f"Command failed {failure.where}", file=sys.stderr)
+    if failure.msg_type in (S.Msg.NEWTFILTER, S.Msg.DELTFILTER, S.Msg.NEWACTION, S.Msg.DELACTION):
+        print("We have an error talking to the kernel", file=sys.stderr)
+    if failure.msg_type == S.Msg.DELACTION:
+        print('Command "action" is unknown, try "tc actions help".', file=sys.stderr)
+    if not failure.fatal:
+        print(f"Command failed {failure.where}", file=sys.stderr)
+
+
+def _interrupted(signum: int, _frame) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _print_warning(_line: int, text: str) -> None:
+    print(f"Warning: {_kernel_text(text)}", file=sys.stderr)
 
 
 @commands.command("tc")
@@ -32,23 +75,30 @@ def tc_batch(
                                help="Keep going after a failed command (exit status stays 1)."),
     netns: str = typer.Option(None, "-n", "--netns", metavar="NAME",
                               help="Network namespace (`ip netns` name) to configure."),
+    json_: bool = typer.Option(False, "-j", "--json",
+                               help="Accepted as tc accepts it; a batch of changes prints nothing."),
     batch_bytes: int = typer.Option(None, "--batch-bytes", metavar="N", min=1024,
                                     help="Bytes per sendmsg (default 256 KiB; capped by the "
                                          "socket's send limit)."),
     coalesce: bool = typer.Option(False, "--coalesce",
                                   help="Pack consecutive `actions add` lines up to 32 per message."),
 ) -> None:
-    """Send a tc batch file: qdisc/filter/actions lines, many rtnetlink messages per sendmsg."""
-    from ..tc import DEFAULT_BATCH_BYTES, Session, raise_for
+    """Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages per sendmsg."""
+    from ..tc import DEFAULT_BATCH_BYTES, Session
 
     if batch == "-":
-        stream, name = sys.stdin, "-"
+        stream, name = contextlib.nullcontext(sys.stdin), "-"  # stdin is not ours to close
     else:
         try:
             stream, name = open(batch, encoding="utf-8", errors="surrogateescape"), batch
         except OSError as exc:
             raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch) from None
-    with stream, Session(netns=netns, force=force, coalesce=coalesce, on_failure=_print_failure,
-                         batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
-        report = session.send_batch(stream, name)
-    raise_for(report)
+    signal.signal(signal.SIGTERM, _interrupted)  # reported like Ctrl-C: what was applied
+    with stream as lines, Session(netns=netns, force=force, coalesce=coalesce,
+                                  on_failure=_print_failure, on_warning=_print_warning,
+                                  batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
+        report = session.send_batch(lines, name)
+    if report.fatal:
+        raise typer.Exit(EXIT_FATAL)
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import struct
 
+from ..errors import InputError
 from . import specs as S
 from .encoding import Attr
 
@@ -37,15 +38,18 @@ _TABLE = struct.Struct("=256I")
 
 
 def parse_rate(text: str) -> int:
-    """``100mbit`` → bytes per second, as tc's ``get_rate64`` (ValueError if malformed)."""
+    """``100mbit`` → bytes per second, as tc's ``get_rate64`` (InputError if malformed)."""
     number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
     unit = text[len(number):].lower()
     scale = RATE_UNITS.get(unit) if unit else 1.0
     if scale is None or not number:
-        raise ValueError(f"bad rate '{text}'")
-    bits = float(number) * scale
-    if bits <= 0:
-        raise ValueError(f"bad rate '{text}'")
+        raise InputError(f"bad rate '{text}'")
+    try:
+        bits = float(number) * scale
+    except ValueError:
+        raise InputError(f"bad rate '{text}'") from None
+    if not 0 < bits < 2 ** 64 * 8:
+        raise InputError(f"bad rate '{text}'")
     return int(bits / 8)
 
 
@@ -67,33 +71,62 @@ def xmittime(rate: int, size: int) -> int:
     return int(usec * tick_in_usec) & 0xFFFFFFFF
 
 
-def _ratespec_and_table(rate: int) -> tuple[bytes, bytes]:
-    """``tc_calc_rtable`` for the htb MTU: the ratespec and its 256-slot table."""
+#: ``get_size`` units (tc_util.c), matched case-insensitively; a bare number is bytes.
+SIZE_UNITS = {"b": 1.0, "k": 1024.0, "kb": 1024.0, "m": 1024.0 ** 2, "mb": 1024.0 ** 2,
+              "g": 1024.0 ** 3, "gb": 1024.0 ** 3, "kbit": 1024.0 / 8, "mbit": 1024.0 ** 2 / 8,
+              "gbit": 1024.0 ** 3 / 8}
+
+
+def parse_size(text: str) -> int:
+    """``1000``, ``10kb`` → bytes, as tc's ``get_size`` (InputError if malformed or > 32 bits)."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = text[len(number):].lower()
+    scale = SIZE_UNITS.get(unit) if unit else 1.0
+    try:
+        size = float(number) * scale if scale is not None else -1.0
+    except ValueError:
+        size = -1.0
+    if not 0 <= size <= 0xFFFFFFFF:
+        raise InputError(f"bad size '{text}'")
+    return int(size)
+
+
+def _ratespec_and_table(rate: int, mtu: int, mpu: int) -> tuple[bytes, bytes]:
+    """``tc_calc_rtable``: the ratespec and its 256-slot table for packets up to ``mtu``,
+    none counted smaller than ``mpu``."""
+    mtu = mtu or 2047
     cell_log = 0
-    while (HTB_MTU >> cell_log) > 255:
+    while (mtu >> cell_log) > 255:
         cell_log += 1
     rate32 = min(rate, 0xFFFFFFFF)
-    table = _TABLE.pack(*(xmittime(rate32, (i + 1) << cell_log) for i in range(256)))
-    return TC_RATESPEC.pack(cell_log, LINKLAYER_ETHERNET, 0, -1, 0, rate32), table
+    table = _TABLE.pack(*(xmittime(rate32, max((i + 1) << cell_log, mpu)) for i in range(256)))
+    return TC_RATESPEC.pack(cell_log, LINKLAYER_ETHERNET, 0, -1, mpu, rate32), table
 
 
 @dataclasses.dataclass(slots=True)
 class HtbClass:
-    """htb class: ``rate`` and ``ceil`` in bytes/s (ceil defaults to rate), ``prio``, ``quantum``."""
+    """htb class: ``rate`` and ``ceil`` in bytes/s (ceil defaults to rate), ``prio``,
+    ``quantum``, and tc's ``burst``/``cburst``/``mtu``/``mpu``."""
 
     rate: int
     ceil: int | None = None
     prio: int = 0
     quantum: int = 0
+    #: Bytes that may go at ``rate``/``ceil`` at once (tc's ``burst``/``cburst``; 0: computed).
+    burst: int = 0
+    cburst: int = 0
+    #: Largest packet the rate tables cover, and the smallest size a packet is charged.
+    mtu: int = HTB_MTU
+    mpu: int = 0
     kind = "htb"
 
     def options(self) -> tuple[Attr, ...]:
         ceil = self.ceil or self.rate
         _, hz = _psched()
-        rate_spec, rtab = _ratespec_and_table(self.rate)
-        ceil_spec, ctab = _ratespec_and_table(ceil)
-        buffer = xmittime(self.rate, self.rate // hz + HTB_MTU)
-        cbuffer = xmittime(ceil, ceil // hz + HTB_MTU)
+        rate_spec, rtab = _ratespec_and_table(self.rate, self.mtu, self.mpu)
+        ceil_spec, ctab = _ratespec_and_table(ceil, self.mtu, self.mpu)
+        buffer = xmittime(self.rate, self.burst or self.rate // hz + self.mtu)
+        cbuffer = xmittime(ceil, self.cburst or ceil // hz + self.mtu)
         parms = rate_spec + ceil_spec + TC_HTB_OPT_TAIL.pack(buffer, cbuffer, self.quantum, 0,
                                                             self.prio)
         attrs = []

@@ -37,18 +37,23 @@ REPLY_TRUESIZE = 2048
 SNDBUF_RESERVE = 32
 
 _ERR = struct.Struct("=i")
+#: Message types the kernel echoes back for NLM_F_ECHO requests (the sender asks for filters).
+ECHOED = (S.Msg.NEWTFILTER,)
 _TLV = struct.Struct("=HH")
 
 
 class Reply:
-    """One NLMSG_ERROR reply: ``seq``, ``error`` (0 or a positive errno), extack ``message``."""
+    """One reply: an NLMSG_ERROR (``seq``, ``error`` 0 or a positive errno, the extack
+    ``message`` — an error's text, or a warning on success), or the kernel's echo of a request
+    sent with NLM_F_ECHO (``echo``: the echoed ``tcmsg`` header; ``error`` 0)."""
 
-    __slots__ = ("seq", "error", "message")
+    __slots__ = ("seq", "error", "message", "echo")
 
-    def __init__(self, seq: int, error: int, message: str | None):
+    def __init__(self, seq: int, error: int, message: str | None, echo: bytes | None = None):
         self.seq = seq
         self.error = error
         self.message = message
+        self.echo = echo
 
 
 class RtnlSocket:
@@ -113,8 +118,10 @@ class RtnlSocket:
 
 
 def parse_reply(data: memoryview | bytes) -> Reply:
-    """Decode an NLMSG_ERROR reply (error code and the extack message, if any)."""
+    """Decode an NLMSG_ERROR reply (error code and the extack message, if any) or an echo."""
     length, msg_type, flags, seq, _pid = S.NLMSGHDR.unpack_from(data, 0)
+    if msg_type in ECHOED and length >= 16 + S.TCMSG.size:
+        return Reply(seq, 0, None, bytes(data[16:16 + S.TCMSG.size]))
     if msg_type != S.NLMSG_ERROR:
         raise from_errno("receive netlink reply", errno.EPROTO,
                          detail=f"unexpected reply type {msg_type} for seq {seq}")

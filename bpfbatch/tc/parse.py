@@ -21,25 +21,43 @@ from typing import TextIO
 from ..errors import InputError
 from . import rules as R
 from . import specs as S
-from .htb import HtbClass, parse_rate
+from .htb import HtbClass, parse_rate, parse_size
+from . import usage
+from .message import LineError
+from .usage import what_is
 
 SUPPORTED = """\
-qdisc add|del|replace dev DEV (ingress | clsact | [root | parent ID] [handle ID] htb [default N] [r2q N])
-class add|del|change|replace dev DEV [root | parent ID] classid ID [htb rate R [ceil R] [prio N] [quantum N]]
-filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [protocol P] [handle H] KIND ...
-  u32 [match ip src|dst A.B.C.D[/LEN]] [match ip sport|dport|protocol|tos VAL MASK] [match u32 VAL MASK at OFF]
-      [ht H] [link H] [divisor N] [hashkey mask M at OFF] [classid ID] [skip_hw|skip_sw] [action ...]
-  bpf (pinned|object-pinned|fd) PATH [da] [classid ID] [action ...]
+qdisc add|del|replace dev DEV (ingress | clsact | [root | parent ID] [handle ID] htb [default N] [r2q N]
+                                                                              [direct_qlen N])
+class add|del|change|replace dev DEV [root | parent ID] classid ID
+      [htb rate R [ceil R] [burst B] [cburst B] [mtu N] [mpu B] [prio N] [quantum N]]
+filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [protocol P]
+       [chain N] [handle H] KIND ...
+  u32 [match SELECTOR]... [sample SELECTOR [divisor N]] [ht H] [link H] [divisor N]
+      [hashkey mask M at OFF] [classid ID] [indev DEV] [skip_hw|skip_sw] [action ...]
+      SELECTOR := u32|u16|u8 VAL MASK [at [nexthdr+]OFF] | ip src|dst A.B.C.D[/LEN|/MASK]
+                | ip sport|dport|protocol|tos|dsfield|ihl|precedence|icmp_type|icmp_code VAL MASK
+                | tcp|udp src|dst VAL MASK | icmp type|code VAL MASK
+  bpf [pinned|object-pinned|fd PATH | obj|object-file FILE [sec NAME] | bytecode 'N,c t f k,...']
+      [da] [classid ID] [skip_hw|skip_sw] [action ...]
   matchall [skip_hw|skip_sw] [classid ID] [action ...]
   flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
-actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N
-ACTION := action (gact VERDICT | VERDICT) [index N] [no_percpu]
-        | action mirred egress|ingress redirect|mirror dev DEV [index N] [VERDICT (mirror only)] [no_percpu]
-VERDICT := drop|pass|ok|pipe|continue|reclassify"""
+actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N ...
+ACTION := action (gact CONTROL | CONTROL) [index N] [cookie HEX] [no_percpu]
+        | action mirred egress|ingress redirect|mirror [index N] dev DEV [CONTROL (mirror only)]
+                 [index N] [cookie HEX] [no_percpu]
+        | action mirred index N
+CONTROL := drop|pass|ok|pipe|continue|reclassify | jump N | goto chain N"""
 
 
 class CommandError(Exception):
-    """A parse failure inside one command; :func:`parse_numbered` adds FILE:LINE."""
+    """A parse failure inside one command; :func:`parse_numbered` adds FILE:LINE. ``fatal``:
+    tc's own parser exits on this input (``usage()``, ``invarg()``: status 255, the rest of
+    the batch never read, even with ``-force``); otherwise tc reports the line and goes on."""
+
+    def __init__(self, text: str, *, fatal: bool = False) -> None:
+        super().__init__(text)
+        self.fatal = fatal
 
 
 def _matches(token: str, word: str) -> bool:
@@ -140,10 +158,10 @@ def parse_classid(text: str) -> int | None:
         return 0
     major, colon, minor = text.partition(":")
     try:
-        maj = int(major, 16) if major else 0
+        maj = _hex(major)
         if not colon:
-            return maj if major else None
-        low = int(minor, 16) if minor else 0
+            return maj if major and maj <= 0xFFFFFFFF else None
+        low = _hex(minor)
     except ValueError:
         return None
     if maj >= 1 << 16 or low >= 1 << 16:
@@ -153,13 +171,13 @@ def parse_classid(text: str) -> int | None:
 
 @functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
 def parse_qdisc_handle(text: str) -> int | None:
-    """``get_qdisc_handle``: ``MAJ:`` (hex)."""
-    major, _, rest = text.partition(":")
+    """``get_qdisc_handle``: ``MAJ[:...]`` (hex)."""
+    major = text.partition(":")[0]  # tc reads the major and ignores what follows the colon
     try:
-        maj = int(major, 16)
+        maj = _hex(major) if major else -1
     except ValueError:
         return None
-    return maj << 16 if not rest and maj < 1 << 16 else None
+    return maj << 16 if 0 <= maj < 1 << 16 else None
 
 
 @functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
@@ -203,6 +221,12 @@ def parse_mac(text: str) -> bytes | None:
 # --- actions -----------------------------------------------------------------------------------
 
 
+#: Words that open an action right after another one (tc's gact takes a bare verdict).
+_CONTROLS = frozenset((*S.GACT_VERDICTS, "jump", "goto"))
+_ACTION_OPENERS = _CONTROLS | {"gact", "mirred"}
+_MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
+
+
 def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
     """One or more ``action KIND ...`` groups, the cursor on the first ``action``."""
     actions = []
@@ -210,22 +234,34 @@ def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
         word = w.peek()
         if word in ("action", "actions"):
             w.pos += 1
-        elif not (actions and (word in S.GACT_VERDICTS or word in ("gact", "mirred"))):
-            break  # like tc, a verdict or kind right after an action starts the next one
+        elif word is None:
+            break
+        elif not (actions and word in _ACTION_OPENERS):
+            # tc's parse_action takes any other word as the next action's kind; one it has no
+            # module for falls to gact, whose usage() ends tc (status 255)
+            raise CommandError(f"Bad action type {word}", fatal=True)
         actions.append(_parse_action(w))
     if len(actions) > S.TCA_ACT_MAX_PRIO:
         raise CommandError(f"more than {S.TCA_ACT_MAX_PRIO} actions")
     return tuple(actions)
 
 
+def _action_failed(text: str, left: int, kind: str) -> CommandError:
+    """A failure inside an action's own parser, followed by the lines tc's parse_action adds
+    (``left``: the words from the action's kind to the end of the line, tc's argc there)."""
+    return CommandError(f"{text}\nbad action parsing\nparse_action: bad value ({left}:{kind})!\n"
+                        'Illegal "action"')
+
+
 def _parse_action(w: _Words) -> R.Action:
+    left = len(w.words) - 1 - w.pos
     kind = w.take("action kind")
     if kind == "mirred":
-        action = _parse_mirred(w)
-    elif kind == "gact" or kind in S.GACT_VERDICTS:
-        verdict = w.take("gact verdict") if kind == "gact" else kind
-        if verdict not in S.GACT_VERDICTS:
-            raise CommandError(f"bad gact verdict '{verdict}'")
+        action = _parse_mirred(w, left)
+    elif kind == "gact" or kind in _ACTION_OPENERS:
+        verdict = _control(w, w.take("gact verdict") if kind == "gact" else kind)
+        if verdict is None:  # tc: gact's usage(), which exits
+            raise CommandError(f"Bad action type {w.words[w.pos - 1]}", fatal=True)
         index = 0
         if w.peek() == "index":
             w.pos += 1
@@ -233,36 +269,84 @@ def _parse_action(w: _Words) -> R.Action:
         action = R.Gact(verdict, index)
     else:
         raise CommandError(f"unsupported action '{kind}'")
+    if w.peek() == "cookie":
+        w.pos += 1
+        action.cookie = _cookie(w.take("cookie"))
     if w.peek() == "no_percpu":
         w.pos += 1
         action.no_percpu = True
     return action
 
 
-def _parse_mirred(w: _Words) -> R.Mirred:
+def _control(w: _Words, word: str) -> str | None:
+    """A control verdict as tc's ``parse_action_control`` reads it: a word of
+    :data:`~.specs.GACT_VERDICTS`, ``jump N`` or ``goto chain N`` (the cursor after ``word``);
+    None if ``word`` is none of them."""
+    if word in S.GACT_VERDICTS:
+        return word
+    if word == "jump":
+        return f"jump {w.number('jump count', 10)}"
+    if word == "goto":
+        if w.take("'chain'") != "chain":
+            raise CommandError("Bad action type goto", fatal=True)
+        return f"goto chain {w.number('chain index', 10)}"
+    return None
+
+
+def _cookie(text: str) -> bytes:
+    if len(text) > 2 * _MAX_COOKIE:
+        raise CommandError(f'Error: argument "{text}" is wrong: {len(text)} Max allowed size '
+                           f"{2 * _MAX_COOKIE}", fatal=True)
+    try:
+        if len(text) % 2:
+            raise ValueError(text)
+        return bytes.fromhex(text)
+    except ValueError:
+        raise CommandError(f'Error: argument "{text}" is wrong: cookie must be a hex string',
+                           fatal=True) from None
+
+
+def _parse_mirred(w: _Words, left: int) -> R.Mirred:
+    """tc's ``parse_mirred``: direction, mode, ``index N`` and/or ``dev DEV``; for a mirror a
+    control verdict after the device; ``index`` also after it. ``mirred index N`` alone names
+    an existing action (tc sends it with nothing else set)."""
+    if w.peek() == "index":
+        w.pos += 1
+        return R.Mirred("", "", 0, _mirred_index(w, left))
     direction = w.take("mirred direction")
     if direction not in ("egress", "ingress"):
-        raise CommandError(f"bad mirred direction '{direction}'")
-    mode = w.take("mirred mode")
-    if mode not in ("redirect", "mirror"):
-        raise CommandError(f"bad mirred mode '{mode}'")
+        raise _action_failed(f"mirred option not supported {direction}", left, "mirred")
+    mode = w.peek()
+    if mode not in ("redirect", "mirror"):  # tc skips words it does not know, to the end
+        raise CommandError('Command line is not complete. Try option "help"', fatal=True)
+    w.pos += 1
     dev, index, verdict = None, 0, None
-    while True:
+    while dev is None:
         word = w.peek()
-        if word == "dev" and dev is None:
+        if word == "index" and not index:
+            w.pos += 1
+            index = _mirred_index(w, left)
+        elif word == "dev":
             w.pos += 1
             dev = w.take("device name")
-        elif word == "index" and not index:
-            w.pos += 1
-            index = w.number("action index", 10)
-        elif word in S.GACT_VERDICTS and verdict is None and dev is not None and mode == "mirror":
-            w.pos += 1
-            verdict = word
         else:
-            break
-    if dev is None:
-        raise CommandError("mirred needs 'dev DEV'")
-    return R.Mirred(direction, mode, dev, index, verdict=verdict)
+            raise CommandError('Command line is not complete. Try option "help"', fatal=True)
+    if mode == "mirror" and w.peek() in _CONTROLS:
+        w.pos += 1
+        verdict = _control(w, w.words[w.pos - 1])
+    if w.peek() == "index":
+        if index:
+            raise _action_failed('mirred: Illegal double index', left, "mirred")
+        w.pos += 1
+        index = _mirred_index(w, left)
+    return R.Mirred(direction, mode, dev, index, verdict=verdict, tc_argc=left)
+
+
+def _mirred_index(w: _Words, left: int) -> int:
+    word = w.take("action index")
+    if not (word.isdecimal() and word.isascii()) or int(word) > 0xFFFFFFFF:
+        raise _action_failed('mirred: Illegal "index"', left, "mirred")
+    return int(word)
 
 
 def _parse_actions_command(w: _Words) -> R.Actions:
@@ -275,6 +359,8 @@ def _parse_actions_command(w: _Words) -> R.Actions:
             if w.take("'index'") != "index":
                 raise CommandError(f"expected 'index', got '{w.words[w.pos - 1]}'")
             refs.append(R.ActionRef(kind, w.number("action index", 10)))
+        if w.peek() is not None:  # tc parses the rest as another action and finds no index
+            raise CommandError("Error: no index specified action: gact")
         actions = tuple(refs)
     else:
         actions = _parse_actions(w)
@@ -287,71 +373,163 @@ def _parse_actions_command(w: _Words) -> R.Actions:
 
 
 def _parse_u32(w: _Words) -> R.U32:
+    """tc's ``u32_parse_opt``: its options in any order, its messages on failure (a bad value:
+    ``Illegal "OPTION"``; an unknown word: ``What is "WORD"?`` and the usage)."""
     keys: list[R.U32Key] = []
     opts: dict = {}
+    order: list[str] = []
     while (word := w.peek()) is not None:
         w.pos += 1
         if word == "match":
-            keys.append(_parse_u32_match(w))
+            keys.append(_u32_selector(w, 'Illegal "match"'))
+        elif word == "sample":
+            opts["sample"] = _u32_sample(w)
         elif word == "ht":
-            opts["ht"] = w.handle("hash table id", parse_u32_handle)
+            opts["ht"] = _illegal_unless(parse_u32_handle(w.take("ht")), "ht")
         elif word == "link":
-            opts["link"] = w.handle("link id", parse_u32_handle)
+            link = opts["link"] = _illegal_unless(parse_u32_handle(w.take("link")), "link")
+            if link & 0xFFF:
+                raise CommandError('"link" must be a hash table.')
+            order.append("link")
         elif word == "divisor":
-            divisor = w.number("divisor")
-            if not 0 < divisor <= 0x100 or divisor & (divisor - 1):
-                raise CommandError(f"bad divisor '{divisor}' (a power of two up to 256)")
+            divisor = _unsigned(w.take("divisor"))
+            if divisor is None or not 0 < divisor <= 0x100 or divisor & (divisor - 1):
+                raise CommandError('Illegal "divisor"')
             opts["divisor"] = divisor
+            order.append("divisor")
         elif word == "hashkey":
-            if w.take("'mask'") != "mask":
-                raise CommandError("hashkey needs 'mask M at OFF'")
-            mask = w.number("hashkey mask", 16)
-            if w.take("'at'") != "at":
-                raise CommandError("hashkey needs 'mask M at OFF'")
-            opts["hashkey"] = (mask, w.number("hashkey offset"))
+            opts["hashkey"] = _u32_hashkey(w)
         elif word in ("classid", "flowid"):
-            opts["classid"] = w.handle("classid", parse_classid)
+            opts["classid"] = _illegal_unless(parse_classid(w.take("classid")), "classid")
+            order.append("classid")
+        elif word == "indev":
+            if "indev" in opts:
+                raise CommandError(f'Error: duplicate "indev": "{w.peek()}" is the second value.',
+                                   fatal=True)
+            opts["indev"] = w.take("indev")
+            order.append("indev")
         elif word in S.CLS_FLAGS:
             opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
         elif word in ("action", "actions"):
             w.pos -= 1
             opts["actions"] = _parse_actions(w)
+            order.append("actions")
         else:
-            raise CommandError(f"unsupported u32 option '{word}'")
-    for what in ("ht", "link"):
-        if opts.get(what, 0) & 0xFFF:
-            raise CommandError(f"bad {what} id (node part must be empty)")
+            raise CommandError(what_is(word, usage.U32))
+    sample = opts.pop("sample", None)
+    if sample is not None:
+        opts["ht"] = sample | (opts.get("ht", 0) & 0xFFF00000)
     try:
         packed = R.pack_keys(keys)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
-    return R.U32(keys=tuple(packed), **opts)
+    except InputError:
+        raise CommandError('Illegal "match"') from None
+    return R.U32(keys=tuple(packed), order=tuple(order), **opts)
 
 
-def _parse_u32_match(w: _Words) -> R.U32Key:
-    layer = w.take("match type")
-    if layer == "u32":
-        val = w.number("match value")
-        mask = w.number("match mask", 16)
-        off = 0
-        if w.peek() == "at":
-            w.pos += 1
-            off = w.number("match offset")
-        if off % 4:
-            raise CommandError(f"match offset {off} is not a multiple of 4")
-        return R.U32Key(val & mask, mask, off)
-    if layer != "ip":
-        raise CommandError(f"unsupported match '{layer}'")
-    field = w.take("ip field")
+def _illegal_unless(value, option: str):
+    if value is None:
+        raise CommandError(f'Illegal "{option}"')
+    return value
+
+
+def _unsigned(word: str | None, base: int = 0) -> int | None:
+    """``get_u32``/``get_unsigned``: a C integer literal (base 0: 0x hex, 0 octal) up to 32 bits."""
+    if not word or not word.isascii() or word[0] in "+-" or not word[-1].isalnum():
+        return None
     try:
-        if field in ("src", "dst"):
-            return R.ip_match(field, w.take("address"))
-        if field in ("sport", "dport", "protocol", "tos", "dsfield"):
-            value = w.take(f"{field} value")
-            return R.ip_match(field, value, w.number(f"{field} mask", 16))
-    except ValueError as exc:
-        raise CommandError(f"bad ip {field}: {exc}") from None
-    raise CommandError(f"unsupported ip match '{field}'")
+        if base == 0 and len(word) > 1 and word[0] == "0" and word[1] not in "xX":
+            value = int(word, 8)
+        else:
+            value = int(word, base)
+    except ValueError:
+        return None
+    return value if value <= 0xFFFFFFFF else None
+
+
+def _u32_selector(w: _Words, failed: str) -> R.U32Key:
+    """``parse_selector``: ``u32|u16|u8 VAL MASK [at [nexthdr+]OFF]``, ``ip FIELD ...``,
+    ``tcp|udp src|dst VAL MASK``, ``icmp type|code VAL MASK``; CommandError(failed) otherwise."""
+    layer = w.take("match type")
+    try:
+        if layer in ("u32", "u16", "u8"):
+            val, mask = _u32_value_mask(w, failed)
+            off, offmask = _u32_at(w, 0, 0, failed)
+            return {"u32": R.u32_key, "u16": R.u16_key, "u8": R.u8_key}[layer](val, mask, off, offmask)
+        if layer == "ip":
+            field = w.take("ip field")
+            if field in ("src", "dst"):
+                addr, mask = R.ipv4_prefix(w.take("address"))
+                off, offmask = _u32_at(w, 12 if field == "src" else 16, 0, failed)
+                return R.U32Key(addr & mask, mask, off, offmask)
+            if field in R.IP_FIELDS:
+                build, off, offmask = R.IP_FIELDS[field]
+                val, mask = _u32_value_mask(w, failed)
+                off, offmask = _u32_at(w, off, offmask, failed)
+                return build(val, mask, off, offmask)
+        elif (layer, w.peek()) in R.L4_FIELDS:
+            build, off = R.L4_FIELDS[layer, w.take("field")]
+            val, mask = _u32_value_mask(w, failed)
+            off, offmask = _u32_at(w, off, -1, failed)
+            return build(val, mask, off, offmask)
+    except InputError:
+        pass
+    raise CommandError(failed)
+
+
+def _u32_value_mask(w: _Words, failed: str) -> tuple[int, int]:
+    val, mask = _unsigned(w.peek()), None
+    if val is not None:
+        w.pos += 1
+        mask = _unsigned(w.peek(), 16)
+    if mask is None:
+        raise CommandError(failed)
+    w.pos += 1
+    return val, mask
+
+
+def _u32_at(w: _Words, off: int, offmask: int, failed: str) -> tuple[int, int]:
+    """``parse_at``: ``at OFF``, ``at nexthdr+OFF`` or ``at nexthdr+ OFF`` (or nothing)."""
+    if w.peek() != "at":
+        return off, offmask
+    w.pos += 1
+    word = w.take("offset")
+    if word.startswith("nexthdr+"):
+        offmask, word = -1, word[len("nexthdr+"):] or w.take("offset")
+    try:
+        off = int(word, 0)
+    except ValueError:
+        raise CommandError(failed) from None
+    if not -0x8000 <= off <= 0x7FFF:
+        raise CommandError(failed)
+    return off, offmask
+
+
+def _u32_sample(w: _Words) -> int:
+    """``sample SELECTOR [divisor N]``: the bucket (as an ``ht`` id's hash part) the kernel
+    hashes a packet with that one key into — what tc computes for ``ht``."""
+    key = _u32_selector(w, 'Illegal "sample"')
+    divisor = 0x100
+    if w.peek() == "divisor":
+        w.pos += 1
+        divisor = _unsigned(w.take("divisor"))
+        if divisor is None or not 0 < divisor <= 0x100 or divisor & (divisor - 1):
+            raise CommandError('Illegal sample "divisor"')
+    mask = key.mask
+    shift = (mask & -mask).bit_length() - 1 if mask else 0
+    return (((key.val & mask) >> shift) % divisor) << 12
+
+
+def _u32_hashkey(w: _Words) -> tuple[int, int]:
+    """``hashkey mask M at OFF`` (``parse_hashkey``)."""
+    if w.take("'mask'") != "mask":
+        raise CommandError('Illegal "hashkey"')
+    mask = _unsigned(w.take("hashkey mask"), 16)
+    if mask is None or w.take("'at'") != "at":
+        raise CommandError('Illegal "hashkey"')
+    offset = _unsigned(w.take("hashkey offset"))
+    if offset is None or offset % 4 or offset > 0x7FFF:  # hoff: a signed 16-bit field
+        raise CommandError('Illegal "hashkey"')
+    return mask, offset
 
 
 def _parse_common(w: _Words, kind: str, extra) -> dict:
@@ -370,19 +548,41 @@ def _parse_common(w: _Words, kind: str, extra) -> dict:
 
 
 def _parse_bpf(w: _Words) -> R.BpfProg:
+    """bpf: a pinned program, classic BPF ``bytecode``, an object file (``obj FILE [sec
+    NAME]``, loaded through the package's loader), or nothing (a ``del`` naming the filter)."""
     def extra(word: str, opts: dict) -> bool:
         if word in ("da", "direct-action"):
             opts["direct_action"] = True
         elif word in ("pinned", "object-pinned", "fd"):
             opts["pinned"] = w.take("pinned program path")
+        elif word in ("bytecode", "bc"):
+            opts["bytecode"] = _cbpf(w.take("bytecode"))
+        elif word in ("obj", "object-file"):
+            opts["object_file"] = w.take("object file")
+        elif word in ("sec", "section"):
+            opts["section"] = w.take("section")
+        elif word in S.CLS_FLAGS:
+            opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
         else:
             return False
         return True
 
-    opts = _parse_common(w, "bpf", extra)
-    if "pinned" not in opts:
-        raise CommandError("bpf needs 'pinned PATH' (object files are not loaded here)")
-    return R.BpfProg(**opts)
+    return R.BpfProg(**_parse_common(w, "bpf", extra))
+
+
+def _cbpf(text: str) -> tuple[tuple[int, int, int, int], ...]:
+    """tc's ``bytecode 'N,code jt jf k,...'`` → N instructions (``bpf_parse_string``)."""
+    try:
+        count, *insns = text.split(",")
+        ops = tuple(tuple(int(part, 0) for part in insn.split()) for insn in insns)
+        if int(count) != len(ops) or not 0 < len(ops) <= 4096 or any(
+                len(op) != 4 or not (0 <= op[0] <= 0xFFFF and 0 <= op[1] <= 0xFF
+                                     and 0 <= op[2] <= 0xFF and 0 <= op[3] <= 0xFFFFFFFF)
+                for op in ops):
+            raise ValueError(text)
+    except ValueError:
+        raise CommandError("Error parsing bytecode") from None
+    return ops
 
 
 def _flags_only(word: str, opts: dict) -> bool:
@@ -447,6 +647,8 @@ def _parse_qdisc(w: _Words) -> R.Qdisc:
             handle = w.handle("qdisc handle", parse_qdisc_handle)
         elif word in ("ingress", "clsact"):
             kind = word
+            if w.peek() is not None:  # tc's ingress/clsact parsers take no option
+                raise CommandError(what_is(w.peek(), f"Usage: ... {word}"))
         elif word == "htb":
             kind = _parse_htb(w)
         else:
@@ -464,8 +666,10 @@ def _parse_htb(w: _Words) -> R.Htb:
             opts["default"] = w.number("htb default", 16)
         elif word == "r2q":
             opts["r2q"] = w.number("htb r2q", 10)
+        elif word == "direct_qlen":
+            opts["direct_qlen"] = _illegal_unless(_unsigned(w.take("direct_qlen"), 10), "direct_qlen")
         else:
-            raise CommandError(f"unsupported htb option '{word}'")
+            raise CommandError(what_is(word, usage.HTB))
     return R.Htb(**opts)
 
 
@@ -490,6 +694,11 @@ def _parse_class(w: _Words) -> R.Class:
     return R.Class(verb, where["dev"], classid, kind, where["parent"])
 
 
+#: htb class size options (with tc's synonyms) → :class:`~.htb.HtbClass` fields.
+_HTB_SIZES = {"burst": "burst", "buffer": "burst", "maxburst": "burst", "cburst": "cburst",
+              "cbuffer": "cburst", "cmaxburst": "cburst", "mpu": "mpu"}
+
+
 def _parse_htb_class(w: _Words) -> HtbClass:
     opts = {}
     while (word := w.peek()) is not None:
@@ -498,14 +707,24 @@ def _parse_htb_class(w: _Words) -> HtbClass:
             text = w.take(word)
             try:
                 opts[word] = parse_rate(text)
-            except ValueError:
+            except InputError:
                 raise CommandError(f"bad {word} '{text}'") from None
+            if not opts[word]:  # below one byte per second: tc treats it as missing
+                raise CommandError(f'"{word}" is required.')
         elif word == "prio":
             opts["prio"] = w.number("htb prio", 10)
         elif word == "quantum":
             opts["quantum"] = w.number("htb quantum", 10)
+        elif word in _HTB_SIZES:
+            name = _HTB_SIZES[word]
+            try:
+                opts[name] = parse_size(w.take(word))
+            except InputError:
+                raise CommandError(f'Illegal "{name}"') from None
+        elif word == "mtu":
+            opts["mtu"] = _illegal_unless(_unsigned(w.take("mtu"), 10), "mtu")
         else:
-            raise CommandError(f"unsupported htb class option '{word}'")
+            raise CommandError(what_is(word, usage.HTB))
     if "rate" not in opts:
         raise CommandError("htb class needs 'rate RATE'")
     return HtbClass(**opts)
@@ -516,28 +735,36 @@ _PRIO_WORDS = ("prio", "priority", "pref", "preference")
 
 
 def _parse_filter(w: _Words) -> R.Filter:
+    """tc_filter.c's options; its invalid-argument exits are fatal, as in tc."""
     verb = _verb(w.take("command"), ("add", "del", "change", "replace"))
     dev = None
-    parent, prio, protocol, handle_text = 0, 0, None, None
+    parent, prio, protocol, handle_text, chain = 0, 0, None, None, None
     classifier = None
     while (word := w.peek()) is not None:
         w.pos += 1
         if word == "dev":
             dev = w.take("device name")
-        elif word in _PARENTS:
+        elif word in _PARENTS or word == "parent":
             if parent:
-                raise CommandError(f"duplicate parent '{word}'")
-            parent = _PARENTS[word]
-        elif word == "parent":
-            if parent:
-                raise CommandError("duplicate parent 'parent'")
-            parent = w.handle("parent", parse_classid)
+                raise CommandError(f'Error: "{word}" is duplicate parent ID')
+            if word == "parent":
+                parent = parse_classid(w.take("parent"))
+                if parent is None:
+                    raise _invalid(w.words[w.pos - 1], "Invalid parent ID")
+            else:
+                parent = _PARENTS[word]
         elif word in _PRIO_WORDS:
-            prio = w.number("prio")
-            if prio > 0xFFFF:
-                raise CommandError(f"prio out of range '{prio}'")
+            prio = _unsigned(w.take("prio"))
+            if prio is None or prio > 0xFFFF:
+                raise _invalid(w.words[w.pos - 1], "invalid priority value")
         elif word == "protocol":
-            protocol = _protocol(w.take("protocol"))
+            protocol = S.protocol_number(w.take("protocol"))
+            if protocol is None:
+                raise _invalid(w.words[w.pos - 1], "invalid protocol")
+        elif word == "chain":
+            chain = _unsigned(w.take("chain"))
+            if chain is None:
+                raise _invalid(w.words[w.pos - 1], "invalid chain index value")
         elif word == "handle":
             handle_text = w.take("filter handle")
         elif word in _CLASSIFIERS:
@@ -547,33 +774,30 @@ def _parse_filter(w: _Words) -> R.Filter:
     if dev is None:
         raise CommandError("missing 'dev DEV'")
     return R.Filter(verb, dev, parent, classifier, prio, protocol,
-                    _filter_handle(handle_text, classifier))
+                    _filter_handle(handle_text, classifier), chain)
 
 
-def _protocol(word: str) -> int:
-    if word in S.PROTOCOLS:
-        return S.PROTOCOLS[word]
-    try:
-        value = int(word, 0)
-    except ValueError:
-        raise CommandError(f"unsupported protocol '{word}'") from None
-    if not 0 <= value <= 0xFFFF:
-        raise CommandError(f"protocol out of range '{word}'")
-    return value
+def _invalid(word: str, what: str) -> CommandError:
+    """tc's ``invarg()``: it prints this and exits."""
+    return CommandError(f'Error: argument "{word}" is wrong: {what}', fatal=True)
 
 
 def _filter_handle(text: str | None, classifier) -> int:
+    """Each classifier reads its own handle: u32 ``htid:hash:node``, the others a number."""
     if text is None:
         return 0
     if isinstance(classifier, R.U32):
-        value = parse_u32_handle(text)
-    else:
-        try:
-            value = int(text, 0)
-        except ValueError:
-            value = None
-    if value is None or not 0 <= value <= 0xFFFFFFFF:
-        raise CommandError(f"bad filter handle '{text}'")
+        return _u32_filter_id(text)
+    value = _unsigned(text)
+    if value is None:
+        raise CommandError('Illegal "handle"')
+    return value
+
+
+def _u32_filter_id(text: str) -> int:
+    value = parse_u32_handle(text)
+    if value is None:
+        raise CommandError("Illegal filter ID")
     return value
 
 
@@ -594,19 +818,19 @@ def parse_command(text: str) -> R.Rule:
     return parse(w)
 
 
-def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | InputError:
-    """One command of :func:`read_commands` → its rule, or the :class:`InputError` naming
-    ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on)."""
+def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | LineError:
+    """One command of :func:`read_commands` → its rule, or the :class:`~.message.LineError`
+    naming ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on)."""
     try:
         if text is None:
-            raise CommandError("missing continuation line")
+            raise CommandError("Missing continuation line")
         return parse_command(text)
     except CommandError as exc:
-        return InputError(str(exc), obj=f"{name}:{number}")
+        return LineError(InputError(str(exc), obj=f"{name}:{number}"), exc.fatal)
 
 
-def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | InputError]]:
-    """Yield ``(line_number, rule)`` per command; a bad command yields an :class:`InputError`
-    naming ``NAME:LINE`` in place of the rule."""
+def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | LineError]]:
+    """Yield ``(line_number, rule)`` per command; a bad command yields a
+    :class:`~.message.LineError` naming ``NAME:LINE`` in place of the rule."""
     for number, text in read_commands(stream):
         yield number, parse_numbered(number, text, name)

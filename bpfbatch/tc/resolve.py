@@ -1,4 +1,5 @@
-"""Names in rules → kernel handles: device names → ifindex, pinned programs → fds.
+"""Names in rules → kernel handles: device names → ifindex, pinned programs and object files
+→ program fds.
 
 Each name is resolved once per run and cached (a batch's own lines cannot create or rename
 devices). Resolution happens in user space before a message is built, as iproute2 does, so a
@@ -17,6 +18,7 @@ import struct
 from ..errors import NotFoundError
 
 SIOCGIFINDEX = 0x8933
+BPF_PROG_TYPE_SCHED_CLS = 3
 _IFREQ = struct.Struct("16si12x")
 IFNAMSIZ = 16
 
@@ -41,11 +43,11 @@ class Resolver:
     def _lookup(self, dev: str) -> int:
         name = dev.encode()
         if not name or len(name) >= IFNAMSIZ or b"\0" in name:
-            raise NotFoundError(f'cannot find device "{dev}" (not a valid device name)')
+            raise NotFoundError(f'Cannot find device "{dev}" (not a valid device name)')
         try:
             reply = fcntl.ioctl(self._sock.fileno(), SIOCGIFINDEX, _IFREQ.pack(name, 0))
         except OSError:
-            raise NotFoundError(f'cannot find device "{dev}"') from None
+            raise NotFoundError(f'Cannot find device "{dev}"') from None
         return _IFREQ.unpack(reply)[1]
 
     def program_fd(self, path: str) -> int:
@@ -55,6 +57,20 @@ class Resolver:
             from .._sys import libbpf  # loads libbpf: only batches with bpf filters pay for it
 
             fd = self._program_fd[path] = libbpf.obj_fd_by_path(path, read_only=False)
+        return fd
+
+    def object_program_fd(self, path: str, section: str) -> int:
+        """The fd of the program in ``section`` of object file ``path``, loaded once through
+        the package's loader as a tc classifier and kept until close()."""
+        key = f"{path}\0{section}"
+        fd = self._program_fd.get(key)
+        if fd is None:
+            from ..loader import BpfObject  # loads libbpf: only batches that need it pay
+
+            with BpfObject(path) as obj:
+                program = obj.only_section(section, BPF_PROG_TYPE_SCHED_CLS)
+                obj.load()
+                fd = self._program_fd[key] = os.dup(obj.program_fd(program.name))
         return fd
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ import socket
 import struct
 from typing import Union
 
+from ..errors import InputError, NotFoundError
 from . import specs as S
 from .htb import HtbClass
 from .resolve import Resolver
@@ -39,10 +40,15 @@ _NO_PERCPU = encode((Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(S.TCA_ACT_FLAGS_NO_
 _ACT_OPTIONS = int(S.ActAttr.OPTIONS) | NLA_F_NESTED
 
 
-def _action_attrs(kind: bytes, parms_type: int, parms: bytes, no_percpu: bool) -> tuple:
-    """KIND, OPTIONS { PARMS } and, for no_percpu, FLAGS — the shape of gact and mirred."""
+def _action_attrs(kind: bytes, parms_type: int, parms: bytes, no_percpu: bool,
+                  cookie: bytes | None) -> tuple:
+    """KIND, OPTIONS { PARMS }, COOKIE and, for no_percpu, FLAGS — the shape of gact and
+    mirred, in iproute2's order."""
     options = (_ACT_OPTIONS, ((parms_type, parms),))  # plain pairs: the hottest path
-    return (kind, options, _NO_PERCPU) if no_percpu else (kind, options)
+    attrs = (kind, options)
+    if cookie is not None:
+        attrs += ((S.ActAttr.COOKIE, cookie),)
+    return attrs + (_NO_PERCPU,) if no_percpu else attrs
 
 
 @dataclasses.dataclass(slots=True)
@@ -52,11 +58,13 @@ class Gact:
     verdict: str = "pass"
     index: int = 0
     no_percpu: bool = False
+    #: Up to 16 bytes the kernel stores with the action (tc's ``cookie HEX``).
+    cookie: bytes | None = None
     kind = "gact"
 
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
-        parms = S.TC_GACT.pack(self.index, 0, S.GACT_VERDICTS[self.verdict], 0, 0)
-        return _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu)
+        parms = S.TC_GACT.pack(self.index, 0, S.control_value(self.verdict), 0, 0)
+        return _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu, self.cookie)
 
 
 @dataclasses.dataclass(slots=True)
@@ -64,6 +72,8 @@ class Mirred:
     """mirred: ``direction`` egress|ingress, ``mode`` redirect|mirror, to ``dev``.
 
     ``verdict`` overrides the control action (default: stolen for redirect, pipe for mirror).
+    An empty ``direction`` names an existing action by ``index`` alone (tc's ``mirred index
+    N``: nothing else set).
     """
 
     direction: str
@@ -72,14 +82,29 @@ class Mirred:
     index: int = 0
     no_percpu: bool = False
     verdict: str | None = None
+    cookie: bytes | None = None
+    #: Words tc's parser had left at this action (it prints the count when ``dev`` is missing).
+    tc_argc: int = dataclasses.field(default=0, compare=False, repr=False)
     kind = "mirred"
 
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
-        eaction, control = S.MIRRED_MODES[self.direction, self.mode]
-        if self.verdict is not None:
-            control = S.GACT_VERDICTS[self.verdict]
-        parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, resolve.ifindex(self.dev))
-        return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu)
+        if not self.direction:
+            parms = S.TC_MIRRED.pack(self.index, 0, 0, 0, 0, 0, 0)
+        else:
+            eaction, control = S.MIRRED_MODES[self.direction, self.mode]
+            if self.verdict is not None:
+                control = S.control_value(self.verdict)
+            parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, self._ifindex(resolve))
+        return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu, self.cookie)
+
+    def _ifindex(self, resolve: Resolver) -> int:
+        try:
+            return resolve.ifindex(self.dev)
+        except NotFoundError as exc:
+            if not self.tc_argc:
+                raise
+            raise NotFoundError(f"{exc.message}\nbad action parsing\nparse_action: bad value "
+                                f'({self.tc_argc}:mirred)!\nIllegal "action"') from None
 
 
 @dataclasses.dataclass(slots=True)
@@ -111,7 +136,7 @@ class Actions:
 
     def __post_init__(self) -> None:
         if not 0 < len(self.actions) <= S.TCA_ACT_MAX_PRIO:
-            raise ValueError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
+            raise InputError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
 
     def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
         msg_type = S.Msg.DELACTION if self.verb == "del" else S.Msg.NEWACTION
@@ -133,7 +158,7 @@ def action_nests(body: bytes | bytearray) -> list[bytes]:
     while offset < len(body):
         size = _TLV.unpack_from(body, offset)[0]
         if size < 4:
-            raise ValueError(f"malformed action nest at offset {offset}")
+            raise InputError(f"malformed action nest at offset {offset}")
         end = offset + ((size + 3) & ~3)
         nests.append(bytes(body[offset:end]))
         offset = end
@@ -144,7 +169,7 @@ def join_actions(nests: list[bytes]) -> bytes:
     """One ``actions add`` body carrying these per-action nests, renumbered 1, 2, ... — equal
     to ``Actions("add", those_actions).message()``'s body (the kernel applies it all or nothing)."""
     if not 0 < len(nests) <= S.TCA_ACT_MAX_PRIO:
-        raise ValueError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
+        raise InputError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
     tab = bytearray(_TLV.pack(4 + sum(map(len, nests)), S.TCA_ACT_TAB))
     for order, nest_ in enumerate(nests, 1):
         tab += nest_
@@ -157,15 +182,20 @@ def join_actions(nests: list[bytes]) -> bytes:
 
 @dataclasses.dataclass(slots=True)
 class Htb:
-    """htb qdisc options: ``default`` class minor id and ``r2q``."""
+    """htb qdisc options: ``default`` class minor id, ``r2q``, ``direct_qlen`` (packets; None:
+    the device's queue length)."""
 
     default: int = 0
     r2q: int = 10
+    direct_qlen: int | None = None
     kind = "htb"
 
     def options(self) -> tuple[Attr, ...]:
         glob = S.TC_HTB_GLOB.pack(S.TC_HTB_PROTOVER, self.r2q, self.default, 0, 0)
-        return (nest(S.TCA.OPTIONS, Attr(S.TCA_HTB_INIT, glob)),)
+        attrs = [Attr(S.TCA_HTB_INIT, glob)]
+        if self.direct_qlen is not None:
+            attrs.append(u32(S.HtbAttr.DIRECT_QLEN, self.direct_qlen))
+        return (nest(S.TCA.OPTIONS, *attrs),)
 
 
 @dataclasses.dataclass(slots=True)
@@ -214,55 +244,106 @@ class Class:
 
 @dataclasses.dataclass(slots=True)
 class U32Key:
-    """One 32-bit selector word: ``(packet[off] & mask) == val``; mask/val in host order."""
+    """One 32-bit selector word: ``(packet[off] & mask) == val``, mask/val as the word reads
+    in network order; ``offmask`` -1 makes ``off`` count from the next header (``nexthdr+``)."""
 
     val: int
     mask: int
     off: int
+    offmask: int = 0
 
 
-_IP_FIELDS = {"sport": (16, 20), "dport": (16, 22), "protocol": (8, 9), "tos": (8, 1),
-              "dsfield": (8, 1)}
+def u32_key(val: int, mask: int, off: int, offmask: int = 0) -> U32Key:
+    """``match u32 VAL MASK at OFF`` (tc's ``pack_key32``)."""
+    if not (0 <= val <= 0xFFFFFFFF and 0 <= mask <= 0xFFFFFFFF):
+        raise InputError(f"u32 value/mask wider than 32 bits: {val:#x}/{mask:#x}")
+    return U32Key(val & mask, mask, off, offmask)
+
+
+def u16_key(val: int, mask: int, off: int, offmask: int = 0) -> U32Key:
+    """``match u16 VAL MASK at OFF`` (tc's ``pack_key16``: the upper half only when ``off`` is
+    word-aligned, as tc places it)."""
+    if not (0 <= val <= 0xFFFF and 0 <= mask <= 0xFFFF):
+        raise InputError(f"u16 value/mask wider than 16 bits: {val:#x}/{mask:#x}")
+    shift = 16 if off & 3 == 0 else 0
+    return U32Key((val & mask) << shift, mask << shift, off & ~3, offmask)
+
+
+def u8_key(val: int, mask: int, off: int, offmask: int = 0) -> U32Key:
+    """``match u8 VAL MASK at OFF`` (tc's ``pack_key8``)."""
+    if not (0 <= val <= 0xFF and 0 <= mask <= 0xFF):
+        raise InputError(f"u8 value/mask wider than 8 bits: {val:#x}/{mask:#x}")
+    shift = 24 - 8 * (off & 3)
+    return U32Key((val & mask) << shift, mask << shift, off & ~3, offmask)
+
+
+#: ``match ip FIELD``: (key builder, offset, offmask) as tc's ``parse_ip`` has them.
+IP_FIELDS = {"sport": (u16_key, 20, 0), "dport": (u16_key, 22, 0), "protocol": (u8_key, 9, 0),
+              "tos": (u8_key, 1, 0), "dsfield": (u8_key, 1, 0), "ihl": (u8_key, 0, 0),
+              "precedence": (u8_key, 1, 0), "icmp_type": (u8_key, 20, 0),
+              "icmp_code": (u8_key, 20, 1)}
+#: ``match tcp|udp src|dst`` and ``match icmp type|code``: relative to the next header.
+L4_FIELDS = {("tcp", "src"): (u16_key, 0), ("tcp", "dst"): (u16_key, 2),
+             ("udp", "src"): (u16_key, 0), ("udp", "dst"): (u16_key, 2),
+             ("icmp", "type"): (u8_key, 0), ("icmp", "code"): (u8_key, 1)}
+
+
+def ipv4_prefix(text: str) -> tuple[int, int]:
+    """``A.B.C.D[/LEN|/NETMASK]`` → (address, netmask) as tc's ``get_prefix_1`` reads it."""
+    address, slash, length = text.partition("/")
+    try:
+        addr = int.from_bytes(socket.inet_pton(socket.AF_INET, address), "big")
+    except OSError:
+        raise InputError(f"bad IPv4 address '{address}'") from None
+    if not slash:
+        bits = 32
+    elif length.isdecimal() and length.isascii():
+        bits = int(length)
+    else:
+        try:
+            netmask = int.from_bytes(socket.inet_pton(socket.AF_INET, length), "big")
+        except OSError:
+            netmask = -1
+        bits = 32 - (~netmask & 0xFFFFFFFF).bit_length() if netmask >= 0 else -1
+        if bits < 0 or ((0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF) != netmask:
+            raise InputError(f"bad netmask '{length}'")
+    if not 0 <= bits <= 32:
+        raise InputError(f"bad prefix length '{length}'")
+    return addr, (0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF
 
 
 def ip_match(field: str, value: str, mask: int | None = None) -> U32Key:
-    """The key tc's ``match ip FIELD VALUE [MASK]`` builds (src, dst, sport, dport, protocol, tos)."""
+    """The key tc's ``match ip FIELD VALUE [MASK]`` builds (src, dst, sport, dport, protocol,
+    tos, ...); InputError when tc would refuse it."""
     if field in ("src", "dst"):
-        address, slash, length = value.partition("/")
-        bits = int(length) if slash and length.isdigit() else (32 if not slash else -1)
-        if not 0 <= bits <= 32:
-            raise ValueError(f"bad prefix length '{length}'")
-        try:
-            addr = int.from_bytes(socket.inet_pton(socket.AF_INET, address), "big")
-        except OSError:
-            raise ValueError(f"bad IPv4 address '{address}'") from None
-        netmask = (0xFFFFFFFF << (32 - bits)) & 0xFFFFFFFF
+        addr, netmask = ipv4_prefix(value)
         return U32Key(addr & netmask, netmask, 12 if field == "src" else 16)
-    width, off = _IP_FIELDS[field]
-    limit = (1 << width) - 1
-    val = int(value, 0)
-    mask = limit if mask is None else mask
-    if val > limit or mask > limit:
-        raise ValueError(f"{field} value/mask wider than {width} bits")
-    shift = 32 - width - 8 * (off & 3)
-    return U32Key((val & mask) << shift, mask << shift, off & ~3)
+    build, off, offmask = IP_FIELDS[field]
+    try:
+        val = int(value, 0)
+    except ValueError:
+        raise InputError(f"bad {field} value '{value}'") from None
+    return build(val, (0xFFFF if build is u16_key else 0xFF) if mask is None else mask, off, offmask)
 
 
 def pack_keys(keys: list[U32Key]) -> list[U32Key]:
-    """Merge keys on the same word as tc's ``pack_key`` does (sport + dport → one key)."""
+    """Merge keys on the same word as tc's ``pack_key`` does (sport + dport → one key);
+    InputError on a contradiction or an unaligned offset."""
     packed: list[U32Key] = []
     for key in keys:
         val = key.val & key.mask
         for i, have in enumerate(packed):
-            if have.off == key.off:
+            if have.off == key.off and have.offmask == key.offmask:
                 if (val ^ have.val) & key.mask & have.mask:
-                    raise ValueError("conflicting matches on the same word")
-                packed[i] = U32Key(have.val | val, have.mask | key.mask, have.off)
+                    raise InputError("conflicting matches on the same word")
+                packed[i] = U32Key(have.val | val, have.mask | key.mask, have.off, have.offmask)
                 break
         else:
             if key.off % 4:
-                raise ValueError("match offset must be a multiple of 4")
-            packed.append(U32Key(val, key.mask, key.off))
+                raise InputError("match offset must be a multiple of 4")
+            if len(packed) >= 128:
+                raise InputError("more than 128 match keys")
+            packed.append(U32Key(val, key.mask, key.off, key.offmask))
     return packed
 
 
@@ -280,31 +361,39 @@ class U32:
     classid: int | None = None
     actions: tuple[Action, ...] = ()
     flags: int = 0
+    #: Input device name (``indev``), checked by the kernel.
+    indev: str | None = None
+    #: The order tc met these options in, which is the order it emits them in.
+    order: tuple[str, ...] = dataclasses.field(
+        default=("classid", "divisor", "link", "indev", "actions"), compare=False, repr=False)
     kind = "u32"
 
     def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
         attrs = []
-        if self.classid is not None:
-            attrs.append(u32(S.U32.CLASSID, self.classid))
-        if self.divisor:
-            attrs.append(u32(S.U32.DIVISOR, self.divisor))
-        if self.link:
-            attrs.append(u32(S.U32.LINK, self.link))
-        if self.actions:
-            attrs.append(action_tab(S.U32.ACT, self.actions, resolve))
+        for name in self.order:
+            if name == "classid" and self.classid is not None:
+                attrs.append(u32(S.U32Attr.CLASSID, self.classid))
+            elif name == "divisor" and self.divisor:
+                attrs.append(u32(S.U32Attr.DIVISOR, self.divisor))
+            elif name == "link" and self.link:
+                attrs.append(u32(S.U32Attr.LINK, self.link))
+            elif name == "indev" and self.indev is not None:
+                attrs.append(strz(S.U32Attr.INDEV, self.indev))
+            elif name == "actions" and self.actions:
+                attrs.append(action_tab(S.U32Attr.ACT, self.actions, resolve))
         if self.ht:
-            attrs.append(u32(S.U32.HASH, self.ht))
+            attrs.append(u32(S.U32Attr.HASH, self.ht))
         if self.keys or self.hashkey:
-            attrs.append(Attr(S.U32.SEL, self._selector()))
+            attrs.append(Attr(S.U32Attr.SEL, self._selector()))
         if self.flags:
-            attrs.append(u32(S.U32.FLAGS, self.flags))
+            attrs.append(u32(S.U32Attr.FLAGS, self.flags))
         return tuple(attrs) if attrs else None
 
     def _selector(self) -> bytes:
         terminal = S.TC_U32_TERMINAL if (self.actions or self.classid is not None) else 0
         hmask, hoff = self.hashkey or (0, 0)
         head = S.TC_U32_SEL.pack(terminal, 0, len(self.keys), 0, 0, 0, hoff) + S.BE32.pack(hmask)
-        return head + b"".join(S.TC_U32_KEY_MATCH.pack(k.mask, k.val) + S.TC_U32_KEY_AT.pack(k.off, 0)
+        return head + b"".join(S.TC_U32_KEY_MATCH.pack(k.mask, k.val) + S.TC_U32_KEY_AT.pack(k.off, k.offmask)
                                for k in self.keys)
 
 
@@ -321,8 +410,10 @@ def _classid_and_actions(numbers, classid: int | None, actions: tuple[Action, ..
 
 @dataclasses.dataclass(slots=True)
 class BpfProg:
-    """bpf classifier over a pinned program (``pinned``) or an open program ``fd`` with a
-    ``name``; ``direct_action`` is tc's ``da``."""
+    """bpf classifier: a pinned program (``pinned``), an open program ``fd`` with a ``name``,
+    classic BPF ``bytecode`` ((code, jt, jf, k) per instruction), or an ``object_file`` whose
+    ``section`` (tc's default: "classifier") the package's loader loads; none of them for a
+    ``del`` naming the filter. ``direct_action`` is tc's ``da``."""
 
     pinned: str | None = None
     fd: int | None = None
@@ -330,20 +421,42 @@ class BpfProg:
     direct_action: bool = False
     classid: int | None = None
     actions: tuple[Action, ...] = ()
+    bytecode: tuple[tuple[int, int, int, int], ...] | None = None
+    object_file: str | None = None
+    section: str | None = None
+    flags: int = 0
     kind = "bpf"
 
-    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...]:
+    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
         attrs = _classid_and_actions(S.Bpf, self.classid, self.actions, resolve)
-        fd, name = self._program(resolve)
-        attrs += (u32(S.Bpf.FD, fd), strz(S.Bpf.NAME, name))
+        if self.bytecode is not None:
+            attrs += (Attr(S.Bpf.OPS_LEN, struct.pack("=H", len(self.bytecode))),
+                      Attr(S.Bpf.OPS, b"".join(_SOCK_FILTER.pack(*op) for op in self.bytecode)))
+        elif self.pinned is not None or self.fd is not None or self.object_file is not None:
+            fd, name = self._program(resolve)
+            attrs += (u32(S.Bpf.FD, fd), strz(S.Bpf.NAME, name))
+        elif attrs or self.direct_action or self.flags:
+            # options without a program: tc sends an empty classic program (the kernel refuses
+            # it); a bare ``bpf`` (a delete) carries no options at all
+            attrs += (Attr(S.Bpf.OPS_LEN, struct.pack("=H", 0)), Attr(S.Bpf.OPS, b""))
+        if self.flags:
+            attrs.append(u32(S.Bpf.FLAGS_GEN, self.flags))
         if self.direct_action:
             attrs.append(u32(S.Bpf.FLAGS, S.TCA_BPF_FLAG_ACT_DIRECT))
-        return tuple(attrs)
+        return tuple(attrs) or None
 
     def _program(self, resolve: Resolver) -> tuple[int, str]:
         if self.fd is not None:
             return self.fd, self.name or f"fd{self.fd}"
+        if self.object_file is not None:
+            section = self.section or "classifier"
+            return (resolve.object_program_fd(self.object_file, section),
+                    f"{os.path.basename(self.object_file)}:[{section}]")
         return resolve.program_fd(self.pinned), f"{os.path.basename(self.pinned)}:[*fsobj]"
+
+
+#: struct sock_filter: code, jt, jf, k.
+_SOCK_FILTER = struct.Struct("=HBBI")
 
 
 @dataclasses.dataclass(slots=True)
@@ -406,6 +519,8 @@ class Filter:
     prio: int = 0
     protocol: int | None = None
     handle: int = 0
+    #: The filter chain (tc's ``chain N``); None: chain 0, unsaid.
+    chain: int | None = None
 
     def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
         flags = S.FILTER_VERB_FLAGS[self.verb]
@@ -413,7 +528,7 @@ class Filter:
         if protocol is None:
             protocol = S.ETH_P_ALL if flags & S.NLM_F_CREATE else 0
         info = (self.prio << 16) | socket.htons(protocol)
-        attrs = []
+        attrs = [] if self.chain is None else [u32(S.TCA.CHAIN, self.chain)]  # tc: before KIND
         if self.classifier is not None:
             attrs.append(_KIND_TLV[self.classifier.kind])
             options = self.classifier.options(resolve, protocol)

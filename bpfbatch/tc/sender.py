@@ -1,22 +1,41 @@
-"""Many rtnetlink messages per ``sendmsg``, with every reply mapped back to its command.
+"""Many rtnetlink messages per ``sendmsg``, leaving the kernel exactly as ``tc -b`` would.
 
-How a batch goes out (why: the measurements in the package docs):
+**The contract**: for any batch, with and without ``force``, the kernel ends in the state
+iproute2's ``tc -b`` leaves, the same failures are reported for the same lines, and the
+outcome (:class:`Report`) says what tc's exit status says. ``tc -b`` sends one message at a
+time and stops at the first failure (or, with ``-force``, goes on); a batch sender must keep
+that while many messages travel per ``sendmsg``:
 
-* Messages are appended to one buffer until the next would pass ``batch_bytes`` (never more
+* Messages are packed into one buffer until the next would pass ``batch_bytes`` (never more
   than the socket's ``sk_sndbuf - 32``) or the batch holds as many messages as replies are sure
-  to fit the receive buffer. Then one ``sendmsg``.
-* Only the batch's *last* message asks for an ACK. The kernel answers every failing message
-  anyway, in order, so after the send the queue holds one error reply per failed message and
-  then the last message's reply: read until that one (never blocking — the kernel finished
-  the whole send before ``sendmsg`` returned) and every command's fate is known exactly.
-  A missing final reply or ENOBUFS is an error, never a guess.
-* ``coalesce``: consecutive ``actions add`` messages are joined into one (up to 32 actions,
-  TCA_ACT_MAX_PRIO). The kernel applies such a message all or nothing, so when it fails its
-  commands' own messages are re-sent one each and the failure lands on the exact line.
+  to fit the receive buffer. Only the last message asks for an ACK; the kernel answers every
+  failing message anyway, in order, so one read pass knows every message's fate.
+* **Nothing irreversible travels behind a message that may fail.** Without ``force`` every
+  message after the first failed one in a ``sendmsg`` must end up not applied. A message whose
+  effect can be undone exactly (:func:`.message.undo_of`: ``actions add`` with explicit
+  indexes, ``filter add`` by handle — echoed back by the kernel when the line leaves the handle
+  to it) may follow others; any other message (replace, change, delete, qdisc, class, u32 hash
+  tables) starts a new ``sendmsg``, so nothing that could fail was sent before it.
+* When message k of a ``sendmsg`` fails without ``force``, the messages after it that the
+  kernel applied are undone, last first (a filter bound to an action added just before it goes
+  before that action), and sending stops: lines 1..k-1 applied, as tc leaves them.
+* ``coalesce`` joins consecutive ``actions add`` lines with explicit indexes into one message
+  (up to 32 actions, TCA_ACT_MAX_PRIO), which the kernel applies all or nothing. When a joined
+  message fails — in any mode — the messages after it are undone, its lines are re-sent one
+  message each (so the failure lands on its own line, and the lines before it are applied as tc
+  applies them), and then the undone messages are sent again.
+* qdisc and class requests ask for their own ACK, which carries the kernel's warnings (htb's
+  "quantum of class ... is big"); they are reported as tc prints them. Filter and action
+  requests do not (an ACK each would cost a receive per line): a warning the kernel attached
+  to one of their successes would go unseen — none of the forms tested here gets one.
 
-A netlink batch is not a transaction: without ``force``, sending stops at the first failed
-command, but commands after it *in the same sendmsg* were still processed. The :class:`Report`
-says which of them were applied anyway, which were not, and from where nothing was sent.
+The one remaining difference from tc: an add that is undone was in the kernel for the time
+between the ``sendmsg`` and its undo (microseconds), visible to traffic and to other netlink
+listeners (which also see the undo's delete notification).
+
+One more, only with ``force`` and ``coalesce`` together: a u32 key node may be undone while the
+kernel-side instance holds no other key node only if an earlier u32 add in that instance failed;
+deleting it then also removes that instance's hash tables.
 """
 
 from __future__ import annotations
@@ -27,27 +46,32 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Union
+from typing import NamedTuple
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
 from . import rules as R
 from . import specs as S
+from .message import UNKNOWN, LineError, Message, Parsed, Undo, filter_delete, known_undo, undo_of
 from .netlink import Reply, RtnlSocket
-from .resolve import Resolver
 
 #: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
 #: the kernel's per-message work, small enough to stay cache-friendly.
 DEFAULT_BATCH_BYTES = 256 << 10
-_ACK_FLAG_OFFSET = 6  # nlmsg_flags within nlmsghdr
+_FLAGS_OFFSET = 6  # nlmsg_flags within nlmsghdr
 #: Packed batches waiting for the sending thread: enough to keep it busy, and a memory bound.
 _IN_FLIGHT = 2
 _RETRY_SEQ_BASE = 1 << 31
 _pack_header = S.NLMSGHDR.pack
+#: Requests that get their own ACK, for the warnings the kernel attaches to a success.
+_ACKED_TYPES = frozenset((S.Msg.NEWQDISC, S.Msg.DELQDISC, S.Msg.NEWTCLASS, S.Msg.DELTCLASS))
+_ADD_FLAGS = S.NLM_F_EXCL | S.NLM_F_CREATE
 
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
-    """A command that was not applied: ``errno`` set for kernel refusals, None for bad input."""
+    """A command that was not applied: ``errno`` set for kernel refusals, None for bad input.
+    ``msg_type`` is the request's type (tc's wording after a refusal depends on it); ``fatal``
+    marks input tc ends the whole batch on (its usage/invalid-argument exits)."""
 
     source: str
     line: int
@@ -55,6 +79,8 @@ class Failure:
     errno: int | None = None
     #: The kernel's own explanation (NETLINK_EXT_ACK), when it gave one.
     extack: str | None = None
+    msg_type: int | None = None
+    fatal: bool = False
 
     @property
     def where(self) -> str:
@@ -63,7 +89,8 @@ class Failure:
 
 @dataclasses.dataclass
 class Report:
-    """What happened to a batch. Line lists are bounded by one sendmsg's worth of commands."""
+    """What happened to a batch: lines are applied in order, so ``last_line`` and the failed
+    lines say exactly which lines are in the kernel."""
 
     source: str
     #: Commands accounted for: sent to the kernel, or refused before sending.
@@ -71,83 +98,96 @@ class Report:
     applied: int = 0
     failed: int = 0
     first_failure: Failure | None = None
-    #: Without force: set at the first failure; nothing was sent after ``last_sent_line``.
+    #: The last line accounted for (applied or failed); nothing after it was applied.
+    last_line: int = 0
+    #: Set when sending stopped at a failure (without force, or on a fatal line).
     stopped: bool = False
-    last_sent_line: int | None = None
-    #: Lines after the first failure that the kernel applied anyway (same sendmsg).
-    applied_anyway: list[int] = dataclasses.field(default_factory=list)
-    #: Lines after the first failure that were sent but not applied (the rest of a failed
-    #: coalesced message, not retried once stopped).
-    not_applied: list[int] = dataclasses.field(default_factory=list)
+    #: A line tc exits on at once (status 255), even with -force.
+    fatal: bool = False
+    #: Lines the kernel applied after the stopping failure and that were undone again.
+    undone: int = 0
 
     @property
     def ok(self) -> bool:
         return self.failed == 0
 
     def summary(self) -> str:
-        """One line: counts, and in stop mode exactly what happened after the first failure."""
+        """One line: counts, where it stopped, what was undone."""
         first = self.first_failure
         parts = [f"{self.failed} of {self.commands} commands failed (first at line {first.line}: "
                  f"{first.text})" if first else f"{self.commands} commands"]
-        parts.append(f"{self.applied} applied")
+        parts.append(f"{self.applied} applied, up to line {self.last_line}")
         if self.stopped:
-            parts.append("stopped at the first failure; applied anyway from the same sendmsg: "
-                         + (line_ranges(self.applied_anyway) if self.applied_anyway else "none"))
-            if self.not_applied:
-                parts.append(f"sent but not applied: {line_ranges(self.not_applied)}")
-            parts.append(f"not sent: every command after line {self.last_sent_line}")
+            parts.append(f"stopped at line {self.last_line}; nothing after it applied")
+        if self.undone:
+            parts.append(f"{self.undone} commands after the failure undone")
         return "; ".join(parts)
 
 
-def line_ranges(lines: list[int]) -> str:
-    """``[4, 5, 6, 9]`` → ``"lines 4-6, 9"``; ``[4]`` → ``"line 4"``."""
-    spans: list[list[int]] = []
-    for line in sorted(lines):
-        if spans and line == spans[-1][1] + 1:
-            spans[-1][1] = line
-        else:
-            spans.append([line, line])
-    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
-    return f"line {text}" if len(lines) == 1 else f"lines {text}"
+class _Entry(NamedTuple):
+    """One message of a batch: its lines (several for a joined message), the message, the
+    lines' own messages when joined, how to undo it (None: it cannot be), its header flags."""
+
+    lines: tuple[int, ...]
+    message: Message
+    parts: tuple[Message, ...]
+    undo: Undo | None
+    flags: int
 
 
-Message = tuple[int, int, bytes]
-#: Per queued message: its command's line, or for a joined message ``(lines, own messages)``.
-Entry = Union[int, tuple[tuple[int, ...], tuple[Message, ...]]]
+def _entry(line: int, message: Message, undo: Undo | None, may_undo: bool) -> _Entry:
+    flags = message.flags | S.NLM_F_REQUEST
+    if message.msg_type in _ACKED_TYPES:
+        flags |= S.NLM_F_ACK
+    if may_undo and undo is not None and undo.echo:
+        flags |= S.NLM_F_ECHO
+    return _Entry((line,), message, (), undo, flags)
 
 
 class Sender:
-    """Feed it ``(line, rule)`` in order with :meth:`submit` (a rule object, or a message
-    already encoded as a ``(msg_type, flags, body)`` tuple); :meth:`finish` sends the rest.
+    """Feed it ``(line, Parsed)`` in order with :meth:`submit`; :meth:`finish` sends the rest.
 
-    Two threads: the caller's parses, encodes and packs; a sending thread does ``sendmsg`` and
-    the reply accounting. ``sendmsg`` releases the GIL while the kernel works through the batch
-    (most of the kernel-side time), so packing the next batch overlaps it. At most
-    :data:`_IN_FLIGHT` packed batches wait, which bounds memory. ``on_failure`` is called from
-    the sending thread, in line order.
+    Two threads: the caller's parses, encodes and packs; a sending thread does ``sendmsg``, the
+    reply accounting and any undo. ``sendmsg`` releases the GIL while the kernel works through
+    the batch, so packing the next batch overlaps it. At most :data:`_IN_FLIGHT` packed batches
+    wait, which bounds memory. ``on_failure`` and ``on_warning`` are called from the sending
+    thread, in line order.
     """
 
-    def __init__(self, sock: RtnlSocket, resolve: Resolver, *, source: str, force: bool = False,
+    def __init__(self, sock: RtnlSocket, *, source: str, force: bool = False,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
-                 on_failure: Callable[[Failure], None] | None = None) -> None:
+                 on_failure: Callable[[Failure], None] | None = None,
+                 on_warning: Callable[[int, str], None] | None = None) -> None:
         self._sock = sock
-        self._resolve = resolve
         self._force = force
         self._coalesce = coalesce
+        #: Undo is needed when a failure must not leave later messages applied.
+        self._may_undo = not force or coalesce
         self._on_failure = on_failure
+        self._on_warning = on_warning
         self._send_limit = sock.max_send_bytes
         self._max_bytes = min(batch_bytes, self._send_limit)
         self._max_messages = sock.max_replies
         self._buf = bytearray()
         self._last_offset = 0
-        self._entries: list[Entry] = []
-        self._commands = 0  # in the batch being packed
+        #: Per message of the batch being packed: its line (an int: the common case, rebuilt
+        #: from the buffer if ever needed — ints cost the garbage collector nothing) or an
+        #: :class:`_Entry`; and where its header starts in the buffer.
+        self._entries: list[int | _Entry] = []
+        self._offsets: list[int] = []
+        self._has_joined = False
+        #: The batch has a message that asked for its own ACK (it may carry a warning).
+        self._acked_inside = False
         self._seq = 0
-        #: Retries are sent by the sending thread, numbered apart from the packer's messages.
+        #: Retries and undos are sent by the sending thread, numbered apart from the packer's.
         self._retry_seq = _RETRY_SEQ_BASE
-        #: ``actions add`` messages waiting to be joined: (line, message, its action nests).
+        #: ``actions add`` lines waiting to be joined: (line, message, its action nests).
         self._group: list[tuple[int, Message, list[bytes]]] = []
         self._group_actions = 0
+        #: u32 instances (ifindex, parent, info) holding a key node sent in an earlier batch;
+        #: the current batch's are added when it is handed over.
+        self._u32_nonempty: set[tuple[int, int, int]] = set()
+        self._u32_pending: set[tuple[int, int, int]] = set()
         self._batches: queue.Queue = queue.Queue(maxsize=_IN_FLIGHT)
         self._error: BaseException | None = None
         self._aborted = False
@@ -157,29 +197,29 @@ class Sender:
 
     # --- packing (caller's thread) -------------------------------------------------------------
 
-    def submit(self, line: int, rule: R.Rule | Message | BpfBatchError) -> bool:
-        """Queue one command (or record the input error in its place). False once stopped."""
+    def submit(self, line: int, parsed: Parsed) -> bool:
+        """Queue one command (or record the reader's error in its place). False once stopped."""
         if self.report.stopped or self._error is not None:
             return False
-        if rule.__class__ is tuple:
-            message = rule
-        elif isinstance(rule, BpfBatchError):
-            return self._input_failure(line, rule)
-        else:
-            try:
-                message = rule.message(self._resolve)
-            except BpfBatchError as exc:
-                return self._input_failure(line, exc)
-        if self._coalesce and message[:2] == R.ACTIONS_ADD:
-            self._add_to_group(line, message)
+        if parsed.__class__ is LineError:
+            return self._input_failure(line, parsed)
+        undo = parsed.undo
+        if undo is UNKNOWN:
+            undo = undo_of(parsed)
+        if self._coalesce and undo is not None and parsed.msg_type == S.Msg.NEWACTION:
+            self._add_to_group(line, parsed)
             return True
         if self._group:
             self._close_group()
-        self._queue(message, line, 1)
+        if undo is not None and not undo.echo and undo.u32_instance is None:
+            # the hot path: an add undone by fixed messages never needs a new sendmsg first
+            self._append(line, parsed, parsed[1] | S.NLM_F_REQUEST)
+        else:
+            self._queue(_entry(line, parsed, undo, self._may_undo))
         return not self.report.stopped
 
     def abort(self) -> None:
-        """Stop the sending thread without sending what is still queued (for error paths)."""
+        """Stop after the batch being sent (settled, undone as needed); send nothing more."""
         self._aborted = True
         self._batches.put(None)
         self._thread.join()
@@ -198,7 +238,7 @@ class Sender:
         return self.report
 
     def _add_to_group(self, line: int, message: Message) -> None:
-        nests = R.action_nests(message[2])
+        nests = R.action_nests(message.body)
         if self._group_actions + len(nests) > S.TCA_ACT_MAX_PRIO:
             self._close_group()
         self._group.append((line, message, nests))
@@ -211,57 +251,102 @@ class Sender:
         self._group, self._group_actions = [], 0
         if len(group) == 1:
             line, message, _ = group[0]
-            self._queue(message, line, 1)
+            self._queue(_entry(line, message, known_undo(message), self._may_undo))
             return
-        lines = tuple(line for line, _, _ in group)
-        joined = R.join_actions([nest for _, _, nests in group for nest in nests])
-        self._queue((*R.ACTIONS_ADD, joined), (lines, tuple(message for _, message, _ in group)),
-                    len(lines))
+        joined = Message(*R.ACTIONS_ADD, R.join_actions([n for _, _, nests in group for n in nests]))
+        # undoable as its parts are (explicit indexes); the undo itself is built when due
+        entry = _entry(group[0][0], joined, _JOINED_UNDO, self._may_undo)
+        self._queue(entry._replace(lines=tuple(line for line, _, _ in group),
+                                   parts=tuple(message for _, message, _ in group)))
 
-    def _input_failure(self, line: int, exc: BpfBatchError) -> bool:
+    def _input_failure(self, line: int, failure: LineError) -> bool:
         # Everything before this line goes first, so failures stay in line order.
         self._close_group()
         self._flush()
         self._batches.join()
         if self._error is not None:
             raise self._error
-        if self.report.stopped:
+        report = self.report
+        if report.stopped:
             return False
-        self.report.commands += 1
-        text = exc.message if isinstance(exc, InputError) else str(exc)
-        self._fail(Failure(self.report.source, line, text))
-        if not self._force:
-            self.report.stopped = True
-            self.report.last_sent_line = line
-        return not self.report.stopped
+        report.commands += 1
+        report.last_line = line
+        # the message alone: "Command failed FILE:LINE" names the line, as in tc
+        self._fail(Failure(report.source, line, failure.error.message, fatal=failure.fatal))
+        if failure.fatal or not self._force:
+            report.stopped = True
+            report.fatal = failure.fatal
+        return not report.stopped
 
-    def _queue(self, message: Message, entry: Entry, commands: int) -> None:
-        msg_type, flags, body = message
+    def _queue(self, entry: _Entry) -> None:
+        message, undo, flags = entry[1], entry[3], entry[4]
+        if self._may_undo and (undo is None or undo.u32_instance is not None):
+            entry = self._before_risky(entry)
+        self._append(entry, message, flags)
+        if flags & S.NLM_F_ACK:
+            self._acked_inside = True
+        if entry.parts:
+            self._has_joined = True
+
+    def _append(self, entry: int | _Entry, message: Message, flags: int) -> None:
+        """Pack ``message`` into the batch (handing the batch over first when it is full);
+        ``entry`` is its line, or its :class:`_Entry` when a line number does not say enough."""
+        body = message[2]
         size = 16 + len(body)
         entries = self._entries
-        if entries and (len(self._buf) + size > self._max_bytes or len(entries) >= self._max_messages):
-            self._flush()
-            entries = self._entries
-        if size > self._send_limit:
-            last = entry if isinstance(entry, int) else entry[0][-1]
-            raise InputError(f"message of {size} bytes exceeds the socket's send limit",
-                             obj=f"{self.report.source}:{last}")
         buf = self._buf
+        if entries and (len(buf) + size > self._max_bytes or len(entries) >= self._max_messages):
+            self._flush()
+            entries, buf = self._entries, self._buf
+        if size > self._send_limit:
+            raise InputError(f"message of {size} bytes exceeds the socket's send limit",
+                             obj=f"{self.report.source}:{_last_line(entry)}")
         self._seq += 1
         self._last_offset = len(buf)
-        buf += _pack_header(size, msg_type, flags | S.NLM_F_REQUEST, self._seq, 0)
+        self._offsets.append(len(buf))
+        buf += _pack_header(size, message[0], flags, self._seq, 0)
         buf += body
         entries.append(entry)
-        self._commands += commands
+
+    def _before_risky(self, entry: _Entry) -> _Entry:
+        """A message that cannot be undone, or a u32 key node whose undo is exact only while its
+        instance keeps another key node: start a new sendmsg unless it is safe where it is."""
+        message, undo = entry.message, entry.undo
+        if undo is None:
+            self._track_u32(message)
+            risky = True
+        else:
+            _family, ifindex, _handle, parent, info = S.TCMSG.unpack_from(message.body, 0)
+            instance = (ifindex, parent, info)
+            entry = entry._replace(undo=undo._replace(u32_instance=instance))
+            risky = instance not in self._u32_nonempty
+        if risky and self._entries and (not self._force or self._has_joined):
+            self._flush()
+        if undo is not None:  # known once this batch is handed over (not before: see _flush)
+            self._u32_pending.add(entry.undo.u32_instance)
+        return entry
+
+    def _track_u32(self, message: Message) -> None:
+        """Forget what is known about u32 instances on a device a non-add request touches."""
+        if message.msg_type in (S.Msg.NEWACTION, S.Msg.DELACTION):
+            return
+        ifindex = S.TCMSG.unpack_from(message.body, 0)[1]
+        for known in (self._u32_nonempty, self._u32_pending):
+            for instance in [i for i in known if i[0] == ifindex]:
+                known.discard(instance)
 
     def _flush(self) -> None:
         """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
         if not self._entries:
             return
-        self._batches.put((self._buf, self._last_offset, self._entries, self._commands, self._seq))
+        self._batches.put((self._buf, self._last_offset, self._entries, self._offsets, self._seq,
+                           self._acked_inside))
         self._buf = bytearray()
         self._entries = []
-        self._commands = 0
+        self._offsets = []
+        self._has_joined = self._acked_inside = False
+        self._u32_nonempty |= self._u32_pending
+        self._u32_pending = set()
 
     # --- sending (sending thread) --------------------------------------------------------------
 
@@ -273,24 +358,27 @@ class Sender:
                     return
                 if self.report.stopped or self._error is not None or self._aborted:
                     continue  # packed after a stop or an abort: never sent
-                buf, last_offset, entries, commands, last_seq = batch
-                errors = self._transmit(buf, last_offset, len(entries), last_seq)
-                if errors or self.report.stopped:
-                    self._account(entries, errors)
-                else:  # the common case: every command applied
-                    self.report.commands += commands
-                    self.report.applied += commands
+                buf, last_offset, entries, offsets, last_seq, acked_inside = batch
+                acks, echoes = self._transmit(buf, last_offset, len(entries), last_seq)
+                if len(acks) == 1 and not acks[len(entries) - 1].error and not acked_inside:
+                    self._all_applied(entries, acks[len(entries) - 1])
+                else:
+                    self._settle([_entry_at(e, buf, o) for e, o in zip(entries, offsets)],
+                                 acks, echoes)
             except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
             finally:
                 self._batches.task_done()
 
-    def _transmit(self, buf: bytearray, last_offset: int, count: int, last: int) -> dict[int, Reply]:
-        """Send ``count`` messages numbered up to ``last``; their failures, by position."""
-        buf[last_offset + _ACK_FLAG_OFFSET] |= S.NLM_F_ACK
+    def _transmit(self, buf: bytearray, last_offset: int, count: int, last: int
+                  ) -> tuple[dict[int, Reply], dict[int, Reply]]:
+        """Send ``count`` messages numbered up to ``last``; their ACK/error replies and their
+        echoes, by position."""
+        buf[last_offset + _FLAGS_OFFSET] |= S.NLM_F_ACK
         self._sock.send(buf)
         first = last - count + 1
-        errors: dict[int, Reply] = {}
+        acks: dict[int, Reply] = {}
+        echoes: dict[int, Reply] = {}
         while True:
             reply = self._sock.next_reply()
             if reply is None:
@@ -299,66 +387,105 @@ class Sender:
             if not first <= reply.seq <= last:
                 raise from_errno("read netlink replies", _errno.EPROTO,
                                  detail=f"reply for unknown seq {reply.seq}")
-            if reply.error:
-                errors[reply.seq - first] = reply
-            if reply.seq == last:
-                return errors
-
-    def _account(self, entries: list[Entry], errors: dict[int, Reply]) -> None:
-        report = self.report
-        stopped_before = report.stopped
-        for index, entry in enumerate(entries):
-            lines, retry = ((entry,), None) if isinstance(entry, int) else entry
-            report.commands += len(lines)
-            reply = errors.get(index)
-            if reply is None:
-                report.applied += len(lines)
-                if report.stopped:
-                    report.applied_anyway.extend(lines)
-            elif retry is not None:
-                if report.stopped:
-                    report.not_applied.extend(lines)
-                else:
-                    self._retry(lines, retry)
-            else:
-                self._fail(self._kernel_failure(lines[0], reply))
-                if not self._force and not report.stopped:
-                    report.stopped = True
-        if report.stopped and not stopped_before:
-            last = entries[-1]
-            report.last_sent_line = last if isinstance(last, int) else last[0][-1]
-
-    def _retry(self, lines: tuple[int, ...], messages: tuple[Message, ...]) -> None:
-        """Re-send a failed joined message one command per message: all at once with
-        force, else one by one up to the first failure."""
-        if self._force:
-            self.report.commands -= len(lines)  # counted again, line by line
-            self._account(list(lines), self._send_now(messages))
-            return
-        for position, (line, message) in enumerate(zip(lines, messages)):
-            reply = self._send_now((message,)).get(0)
-            if reply is None:
-                self.report.applied += 1
+            if reply.echo is not None:
+                echoes[reply.seq - first] = reply
                 continue
-            self._fail(self._kernel_failure(line, reply))
-            self.report.stopped = True
-            self.report.not_applied.extend(lines[position + 1:])
-            return
+            acks[reply.seq - first] = reply
+            if reply.seq == last:
+                return acks, echoes
 
-    def _send_now(self, messages: tuple[Message, ...]) -> dict[int, Reply]:
+    def _all_applied(self, entries: list[int | _Entry], last_ack: Reply) -> None:
+        """The common case: nothing failed; the last message's ACK may carry a warning."""
+        report = self.report
+        report.commands += sum(1 if e.__class__ is int else len(e.lines) for e in entries) \
+            if self._coalesce else len(entries)
+        report.applied = report.commands - report.failed
+        last = entries[-1]
+        report.last_line = _last_line(last)
+        if last.__class__ is not int and last.flags & S.NLM_F_ACK and last_ack.message:
+            self._warn(last.lines[-1], last_ack.message)
+
+    def _settle(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply]) -> None:
+        """Account a sent batch in line order; undo and re-send as the module docs say."""
+        report = self.report
+        for position, entry in enumerate(entries):
+            reply = acks.get(position)
+            if reply is None or not reply.error:
+                report.commands += len(entry.lines)
+                report.applied += len(entry.lines)
+                report.last_line = entry.lines[-1]
+                if reply is not None and reply.message and entry.flags & S.NLM_F_ACK:
+                    self._warn(entry.lines[-1], reply.message)
+                continue
+            later = entries[position + 1:]
+            if entry.parts:  # a joined message: its lines one by one, then the rest again
+                self._undo(later, acks, echoes, position + 1)
+                self._resend([_entry(line, part, undo_of(part), self._may_undo)
+                              for line, part in zip(entry.lines, entry.parts)])
+                if later and not report.stopped:
+                    self._resend(later)
+                return
+            report.commands += 1
+            report.last_line = entry.lines[0]
+            self._fail(self._kernel_failure(entry, reply))
+            if not self._force:
+                report.stopped = True
+                self._undo(later, acks, echoes, position + 1)
+                return
+
+    def _undo(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply],
+              first_position: int) -> None:
+        """Undo, last first, those of ``entries`` (at ``first_position``...) the kernel applied."""
+        undos: list[tuple[tuple[int, ...], Message]] = []
+        for position in range(first_position + len(entries) - 1, first_position - 1, -1):
+            reply = acks.get(position)
+            if reply is not None and reply.error:
+                continue
+            entry = entries[position - first_position]
+            undo = entry.undo
+            if undo is None:  # the packer never lets this happen; refuse to guess
+                raise BpfBatchError(f"line {entry.lines[0]} was applied after a failure and "
+                                    "cannot be undone", obj=self.report.source)
+            if undo.echo:
+                echo = echoes.get(position)
+                if echo is None:
+                    raise BpfBatchError(f"no echo for line {entry.lines[0]}: cannot undo it",
+                                        obj=self.report.source)
+                undos.append((entry.lines, filter_delete(echo.echo, entry.message.body)))
+            else:  # rebuilt from the message itself: a template's undo names its own indexes
+                undos += [(entry.lines, message) for message in undo_of(entry.message).messages]
+            self.report.undone += len(entry.lines)
+        if not undos:
+            return
+        failed, _ = self._send_now([message for _, message in undos], 0)
+        for position, reply in failed.items():
+            if reply.error:
+                lines = undos[position][0]
+                raise from_errno("undo tc batch line", reply.error, obj=f"{self.report.source}:{lines[0]}",
+                                 detail=reply.message or "the delete was refused")
+
+    def _resend(self, entries: list[_Entry]) -> None:
+        """Send ``entries`` again as a batch of their own and settle it."""
+        acks, echoes = self._send_now([entry.message for entry in entries],
+                                      flags=[entry.flags for entry in entries])
+        self._settle(entries, acks, echoes)
+
+    def _send_now(self, messages: list[Message], extra: int = 0, *, flags: list[int] | None = None
+                  ) -> tuple[dict[int, Reply], dict[int, Reply]]:
         buf = bytearray()
         last_offset = 0
-        for msg_type, flags, body in messages:
+        for i, message in enumerate(messages):
             self._retry_seq += 1
             last_offset = len(buf)
-            buf += S.NLMSGHDR.pack(16 + len(body), msg_type, flags | S.NLM_F_REQUEST,
-                                   self._retry_seq, 0)
-            buf += body
+            header_flags = flags[i] if flags else message.flags | S.NLM_F_REQUEST | extra
+            buf += _pack_header(16 + len(message.body), message.msg_type, header_flags,
+                                self._retry_seq, 0)
+            buf += message.body
         return self._transmit(buf, last_offset, len(messages), self._retry_seq)
 
-    def _kernel_failure(self, line: int, reply: Reply) -> Failure:
-        return Failure(self.report.source, line, reply.message or os.strerror(reply.error),
-                       reply.error, reply.message)
+    def _kernel_failure(self, entry: _Entry, reply: Reply) -> Failure:
+        return Failure(self.report.source, entry.lines[0], reply.message or os.strerror(reply.error),
+                       reply.error, reply.message, entry.message.msg_type)
 
     def _fail(self, failure: Failure) -> None:
         report = self.report
@@ -367,6 +494,28 @@ class Sender:
             report.first_failure = failure
         if self._on_failure is not None:
             self._on_failure(failure)
+
+    def _warn(self, line: int, text: str) -> None:
+        if self._on_warning is not None:
+            self._on_warning(line, text)
+
+
+def _last_line(entry: int | _Entry) -> int:
+    return entry if entry.__class__ is int else entry.lines[-1]
+
+
+#: The undo of a joined ``actions add``: its parts all name their indexes.
+_JOINED_UNDO = Undo()
+_SENT_ONLY = S.NLM_F_REQUEST | S.NLM_F_ACK | S.NLM_F_ECHO
+
+
+def _entry_at(entry: int | _Entry, buf: bytearray, offset: int) -> _Entry:
+    """The full :class:`_Entry` of a batch message (rebuilt from the buffer for a bare line)."""
+    if entry.__class__ is not int:
+        return entry
+    length, msg_type, flags = S.NLMSGHDR.unpack_from(buf, offset)[:3]
+    message = Message(msg_type, flags & ~_SENT_ONLY, bytes(buf[offset + 16:offset + length]))
+    return _Entry((entry,), message, (), undo_of(message), flags & ~S.NLM_F_ACK)
 
 
 def raise_for(report: Report) -> None:

@@ -6,12 +6,29 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
+from ..errors import BpfBatchError, InputError
 from .netns import entered as in_netns
 from .netlink import RtnlSocket
 from .resolve import Resolver
 from .rules import Rule
 from .sender import DEFAULT_BATCH_BYTES, Failure, Report, Sender
-from .templates import TemplateReader
+from .templates import TemplateReader, encode_rule
+
+#: Smallest ``batch_bytes``: one large message (a u32 filter with 32 actions) must fit.
+MIN_BATCH_BYTES = 1024
+
+
+class BatchInterrupted(BpfBatchError):
+    """Sending stopped on a signal or an internal error; ``report`` says which lines were
+    applied (lines are applied in order: up to ``report.last_line``, minus failed ones)."""
+
+    def __init__(self, cause: BaseException, report: Report) -> None:
+        if isinstance(cause, KeyboardInterrupt):
+            what = f"interrupted by {cause.args[0] if cause.args else 'SIGINT'}"
+        else:
+            what = f"stopped by {cause.__class__.__name__}: {cause}"
+        super().__init__(f"{what}; {report.summary()}", obj=report.source)
+        self.report = report
 
 #: Receive-buffer request: the kernel doubles it; replies are small and few (one per failure
 #: plus one per send), but a send of all-failing messages must still fit.
@@ -32,11 +49,12 @@ class Session:
 
     def __init__(self, *, netns: str | None = None, force: bool = False,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
-                 on_failure: Callable[[Failure], None] | None = None) -> None:
-        if batch_bytes < 1024:
-            raise ValueError("batch_bytes must be at least 1024")
+                 on_failure: Callable[[Failure], None] | None = None,
+                 on_warning: Callable[[int, str], None] | None = None) -> None:
+        if batch_bytes < MIN_BATCH_BYTES:
+            raise InputError(f"must be at least {MIN_BATCH_BYTES}", obj="batch_bytes")
         self._options = dict(force=force, batch_bytes=batch_bytes, coalesce=coalesce,
-                             on_failure=on_failure)
+                             on_failure=on_failure, on_warning=on_warning)
         with in_netns(netns):
             self._sock = RtnlSocket(sndbuf=batch_bytes + 64, rcvbuf=_RCVBUF)
             try:
@@ -47,7 +65,8 @@ class Session:
 
     def send(self, rules: Iterable[Rule], *, source: str = "rules") -> Report:
         """Send rule objects in order; the report's line numbers count rules from 1."""
-        return self._run(enumerate(rules, 1), source)
+        return self._run(((line, encode_rule(rule, self._resolve, source, line))
+                          for line, rule in enumerate(rules, 1)), source)
 
     def send_batch(self, stream: TextIO | Iterable[str], name: str) -> Report:
         """Send a ``tc -batch`` file read from ``stream`` (streamed; ``name`` labels lines).
@@ -55,15 +74,16 @@ class Session:
         return self._run(TemplateReader(self._resolve).read(stream, name), name)
 
     def _run(self, items, source: str) -> Report:
-        sender = Sender(self._sock, self._resolve, source=source, **self._options)
+        """Feed the sender; on a signal or any error, stop cleanly and say what was applied."""
+        sender = Sender(self._sock, source=source, **self._options)
         try:
-            for line, rule in items:
-                if not sender.submit(line, rule):
+            for line, parsed in items:
+                if not sender.submit(line, parsed):
                     break
-        except BaseException:
+            return sender.finish()
+        except BaseException as exc:
             sender.abort()
-            raise
-        return sender.finish()
+            raise BatchInterrupted(exc, sender.report) from exc
 
     def close(self) -> None:
         self._resolve.close()

@@ -22,6 +22,7 @@ class Msg(IntEnum):
 # nlmsghdr flags
 NLM_F_REQUEST = 0x1
 NLM_F_ACK = 0x4
+NLM_F_ECHO = 0x8
 NLM_F_REPLACE = 0x100
 NLM_F_EXCL = 0x200
 NLM_F_CREATE = 0x400
@@ -66,14 +67,34 @@ ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
 ETH_P_ARP = 0x0806
 ETH_P_8021Q = 0x8100
-#: ``protocol`` names tc accepts here (ll_proto.c subset).
-PROTOCOLS = {"all": ETH_P_ALL, "ip": ETH_P_IP, "ipv4": ETH_P_IP, "ipv6": ETH_P_IPV6,
-             "arp": ETH_P_ARP, "802.1q": ETH_P_8021Q}
+#: ``protocol`` names (iproute2's ll_proto.c table, matched case-insensitively as it does).
+PROTOCOLS = {"802_3": 0x0001, "802_2": 0x0004, "ip": ETH_P_IP, "ipv4": ETH_P_IP, "arp": ETH_P_ARP,
+             "rarp": 0x8035, "802.1q": ETH_P_8021Q, "802.1ad": 0x88A8, "ipv6": ETH_P_IPV6,
+             "all": ETH_P_ALL, "loop": 0x0060, "mpls_uc": 0x8847, "mpls_mc": 0x8848,
+             "lldp": 0x88CC, "ipx": 0x8137, "pppoe_disc": 0x8863, "pppoe_sess": 0x8864,
+             "wan_ppp": 0x0007, "ppp_mp": 0x0008, "atalk": 0x809B, "aarp": 0x80F3, "x25": 0x0805,
+             "ieeepup": 0x0a00, "ieeepupat": 0x0a01, "pup": 0x0200, "pupat": 0x0201,
+             "dec": 0x6000, "dna_dl": 0x6001, "dna_rc": 0x6002, "dna_rt": 0x6003, "lat": 0x6004,
+             "cust": 0x6006, "sca": 0x6007, "rarp_old": 0x8035, "tipc": 0x88CA, "fcoe": 0x8906,
+             "macsec": 0x88E5, "ncsi": 0x88F8, "mpls": 0x8847}
+
+
+def protocol_number(word: str) -> int | None:
+    """``ll_proto_a2n``: a name from :data:`PROTOCOLS` (any case) or a 16-bit number."""
+    found = PROTOCOLS.get(word.lower())
+    if found is not None:
+        return found
+    try:
+        value = int(word, 0)
+    except ValueError:
+        return None
+    return value if 0 <= value <= 0xFFFF else None
 
 
 class TCA(IntEnum):
     KIND = 1
     OPTIONS = 2
+    CHAIN = 11
 
 
 class ActAttr(IntEnum):
@@ -82,6 +103,7 @@ class ActAttr(IntEnum):
     KIND = 1
     OPTIONS = 2
     INDEX = 3
+    COOKIE = 6
     FLAGS = 7
 
 
@@ -109,6 +131,20 @@ GACT_VERDICTS = {"continue": Verdict.UNSPEC, "drop": Verdict.SHOT, "shot": Verdi
                  "pass": Verdict.OK, "ok": Verdict.OK, "reclassify": Verdict.RECLASSIFY,
                  "pipe": Verdict.PIPE}
 
+TC_ACT_JUMP = 0x10000000
+TC_ACT_GOTO_CHAIN = 0x20000000
+
+
+def control_value(verdict: str) -> int:
+    """A control verdict's TC_ACT_* value: a word of :data:`GACT_VERDICTS`, ``jump N`` or
+    ``goto chain N`` (``parse_action_control``'s forms)."""
+    if verdict.startswith("jump "):
+        return TC_ACT_JUMP | int(verdict[5:])
+    if verdict.startswith("goto chain "):
+        return TC_ACT_GOTO_CHAIN | int(verdict[11:])
+    return GACT_VERDICTS[verdict]
+
+
 TCA_GACT_PARMS = 2
 #: struct tc_gact (tc_gen): index, capab, action, refcnt, bindcnt.
 TC_GACT = struct.Struct("=IIiii")
@@ -125,13 +161,16 @@ MIRRED_MODES = {
 }
 
 
-class U32(IntEnum):
+class U32Attr(IntEnum):
+    """TCA_U32_* (named apart from :class:`~.rules.U32`, the classifier)."""
+
     CLASSID = 1
     HASH = 2
     LINK = 3
     DIVISOR = 4
     SEL = 5
     ACT = 7
+    INDEV = 8
     FLAGS = 11
 
 
@@ -148,9 +187,12 @@ TC_U32_KEY_AT = struct.Struct("=ii")
 class Bpf(IntEnum):
     ACT = 1
     CLASSID = 3
+    OPS_LEN = 4
+    OPS = 5
     FD = 6
     NAME = 7
     FLAGS = 8
+    FLAGS_GEN = 9
 
 
 TCA_BPF_FLAG_ACT_DIRECT = 1
@@ -181,6 +223,7 @@ class HtbAttr(IntEnum):
     INIT = 2
     CTAB = 3
     RTAB = 4
+    DIRECT_QLEN = 5
     RATE64 = 6
     CEIL64 = 7
 

@@ -37,9 +37,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..errors import BpfBatchError
+from .message import LineError, Message, Parsed, undo_of
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
 
+_new_tuple = tuple.__new__
 #: Shapes kept with a template (or marked as not templatable), and once-seen shapes remembered.
 MAX_SHAPES = 1024
 MAX_SEEN = 4096
@@ -51,11 +53,6 @@ _VALUE = r"([^\s/'\"]+)"
 _FIELDS = re.compile(r" (index|prio|pref|priority|preference|handle|ht|link|src|dst|src_mac"
                      r"|dst_mac) " + _VALUE)
 _PREFIX = re.compile(r"/(\d+)(?:\s|$)")
-
-
-#: A message already encoded, ``(msg_type, flags, body)``: what a template gives for a line,
-#: and what ``Rule.message()`` returns. A plain tuple: the sender takes it as it is.
-Encoded = tuple
 
 
 # --- field values: token -> value, or None when the parser must judge the token ---------------
@@ -128,21 +125,22 @@ class _Slot(NamedTuple):
     offset: int
 
 
-class Template:
+class MessageTemplate:
     """A shape's message with the offsets its fields are patched at, and ``line``: a pattern
     that matches exactly the lines of this shape, capturing their field tokens (one regex
     match is cheaper than splitting a line and looking its shape up)."""
 
-    __slots__ = ("msg_type", "flags", "body", "slots", "line")
+    __slots__ = ("msg_type", "flags", "body", "slots", "line", "undo")
 
     def __init__(self, shape: tuple[str, ...], msg_type: int, flags: int, body: bytes,
                  slots: tuple[_Slot, ...]) -> None:
         self.msg_type, self.flags, self.body, self.slots = msg_type, flags, body, slots
+        self.undo = undo_of(Message(msg_type, flags, body))
         fields = "".join(re.escape(f" {shape[i]} ") + _VALUE + re.escape(shape[i + 1])
                          for i in range(1, len(shape), 2))
         self.line = re.compile(re.escape(shape[0]) + fields)
 
-    def fill(self, tokens: list[str] | tuple[str, ...]) -> Encoded | None:
+    def fill(self, tokens: list[str] | tuple[str, ...]) -> Message | None:
         """The message for these field tokens; None if a token must go to the parser."""
         body = bytearray(self.body)
         for token, value, pack_into, offset in self.slots:
@@ -150,7 +148,7 @@ class Template:
             if number is None:
                 return None
             pack_into(body, offset, number)
-        return (self.msg_type, self.flags, body)
+        return _new_tuple(Message, (self.msg_type, self.flags, body, self.undo))  # no Python frame
 
 
 #: Shapes the probes refused: they stay on the full parser.
@@ -158,78 +156,96 @@ _UNTEMPLATABLE = object()
 
 
 class TemplateReader:
-    """``(line, rule-or-message)`` per command of a batch, templates applied where they fit.
-
-    Yields what :func:`.parse.parse_batch` yields — a rule, or an InputError naming NAME:LINE —
-    except that a line filled from a template yields its :data:`Encoded` message, equal byte
-    for byte to its rule's ``message()``.
+    """``(line, Parsed)`` per command of a batch: the line's encoded :class:`~.message.Message`
+    (from a template where one fits, else from the parser and the rule's ``message()`` — the
+    same bytes), or a :class:`~.message.LineError` naming NAME:LINE when the line is bad or
+    names something that does not exist (a device, a pinned program).
     """
 
     def __init__(self, resolve: Resolver) -> None:
         self._resolve = resolve
-        self._templates: dict[tuple[str, ...], Template | object] = {}
+        self._templates: dict[tuple[str, ...], MessageTemplate | object] = {}
         self._seen: set[tuple[str, ...]] = set()
+        #: Lines filled from a template so far (the rest went through the parser).
+        self.filled = 0
 
-    def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, object]]:
+    def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, Parsed]]:
         templates, split = self._templates, _FIELDS.split
         last = None  # the template of the last filled line: files repeat one shape in runs
-        for number, text in read_commands(stream):
-            if text is not None:
-                if last is not None:
-                    found = last.line.fullmatch(text)
-                    if found is not None:
-                        message = last.fill(found.groups())
-                        if message is not None:
-                            yield number, message
-                            continue
-                parts = split(text)
-                tokens = parts[2::3]
-                del parts[2::3]
-                shape = tuple(parts)
-                template = templates.get(shape)
-                if template is not None:
-                    if template is not _UNTEMPLATABLE:
-                        message = template.fill(tokens)
-                        if message is not None:
-                            last = template
-                            yield number, message
-                            continue
-                else:
-                    yield number, self._first_lines(shape, tokens, number, text, name)
-                    continue
-            yield number, parse_numbered(number, text, name)
+        filled = 0  # counted locally and published when reading ends: this is the hot loop
+        try:
+            for number, text in read_commands(stream):
+                if text is not None:
+                    if last is not None:
+                        found = last.line.fullmatch(text)
+                        if found is not None:
+                            message = last.fill(found.groups())
+                            if message is not None:
+                                filled += 1
+                                yield number, message
+                                continue
+                    parts = split(text)
+                    tokens = parts[2::3]
+                    del parts[2::3]
+                    shape = tuple(parts)
+                    template = templates.get(shape)
+                    if template is not None:
+                        if template is not _UNTEMPLATABLE:
+                            message = template.fill(tokens)
+                            if message is not None:
+                                last = template
+                                filled += 1
+                                yield number, message
+                                continue
+                    else:
+                        yield number, self._first_lines(shape, tokens, number, text, name)
+                        continue
+                yield number, self._parsed(number, text, name)
+        finally:
+            self.filled += filled
+
+    def _parsed(self, number: int, text: str | None, name: str) -> Parsed:
+        """The full parser and encoder for one line."""
+        rule = parse_numbered(number, text, name)
+        return rule if rule.__class__ is LineError else encode_rule(rule, self._resolve, name, number)
 
     def _first_lines(self, shape: tuple[str, ...], tokens: list[str], number: int, text: str,
-                     name: str):
+                     name: str) -> Parsed:
         """A shape without a template yet: parse; on its second line, build the template."""
-        rule = parse_numbered(number, text, name)
-        if isinstance(rule, BpfBatchError):
-            return rule
+        message = self._parsed(number, text, name)
+        if message.__class__ is LineError:
+            return message
         if shape not in self._seen:
             if len(self._seen) >= MAX_SEEN:
                 self._seen.clear()
             self._seen.add(shape)
-            return rule
+            return message
         if len(self._templates) >= MAX_SHAPES:
-            return rule
-        try:
-            message = rule.message(self._resolve)
-        except BpfBatchError:
-            return rule  # the sender reports it, as for any rule
+            return message
         forms = [_form_of(shape[1 + 2 * i], token) for i, token in enumerate(tokens)]
         if None in forms:
-            return rule  # a value the parser must judge: try again on a later line
+            return message  # a value the parser must judge: try again on a later line
         self._seen.discard(shape)
         quoted = any('"' in part or "'" in part for part in shape)
         template = None if quoted else _build(shape, tokens, forms, message, self._encode)
         self._templates[shape] = _UNTEMPLATABLE if template is None else template
-        return rule
+        return message
 
-    def _encode(self, text: str) -> tuple[int, int, bytes] | None:
+    def _encode(self, text: str) -> Message | None:
         try:
             return parse_command(text).message(self._resolve)
         except (CommandError, BpfBatchError):
             return None
+
+
+def encode_rule(rule, resolve: Resolver, source: str, line: int) -> Parsed:
+    """``rule.message()``, or the :class:`~.message.LineError` its encoding raised (a device or
+    program that does not exist), naming ``source:line``."""
+    try:
+        return Message(*rule.message(resolve))
+    except BpfBatchError as exc:
+        exc.obj = f"{source}:{line}"
+        return LineError(exc)
 
 
 def _form_of(keyword: str, token: str) -> _Form | None:
@@ -245,9 +261,9 @@ def _text(shape: tuple[str, ...], tokens: list[str]) -> str:
 
 
 def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
-           message: tuple[int, int, bytes], encode: Callable[[str], tuple | None]) -> Template | None:
+           message: Message, encode: Callable[[str], Message | None]) -> MessageTemplate | None:
     """Locate every field by probing (see the module docs); None when any field is ambiguous."""
-    msg_type, flags, body = message
+    msg_type, flags, body = message[:3]
     slots = []
     for i, form in enumerate(forms):
         value = _masked(form.value, shape[2 + 2 * i]) if form is _ADDRESS else form.value
@@ -262,7 +278,7 @@ def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
             return None
         layout, offset = place
         slots.append(_Slot(i, value, layout.pack_into, offset))
-    template = Template(shape, msg_type, flags, bytes(body), tuple(slots))
+    template = MessageTemplate(shape, msg_type, flags, bytes(body), tuple(slots))
     together = [form.probes[0] for form in forms]
     expected = template.fill(together)
     reply = encode(_text(shape, together))

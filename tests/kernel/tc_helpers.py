@@ -78,19 +78,24 @@ def captured_messages(argv: list[str]) -> list[bytes]:
 
 
 NLM_F_ACK = 0x4
+NLM_F_ECHO = 0x8
 
 
 def masked(message: bytes) -> bytes:
-    """Sequence number and port id zeroed, and NLM_F_ACK cleared: bpfbatch asks for an ACK
-    only on the last message of each sendmsg, tc on every one."""
-    flags = struct.unpack_from("=H", message, 6)[0] & ~NLM_F_ACK
+    """Sequence number and port id zeroed, NLM_F_ACK and NLM_F_ECHO cleared: bpfbatch asks for
+    an ACK only on the last message of each sendmsg (tc on every one), and for an echo of a
+    filter add whose handle the kernel picks (to undo it exactly should an earlier line fail)."""
+    flags = struct.unpack_from("=H", message, 6)[0] & ~(NLM_F_ACK | NLM_F_ECHO)
     return message[:6] + struct.pack("=H", flags) + b"\0" * 8 + message[16:]
 
 
 # --- state -------------------------------------------------------------------------------------
 
+#: Left out of state comparisons: counters, timestamps, reference counts, hardware flags, and
+#: BPF program ids (each run loads its own program; its name and tag are compared).
 _VOLATILE = {"stats", "tm", "ref", "bind", "installed", "last_used", "expires", "first_used",
-             "not_in_hw", "in_hw", "in_hw_count", "hw_stats", "used_hw_stats", "direct_packets_stat"}
+             "not_in_hw", "in_hw", "in_hw_count", "hw_stats", "used_hw_stats", "direct_packets_stat",
+             "id"}
 
 
 def _scrub(value):
@@ -155,3 +160,30 @@ def pinned_program() -> Iterator[str]:
             yield path
         finally:
             run(["umount", mountpoint], check=False)
+
+
+# --- the drop-in comparison ----------------------------------------------------------------------
+
+FAILED_LINE = re.compile(r"^Command failed .*:(\d+)$", re.M)
+#: What a batch leaves, as ``tc -j`` shows it (see _VOLATILE for the fields left out).
+STATE_QUERIES = (["actions", "list", "action", "mirred"], ["actions", "list", "action", "gact"],
+                 ["qdisc", "show", "dev", "vethA"], ["filter", "show", "dev", "vethA", "ingress"],
+                 ["class", "show", "dev", "vethA"])
+
+
+def failed_lines(stderr: str) -> list[int]:
+    return [int(n) for n in FAILED_LINE.findall(stderr)]
+
+
+def side_by_side(batch: Path, tc_options: tuple[str, ...] = (), ours: tuple[str, ...] = (),
+                 setup: list[list[str]] = ()) -> tuple[subprocess.CompletedProcess, dict,
+                                                       subprocess.CompletedProcess, dict]:
+    """``tc [tc_options] -b batch`` and ``bpfbatch tc -b batch [tc_options] [ours]``, each in a
+    fresh namespace after the same ``setup`` tc commands: (tc's run, its state, ours, our state)."""
+    with veth_netns() as ns_tc, veth_netns() as ns_ours:
+        for ns in (ns_tc, ns_ours):
+            for command in setup:  # as tdc's setup: some are allowed to fail (gact is absent)
+                run(["ip", "netns", "exec", ns, "tc", *command], check=False)
+        theirs = tc_batch(ns_tc, batch, *tc_options)
+        mine = bpfbatch_tc(ns_ours, batch, *tc_options, *ours)
+        return theirs, tc_state(ns_tc, *STATE_QUERIES), mine, tc_state(ns_ours, *STATE_QUERIES)

@@ -28,6 +28,9 @@ class change dev vethB parent 1:1 classid 1:10 htb rate 700kbit ceil 1gbit
 class replace dev vethB parent 1:1 classid 1:30 htb rate 40gbit
 class add dev vethB parent 1:1 classid 1:40 htb rate 1000000 ceil 2mibit
 class del dev vethB classid 1:30
+class add dev vethB parent 1:1 classid 1:50 htb rate 20kbit burst 1000 cburst 2kb mtu 2048 mpu 64
+class add dev vethB parent 1:1 classid 1:51 htb rate 20Kbit cburst 2000
+qdisc add dev vethA root handle 3: htb direct_qlen 1024
 qdisc replace dev vethA ingress
 filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action mirred egress redirect dev vethB
 filter add dev vethA ingress protocol ip prio 1 handle 1: u32 divisor 256
@@ -41,11 +44,23 @@ filter replace dev vethA ingress protocol ip prio 1 handle 1:1:2 u32 ht 1:1: mat
 filter del dev vethA ingress protocol ip prio 1 handle 1:1:2 u32
 filter add dev vethA ingress protocol all prio 7 u32 match u32 0 0 action continue
 filter add dev vethA ingress prio 8 protocol ip u32 match ip tos 0x10 0xff action pipe action reclassify action ok
+filter add dev vethA ingress protocol ip prio 10 u32 match u16 0x10 0xffff at 2 match u8 6 0xff at 9
+filter add dev vethA ingress protocol ip prio 10 u32 match tcp src 22 FFFF match udp dst 53 0xffff classid 1:3
+filter add dev vethA ingress protocol ip prio 10 u32 match u32 0x1 0xff at nexthdr+4 match icmp type 8 0xff
+filter add dev vethA ingress protocol ip prio 10 u32 match ip dst 10.1.0.0/255.255.0.0 match ip ihl 5 0xf
+filter add dev vethA ingress prio 11 u32 ht 800: sample u32 0x10203040 ff00f0 match u8 0 0 classid 1:1
+filter add dev vethA ingress prio 11 u32 ht 800: sample ip dst 10.0.0.7 divisor 16 match u8 0 0 flowid 1:1
+filter add dev vethA ingress protocol ip prio 12 u32 match ip src 127.0.0.1/32 indev vethB flowid 1:1 action drop
 filter add dev vethA ingress prio 9 protocol ip u32 match u32 0x0a000000 0xff000000 at 12 skip_sw action mirred egress redirect dev vethB pass
 filter add dev vethB egress bpf da pinned PROG
 filter add dev vethA ingress prio 4 protocol ip handle 7 bpf object-pinned PROG classid 1:2
 filter add dev vethA ingress bpf pinned PROG action mirred egress redirect dev vethB
 filter add dev vethA ingress matchall action drop
+filter add dev vethA ingress prio 13 bpf da
+filter add dev vethA parent ffff: handle 1 protocol ip prio 100 bpf bytecode '4,40 0 0 12,21 0 1 2048,6 0 0 262144,6 0 0 0' classid 1:1
+filter add dev vethA parent ffff: handle 2 protocol IP prio 100 chain 7 bpf bytecode '1,6 0 0 0' skip_sw da
+filter del dev vethA ingress prio 4 protocol 802.1Q handle 7 bpf
+qdisc add dev vethB parent 1:1 handle 10:0 htb
 filter add dev vethA ingress prio 5 matchall skip_sw action mirred egress redirect dev vethB
 filter add dev vethA prio 1 protocol ip ingress handle 1  flower skip_hw src_mac e4:11:00:00:00:00 dst_mac e4:12:00:00:00:00 action drop 
 filter add dev vethA prio 1 protocol ip ingress handle 2  flower skip_hw src_mac e4:11:00:00:00:01 dst_mac e4:12:00:00:00:01 action drop index 1
@@ -58,6 +73,13 @@ actions add action mirred egress redirect dev vethB index 9 no_percpu
 actions change action mirred egress mirror dev vethB index 9
 actions replace action mirred ingress redirect dev vethB index 9
 actions del action mirred index 9
+actions add action mirred egress mirror index 11 dev vethB
+actions add action mirred ingress mirror dev vethB jump 10 index 12
+actions add action mirred ingress mirror dev vethB reclassify cookie aa11bb22cc33dd44ee55
+actions add action mirred egress redirect dev vethB index 13 cookie 0102 no_percpu
+actions add action mirred ingress mirror dev vethB goto chain 42 index 14
+actions add action mirred index 15
+actions add action mirred egress redirect index 16 dev vethB action pipe
 actions add action mirred egress redirect dev vethB index 10 action mirred egress redirect dev vethB index 11
 qdisc del dev vethB clsact
 qdisc del dev vethA ingress

@@ -22,9 +22,16 @@ def test_bad_first_line_from_stdin_is_refused_like_tc():
     done = _bpfbatch("tc", "-b", "-", stdin="# rules\nfilter add dev lo ingress fw classid 1:1\n")
     assert done.returncode == 1
     lines = done.stderr.splitlines()
-    assert lines[:2] == ["unsupported filter option or classifier 'fw'", "Command failed -:2"]
-    assert lines[-1].startswith("bpfbatch: error: -: 1 of 1 commands failed (first at line 2: ")
-    assert "not sent: every command after line 2" in lines[-1]
+    assert lines == ["unsupported filter option or classifier 'fw'", "Command failed -:2"]
+
+
+def test_iproute2_single_dash_options_are_accepted():
+    from bpfbatch.cli.tc import iproute2_argv
+
+    assert iproute2_argv(["-force", "-batch", "f", "-netns", "x", "-j", "-b", "g", "-fo", "-ba"]) == \
+        ["--force", "--batch", "f", "--netns", "x", "-j", "-b", "g", "--force", "--batch"]
+    done = _bpfbatch("tc", "-force", "-batch", "-", stdin="filter add dev lo ingress fw\n")
+    assert done.returncode == 1 and done.stderr.endswith("Command failed -:1\n")
 
 
 def test_batch_bytes_below_minimum_is_a_usage_error(tmp_path):

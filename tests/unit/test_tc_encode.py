@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bpfbatch.errors import NotFoundError
+
+from bpfbatch.errors import InputError, NotFoundError
 from bpfbatch.tc import specs as S
 from bpfbatch.tc.encoding import Attr, encode, nest, strz, u32
 from bpfbatch.tc.parse import parse_command
@@ -143,7 +144,7 @@ def test_bpf_by_fd_and_name(devices):
 
 
 def test_actions_message_limit():
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError):  # the project's error, not a bare ValueError
         Actions("add", tuple(Mirred("egress", "redirect", 2, index=i) for i in range(1, 34)))
 
 

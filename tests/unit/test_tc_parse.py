@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from bpfbatch.errors import InputError
+from bpfbatch.tc.message import LineError
 from bpfbatch.tc import specs as S
 from bpfbatch.tc.parse import (parse_batch, parse_classid, parse_command, parse_u32_handle,
                                read_commands, split_words)
@@ -43,7 +44,7 @@ def test_missing_continuation_line():
     assert list(read_commands(["actions add action pass\n", "actions add \\\n"])) == \
         [(1, "actions add action pass\n"), (2, None)]
     (_, first), (_, second) = parse_batch(["actions add action pass\n", "actions add \\\n"], "f.tc")
-    assert str(second) == "f.tc:2: missing continuation line"
+    assert str(second.error) == "f.tc:2: Missing continuation line"  # tc's words
 
 
 def test_quoted_words():
@@ -102,8 +103,15 @@ def test_u32_keys_on_one_word_merge_like_tc():
 def test_actions_commands():
     assert parse_command("actions del action mirred index 9 action gact index 2") == \
         Actions("del", (ActionRef("mirred", 9), ActionRef("gact", 2)))
-    assert parse_command("action change action mirred ingress mirror dev b index 4 pipe") == \
+    # tc's mirror takes its verdict right after the device; after the index it is a new action
+    assert parse_command("action change action mirred ingress mirror dev b pipe index 4") == \
         Actions("change", (Mirred("ingress", "mirror", "b", 4, verdict="pipe"),))
+    assert parse_command("action change action mirred ingress mirror dev b index 4 pipe").actions == \
+        (Mirred("ingress", "mirror", "b", 4), Gact("pipe"))
+    assert parse_command("actions add action mirred ingress mirror dev b jump 10 index 9").actions == \
+        (Mirred("ingress", "mirror", "b", 9, verdict="jump 10"),)
+    assert parse_command("actions add action mirred egress mirror index 1 dev b cookie a1b2").actions == \
+        (Mirred("egress", "mirror", "b", 1, cookie=b"\xa1\xb2"),)
     # as in tc, a verdict right after a redirect starts a new (gact) action
     assert parse_command("actions add action mirred egress redirect dev b pass").actions == \
         (Mirred("egress", "redirect", "b"), Gact("pass"))
@@ -121,27 +129,26 @@ def test_tdc_batch_lines():
     ("chain add dev a", "unsupported command 'chain'"),
     ("monitor", "unsupported command 'monitor'"),
     ("filter get dev a ingress u32", "unsupported command 'get'"),
-    ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", "unsupported u32 option 'police'"),
-    ("filter add dev a ingress u32 match ip6 dst ::1", "unsupported match 'ip6'"),
+    ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", 'What is "police"? Usage: ... u32'),
+    ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress fw", "unsupported filter option or classifier 'fw'"),
     ("filter add dev a ingress matchall action skbedit mark 1", "unsupported action 'skbedit'"),
-    ("filter add dev a ingress bpf obj prog.o", "unsupported bpf option 'obj'"),
-    ("filter add dev a ingress bpf da", "bpf needs 'pinned PATH'"),
-    ("filter add dev a ingress prio x u32", "bad prio 'x'"),
-    ("filter add dev a ingress u32 divisor 3", "bad divisor '3'"),
-    ("filter add dev a ingress handle 1:2:1000 u32", "bad filter handle '1:2:1000'"),
-    ("filter add dev a ingress u32 match ip sport 80", "missing sport mask"),
-    ("filter add dev a ingress u32 match ip dst 1.2.3.4/33", "bad ip dst"),
+    ("filter add dev a ingress bpf bytecode '2,6 0 0 0'", "Error parsing bytecode"),
+    ("filter add dev a ingress prio x u32", 'Error: argument "x" is wrong: invalid priority value'),
+    ("filter add dev a ingress u32 divisor 3", 'Illegal "divisor"'),
+    ("filter add dev a ingress handle 1:2:1000 u32", "Illegal filter ID"),
+    ("filter add dev a ingress u32 match ip sport 80", 'Illegal "match"'),
+    ("filter add dev a ingress u32 match ip dst 1.2.3.4/33", 'Illegal "match"'),
     ("filter add dev a ingress flower src_mac e4:11", "bad MAC address 'e4:11'"),
-    ("actions add action mirred sideways redirect dev b", "bad mirred direction 'sideways'"),
-    ("actions add action mirred egress redirect index 3", "mirred needs 'dev DEV'"),
-    ("actions add action gact frobnicate", "bad gact verdict 'frobnicate'"),
+    ("actions add action mirred sideways redirect dev b", "mirred option not supported sideways "
+     "bad action parsing parse_action: bad value (5:mirred)! Illegal \"action\""),
+    ("actions add action mirred egress redirect index 3", 'Command line is not complete.'),
+    ("actions add action gact frobnicate", "Bad action type frobnicate"),
     ("actions del action mirred 9", "expected 'index', got '9'"),
-    ("qdisc add dev a root handle 1: htb default 10 direct_qlen 5", "unsupported htb option 'direct_qlen'"),
     ("qdisc add ingress", "missing 'dev DEV'"),
     ("class add dev a parent 1: classid 1:1 htb ceil 1mbit", "htb class needs 'rate RATE'"),
     ("class add dev a parent 1: classid 1:1 htb rate 1furlong", "bad rate '1furlong'"),
-    ("class add dev a parent 1: classid 1:1 htb rate 1mbit burst 15k", "unsupported htb class option 'burst'"),
+    ("class add dev a parent 1: classid 1:1 htb rate 1mbit burst 15furlongs", 'Illegal "burst"'),
     ("class add dev a parent 1: htb rate 1mbit", "missing 'classid ID'"),
     ("qdisc add dev a root sfq", "unsupported qdisc option or kind 'sfq'"),
     ("actions add 'unterminated", "unterminated quoted string"),
@@ -151,8 +158,8 @@ def test_errors_name_file_line_and_token(line, message):
     assert len(results) == 1
     number, error = results[0]
     assert number == 3
-    assert isinstance(error, InputError)
-    assert str(error).startswith(f"rules.tc:3: {message}")
+    assert isinstance(error, LineError) and isinstance(error.error, InputError)
+    assert str(error.error).startswith(f"rules.tc:3: {message}")
 
 
 def test_streaming_keeps_memory_bounded():

@@ -5,14 +5,16 @@ error through both paths."""
 from __future__ import annotations
 
 import pytest
+
 from hypothesis import given, settings, strategies as st
 
-from bpfbatch.errors import BpfBatchError, NotFoundError
+from bpfbatch.errors import BpfBatchError, InputError, NotFoundError
 from bpfbatch.tc import templates
 from bpfbatch.tc.parse import parse_batch
 from bpfbatch.tc.resolve import Resolver
 from bpfbatch.tc.rules import Actions, Gact, Mirred, action_nests, join_actions
-from bpfbatch.tc.templates import TemplateReader
+from bpfbatch.tc.message import LineError
+from bpfbatch.tc.templates import TemplateReader, encode_rule
 
 
 class FixedDevices(Resolver):
@@ -38,10 +40,10 @@ def devices():
 
 def _outcome(item, resolve):
     """What the sender would make of one reader item: (type, flags, bytes) or the error text."""
-    if isinstance(item, BpfBatchError):
-        return ("error", type(item).__name__, str(item))
+    if isinstance(item, LineError):
+        return ("error", type(item.error).__name__, str(item.error))
     try:
-        msg_type, flags, body = item if isinstance(item, tuple) else item.message(resolve)
+        msg_type, flags, body = (item if isinstance(item, tuple) else item.message(resolve))[:3]
     except BpfBatchError as exc:
         return ("error", type(exc).__name__, str(exc))
     return (msg_type, flags, bytes(body))
@@ -49,10 +51,12 @@ def _outcome(item, resolve):
 
 def _both_paths(lines: list[str], resolve) -> tuple[list, list, int]:
     """(fast outcomes, full-parser outcomes, how many lines came from templates)."""
-    fast = list(TemplateReader(resolve).read(lines, "t.tc"))
-    full = list(parse_batch(lines, "t.tc"))
+    reader = TemplateReader(resolve)
+    fast = list(reader.read(lines, "t.tc"))
+    full = [(n, r if isinstance(r, LineError) else encode_rule(r, resolve, "t.tc", n))
+            for n, r in parse_batch(lines, "t.tc")]
     assert [n for n, _ in fast] == [n for n, _ in full]
-    filled = sum(isinstance(item, tuple) for _, item in fast)
+    filled = reader.filled
     return [_outcome(i, resolve) for _, i in fast], [_outcome(i, resolve) for _, i in full], filled
 
 
@@ -138,7 +142,7 @@ def test_join_actions_equals_one_message_of_all_actions(devices):
     whole = Actions("add", tuple(actions)).message(devices)[2]
     assert join_actions([n for body in bodies for n in action_nests(body)]) == whole
     assert len(action_nests(whole)) == 4
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError):
         join_actions(action_nests(whole) * 9)
 
 

@@ -1,0 +1,172 @@
+"""One encoded rtnetlink request, what the reader yields in its place when a line is bad, and
+how the effect of a request can be taken back exactly.
+
+The sender batches many requests per ``sendmsg``; without ``force`` a failure at line k must
+leave the kernel as ``tc -b`` leaves it — lines 1..k-1 applied, nothing after. Requests after
+k in the same ``sendmsg`` have already been processed, so each may travel there only if its
+effect can be undone exactly. :func:`undo_of` decides that from the bytes alone (templates and
+rule objects produce the same bytes, so both get the same answer):
+
+* ``actions add`` whose every action carries an explicit index: delete those indexes.
+* ``filter add`` of a bpf/matchall/flower filter: delete that filter by its handle (if the add
+  created the classifier instance, deleting its only filter removes it again). When the line
+  leaves the handle or the priority to the kernel, the request asks for an echo
+  (``NLM_F_ECHO``) and the undo is built from the echoed header.
+* ``filter add`` of a u32 key node: as above, with one catch — deleting a u32 instance's last
+  key node destroys the instance *and its hash tables*. Such an add is undoable only when the
+  sender knows the instance keeps another key node (:class:`Undo` says which instance to ask
+  about; the sender tracks it).
+* everything else — replace, change, delete, qdisc and class requests, u32 hash tables —
+  cannot be undone exactly: it never travels behind another request that could fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import NamedTuple
+
+from ..errors import BpfBatchError
+from . import specs as S
+
+_TLV = struct.Struct("=HH")
+_U32 = struct.Struct("=I")
+_ADD = S.NLM_F_EXCL | S.NLM_F_CREATE
+_NESTED = 0x8000
+
+
+#: ``Message.undo`` when nobody has worked it out yet.
+UNKNOWN = object()
+
+
+class Message(NamedTuple):
+    """An encoded request: type, nlmsg flags (the sender adds REQUEST and ACK), body, and
+    ``undo`` when already known (a template works it out once for all its lines)."""
+
+    msg_type: int
+    flags: int
+    body: bytes | bytearray
+    undo: object = UNKNOWN
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LineError:
+    """A line the reader refused, in the place of its message. ``fatal``: tc would exit(-1)
+    on it (its usage/invarg paths), ending the whole batch even with ``-force``."""
+
+    error: BpfBatchError
+    fatal: bool = False
+
+
+#: What the batch reader yields per command: the message to send, or why there is none.
+Parsed = Message | LineError
+
+
+class Undo(NamedTuple):
+    """How to take a request back: fixed ``messages``, or (``echo``) a filter delete built from
+    the kernel's echo of the add; ``u32_instance`` (ifindex, parent, info) when the undo is exact
+    only while that u32 instance keeps another key node."""
+
+    messages: tuple[Message, ...] = ()
+    echo: bool = False
+    u32_instance: tuple[int, int, int] | None = None
+
+
+def attrs(data, offset: int, end: int):
+    """``(type, payload_offset, payload_end)`` of each attribute in ``data[offset:end]``."""
+    while offset + 4 <= end:
+        size, type_ = _TLV.unpack_from(data, offset)
+        if size < 4 or offset + size > end:
+            return
+        yield type_ & 0x3FFF, offset + 4, offset + size
+        offset += (size + 3) & ~3
+
+
+def _find(data, offset: int, end: int, wanted: int) -> tuple[int, int] | None:
+    return next(((start, stop) for type_, start, stop in attrs(data, offset, end) if type_ == wanted),
+                None)
+
+
+def _padded_tlv(data, span: tuple[int, int]) -> bytes:
+    """The whole attribute whose payload is ``span``, header and padding included."""
+    return bytes(data[span[0] - 4:span[0] - 4 + ((span[1] - span[0] + 7) & ~3)])
+
+
+def _strz(data, span: tuple[int, int] | None) -> str | None:
+    return None if span is None else bytes(data[span[0]:span[1]]).rstrip(b"\0").decode(errors="replace")
+
+
+def _action_refs(body) -> tuple[bytes, ...] | None:
+    """Per action of an actions message: a ``(KIND, INDEX)`` nest naming it; None if any
+    action leaves its index to the kernel."""
+    tab = _find(body, S.TCAMSG.size, len(body), S.TCA_ACT_TAB)
+    if tab is None:
+        return None
+    refs = []
+    for order, start, stop in attrs(body, *tab):
+        kind = _find(body, start, stop, S.ActAttr.KIND)
+        options = _find(body, start, stop, S.ActAttr.OPTIONS)
+        parms = options and _find(body, options[0], options[1], 2)  # TCA_{GACT,MIRRED}_PARMS
+        if kind is None or not parms or parms[1] - parms[0] < 4:
+            return None
+        index = _U32.unpack_from(body, parms[0])[0]
+        if index == 0:
+            return None
+        kind_tlv = _padded_tlv(body, kind)
+        refs.append(_TLV.pack(4 + len(kind_tlv) + 8, order) + kind_tlv
+                    + _TLV.pack(8, S.ActAttr.INDEX) + _U32.pack(index))
+    return tuple(refs) or None
+
+
+def known_undo(message: Message) -> Undo | None:
+    """``message.undo`` if known, else :func:`undo_of`. A template's answer holds for all its
+    lines: its fields (indexes, handles, priorities) are never zero, and zero is what decides;
+    its action undo messages carry the template's indexes, so :func:`undo_of` rebuilds them
+    when an undo is due."""
+    undo = message.undo
+    return undo_of(message) if undo is UNKNOWN else undo
+
+
+def undo_of(message: Message) -> Undo | None:
+    """How to undo ``message`` exactly, or None when it cannot be (see the module docs)."""
+    msg_type, flags, body = message[:3]
+    if flags != _ADD:
+        return None
+    if msg_type == S.Msg.NEWACTION:
+        refs = _action_refs(body)
+        if refs is None:
+            return None
+        tab = _TLV.pack(4 + sum(map(len, refs)), S.TCA_ACT_TAB) + b"".join(refs)
+        return Undo((Message(S.Msg.DELACTION, 0, S.TCAMSG.pack(0) + tab),))
+    if msg_type != S.Msg.NEWTFILTER:
+        return None
+    _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
+    kind = _find(body, S.TCMSG.size, len(body), S.TCA.KIND)
+    if kind is None:
+        return None
+    kind_name = _strz(body, kind)
+    echo = handle == 0 or info >> 16 == 0
+    u32_instance = None
+    if kind_name == "u32":
+        options = _find(body, S.TCMSG.size, len(body), S.TCA.OPTIONS)
+        if options is not None and _find(body, options[0], options[1], S.U32Attr.DIVISOR):
+            return None  # a hash table: deleting it may take the whole instance along
+        if info >> 16 == 0:
+            return None  # a new instance at a priority the kernel picks: nothing to track
+        u32_instance = (ifindex, parent, info)
+    elif kind_name not in ("bpf", "matchall", "flower"):
+        return None
+    if echo:
+        return Undo(echo=True, u32_instance=u32_instance)
+    return Undo((filter_delete(body[:S.TCMSG.size], body),), u32_instance=u32_instance)
+
+
+def filter_delete(header, request_body) -> Message:
+    """The request deleting the filter a ``tcmsg`` ``header`` names (ifindex, handle, parent,
+    info), in the chain and of the kind ``request_body`` (the add) carries."""
+    end = len(request_body)
+    chain = _find(request_body, S.TCMSG.size, end, S.TCA.CHAIN)
+    kind = _find(request_body, S.TCMSG.size, end, S.TCA.KIND)
+    return Message(S.Msg.DELTFILTER, 0, bytes(header[:S.TCMSG.size])
+                   + (_padded_tlv(request_body, chain) if chain else b"")
+                   + _padded_tlv(request_body, kind))

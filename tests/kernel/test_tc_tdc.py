@@ -1,0 +1,61 @@
+"""The kernel's own tc-testing (tdc) cases as an external suite: every case this kernel can run
+(``data/tdc_cases.json``, ids kept) goes through ``tc -b`` and ``bpfbatch tc -b`` in fresh
+network namespaces after the same setup, with and without ``-force``. Compared: exit status,
+``tc -j`` state (counters, timestamps, reference counts and kernel-assigned ids left out: see
+``tc_helpers._VOLATILE``) and stderr.
+
+Outcomes: *same* (status, state and stderr equal); *refused, tc also failing* (both fail with
+the same status and state, our wording of a parse error differs); anything else *differs* and
+fails the test. ``python tests/kernel/test_tc_tdc.py`` prints the tally."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tc_helpers import side_by_side
+
+DATA = Path(__file__).parent / "data" / "tdc_cases.json"
+CASES = [(source, case) for source, cases in json.loads(DATA.read_text())["files"].items()
+         for case in cases]
+
+
+def outcome(tmp_path: Path, case: dict, mode: tuple[str, ...]) -> tuple[str, str]:
+    """("same" | "refused" | "differs", what differs)."""
+    batch = tmp_path / f"tdc-{case['id']}.tc"
+    batch.write_text("".join(line + "\n" for line in case["batch"]))
+    setup = [line.split() for line in case["setup"]]
+    theirs, their_state, ours, our_state = side_by_side(batch, mode, setup=setup)
+    if our_state != their_state:
+        return "differs", f"state: tc {their_state} / ours {our_state}"
+    if ours.returncode != theirs.returncode:
+        return "differs", f"status: tc {theirs.returncode} / ours {ours.returncode}: {ours.stderr!r} vs {theirs.stderr!r}"
+    if ours.stderr == theirs.stderr:
+        return "same", ""
+    if theirs.returncode:
+        return "refused", f"tc: {theirs.stderr!r} / ours: {ours.stderr!r}"
+    return "differs", f"stderr: tc {theirs.stderr!r} / ours {ours.stderr!r}"
+
+
+@pytest.mark.parametrize("mode", [(), ("-force",)], ids=["stop", "force"])
+@pytest.mark.parametrize("source,case", CASES, ids=[f"{s.split('/')[-1][:-5]}-{c['id']}" for s, c in CASES])
+def test_tdc_case(tmp_path, source, case, mode):
+    kind, detail = outcome(tmp_path, case, mode)
+    assert kind != "differs", detail
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    for mode in ((), ("-force",)):
+        tally: dict[str, list[str]] = {"same": [], "refused": [], "differs": []}
+        with tempfile.TemporaryDirectory() as tmp:
+            for _source, case in CASES:
+                kind, detail = outcome(Path(tmp), case, mode)
+                tally[kind].append(case["id"])
+                if kind != "same":
+                    print(f"{case['id']} {kind}: {detail}", file=sys.stderr)
+        print(" ".join(mode) or "stop", json.dumps({k: len(v) for k, v in tally.items()}))
