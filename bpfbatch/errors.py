@@ -71,6 +71,18 @@ def errno_name(code: int) -> str:
     return _errno.errorcode.get(code, f"E{code}")
 
 
+def errno_code(name: str) -> int | None:
+    """The inverse of :func:`errno_name`: ``2`` for ``ENOENT``, ``None`` for a name it never
+    prints."""
+    if name == "ENOTSUPP":
+        return ENOTSUPP
+    for code, (libbpf_name, _) in _LIBBPF_ERRORS.items():
+        if libbpf_name == name:
+            return code
+    code = getattr(_errno, name, None)
+    return code if isinstance(code, int) and errno_name(code) == name else None
+
+
 def errno_meaning(code: int) -> str:
     """A short human meaning of ``code`` in this package's context."""
     if code in _LIBBPF_ERRORS:
