@@ -9,7 +9,8 @@ int (Prometheus then holds it as a float64, as every exporter does). Labels are 
 per distinct label bytes, not once per entry; two byte patterns a decoder prints alike are one
 series.
 
-Modes. ``read`` reports the map as it is. Read is not a snapshot (see the README): each bucket
+Modes. ``read`` reports the map as it is, the kernel copying the next batch while the current
+one is aggregated (:func:`~bpfbatch.map.cursor.read_ahead`). Read is not a snapshot (see the README): each bucket
 is read atomically, the map as a whole is not. ``drain`` takes every entry out with
 ``LOOKUP_AND_DELETE_BATCH`` through the library's drain (:func:`bpfbatch.map.whole.drain`,
 which puts back a batch the exporter did not take) and adds it into counters the exporter
@@ -36,7 +37,7 @@ import numpy as np
 from .._sys import abi
 from ..errors import BpfBatchError, InputError
 from ..map import whole
-from ..map.cursor import Batch, BatchCursor
+from ..map.cursor import Batch, BatchCursor, read_ahead
 from ..map.handle import Map
 from ..records.codec import map_codecs
 from .config import Config, MapRef, Metric
@@ -235,7 +236,7 @@ class MapSource:
     def _read(self, m: Map, aggregators: list[Aggregator], deadline: float):
         parts: list[list[_Part]] = [[] for _ in aggregators]
         entries = 0
-        for batch in BatchCursor(m, batch_size=self.batch_size):
+        for batch in read_ahead(BatchCursor(m, batch_size=self.batch_size)):
             keys, values = _rows(batch, m.info)
             for agg, acc in zip(aggregators, parts):
                 acc.append(agg.part(keys, values))
