@@ -261,19 +261,21 @@ class MapSource:
             for agg, series in zip(aggregators, merged):  # nothing below can fail
                 self._accumulate(agg.b.metric, series)
 
-        self.overflow_series = {metric.name: 0 for metric in self.metrics}
+        self._refused: dict[str, set] = {metric.name: set() for metric in self.metrics}
         drained = 0
         try:
             drained = whole.drain(m, take, batch_size=self.batch_size).delivered
         except BudgetSpent:
             pass  # what was taken is counted; the rest waits for the next scrape
+        finally:
+            self.overflow_series = {name: len(refused) for name, refused in self._refused.items()}
         return drained
 
     def _accumulate(self, metric: Metric, series: dict) -> None:
         totals = self.totals[metric.name]
         for labels, value in series.items():
             if labels not in totals and len(totals) >= metric.max_series:
-                self.overflow_series[metric.name] += 1
+                self._refused[metric.name].add(labels)
                 self.overflow[metric.name] += value if isinstance(value, int) else \
                     sum(value.values())
                 continue

@@ -15,7 +15,6 @@ import time
 from collections import Counter, defaultdict
 
 import numpy as np
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -28,25 +27,6 @@ from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map.handle import Map
 
 TAG = f"{os.getpid()}"
-
-
-@pytest.fixture
-def pins():
-    """Pin paths under /sys/fs/bpf unique to this test run, removed at the end."""
-    made = []
-
-    def pin(m: Map, what: str) -> str:
-        path = f"/sys/fs/bpf/bbexp_{what}_{TAG}"
-        if os.path.exists(path):
-            os.unlink(path)
-        m.pin(path)
-        made.append(path)
-        return path
-
-    yield pin
-    for path in made:
-        if os.path.exists(path):
-            os.unlink(path)
 
 
 def scrape(exporter: server.Exporter) -> dict[str, dict[tuple, float]]:
@@ -112,14 +92,19 @@ value = "packets"
     assert got["bpfbatch_export_map_errors_total"] == {(("map", pin),): 0.0}
 
 
+def _typed_map(map_type: MapType, what: str, key, value, max_entries: int = 256) -> Map:
+    """A map whose key and value types ``key(b)`` / ``value(b)`` build with a BtfBuilder."""
+    with BtfBuilder() as b:
+        key_id, value_id = key(b), value(b)
+        return Map.create(map_type, b.layout(key_id)[0], b.layout(value_id)[0], max_entries,
+                          name=f"bbexp{what}{TAG}"[:15], btf_fd=b.load(),
+                          btf_key_type_id=key_id, btf_value_type_id=value_id)
+
+
 def _percpu_counts():
-    """An LRU per-CPU hash ``__u32 ifindex → __u64`` with BTF."""
-    b = BtfBuilder()
-    u32, u64 = b.integer("__u32", 4), b.integer("__u64", 8)
-    m = Map.create(MapType.LRU_PERCPU_HASH, 4, 8, 64, name=f"bbexpc{TAG}"[:15],
-                   btf_fd=b.load(), btf_key_type_id=u32, btf_value_type_id=u64)
-    b.close()
-    return m
+    """An LRU per-CPU hash ``__u32 ifindex → __u64``."""
+    return _typed_map(MapType.LRU_PERCPU_HASH, "c", lambda b: b.integer("__u32", 4),
+                      lambda b: b.integer("__u64", 8), 64)
 
 
 def test_per_cpu_values_are_summed_and_decoders_label(pins):
@@ -148,13 +133,10 @@ labels = [{{ name = "dev", field = "key", decoder = "ifname" }},
 
 def _latency_map():
     """``struct {__u32 disk; __u32 slot;} → __u64`` — a bcc-style log2 histogram."""
-    b = BtfBuilder()
-    u32, u64 = b.integer("__u32", 4), b.integer("__u64", 8)
-    key = b.struct("hist_key", [("disk", u32), ("slot", u32)])
-    m = Map.create(MapType.HASH, 8, 8, 256, name=f"bbexph{TAG}"[:15], btf_fd=b.load(),
-                   btf_key_type_id=key, btf_value_type_id=u64)
-    b.close()
-    return m
+    def key(b):
+        u32 = b.integer("__u32", 4)
+        return b.struct("hist_key", [("disk", u32), ("slot", u32)])
+    return _typed_map(MapType.HASH, "h", key, lambda b: b.integer("__u64", 8))
 
 
 def test_log2_histogram_is_cumulative_with_inf_and_count(pins):
@@ -259,7 +241,7 @@ def test_a_map_recreated_between_scrapes_is_picked_up(pins):
 [[metric]]
 name = "per_disk"
 type = "gauge"
-map = {{ pinned = "/sys/fs/bpf/bbexp_reload_{TAG}" }}
+map = {{ pinned = "/sys/fs/bpf/bbtest_reload_{TAG}" }}
 labels = [{{ name = "disk", field = "key.disk" }}]
 """)
     with _latency_map() as m:
@@ -267,14 +249,14 @@ labels = [{{ name = "disk", field = "key.disk" }}]
         pins(m, "reload")
         first = scrape(ex)
         first_id = m.info.id
-    os.unlink(f"/sys/fs/bpf/bbexp_reload_{TAG}")
+    os.unlink(f"/sys/fs/bpf/bbtest_reload_{TAG}")
     gone = scrape(ex)  # no map: left out of this scrape, counted
     with _latency_map() as m:
         m.update_items([({"disk": 2, "slot": 0}, 9)])
         pins(m, "reload")
         second = scrape(ex)
         second_id = m.info.id
-    pin = f"/sys/fs/bpf/bbexp_reload_{TAG}"
+    pin = f"/sys/fs/bpf/bbtest_reload_{TAG}"
     assert first["per_disk"] == {(("disk", "1"),): 5}
     assert "per_disk" not in gone
     assert gone["bpfbatch_export_map_errors_total"] == {(("map", pin),): 1}

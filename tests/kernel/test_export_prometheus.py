@@ -97,26 +97,10 @@ class Prometheus:
         self.proc.wait(timeout=30)
 
 
-@pytest.fixture
-def pinned():
-    paths = []
-
-    def pin(m: Map, what: str) -> str:
-        path = f"/sys/fs/bpf/bbprom_{what}_{TAG}"
-        m.pin(path)
-        paths.append(path)
-        return path
-
-    yield pin
-    for path in paths:
-        if os.path.exists(path):
-            os.unlink(path)
-
-
-def test_prometheus_sees_what_the_map_holds(tmp_path, pinned):
+def test_prometheus_sees_what_the_map_holds(tmp_path, pins):
     with create_flow_table(20_000, name=f"bbprom{TAG}") as m:
         fill_flow_table(m, 20_000, seed=3)
-        pin = pinned(m, "flows")
+        pin = pins(m, "flows")
         conf = tmp_path / "export.toml"
         conf.write_text(f"""
 [[metric]]
@@ -159,13 +143,13 @@ labels = [{{ name = "proto", field = "key.proto", values = {{ 6 = "tcp", 17 = "u
     assert entries == {(("map", pin),): 20_000.0}
 
 
-def test_drain_counter_in_prometheus_equals_the_writers_total(tmp_path, pinned):
+def test_drain_counter_in_prometheus_equals_the_writers_total(tmp_path, pins):
     b = BtfBuilder()
     u32, u64 = b.integer("__u32", 4), b.integer("__u64", 8)
     with Map.create(MapType.HASH, 4, 8, 4096, name=f"bbpromd{TAG}"[:15], btf_fd=b.load(),
                     btf_key_type_id=u32, btf_value_type_id=u64) as m:
         b.close()
-        pin = pinned(m, "drain")
+        pin = pins(m, "drain")
         conf = tmp_path / "drain.toml"
         conf.write_text(f'[[metric]]\nname = "events_total"\ntype = "counter"\n'
                         f'mode = "drain"\nmap = {{ pinned = "{pin}" }}\n')
