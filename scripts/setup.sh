@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
     libbpf1 libbpf-dev bpftool clang-16 llvm-16 make gcc libc6-dev
     iproute2 strace python3 python3-venv python3-pip python3-bpfcc linux-headers-amd64
+    prometheus
 )
 
 missing=()

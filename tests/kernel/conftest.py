@@ -23,3 +23,26 @@ def maps():
     yield make
     for m in created:
         m.close()
+
+
+@pytest.fixture
+def pins():
+    """``pin(map, what)`` pins ``map`` at ``/sys/fs/bpf/bbtest_<what>_<pid>`` (unique to this
+    run: other engineers' tests run at the same time) and returns the path; every pin is
+    removed when the test ends."""
+    import os
+
+    made = []
+
+    def pin(m: Map, what: str) -> str:
+        path = f"/sys/fs/bpf/bbtest_{what}_{os.getpid()}"
+        if os.path.exists(path):
+            os.unlink(path)
+        m.pin(path)
+        made.append(path)
+        return path
+
+    yield pin
+    for path in made:
+        if os.path.exists(path):
+            os.unlink(path)

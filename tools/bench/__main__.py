@@ -7,7 +7,7 @@ import sys
 
 import tools.bench as package
 
-_NOT_SUITES = {"harness", "__main__"}
+_NOT_SUITES = {"harness", "refresher", "__main__"}  # helpers, not suites
 
 
 def _suites() -> list[str]:

@@ -1,0 +1,214 @@
+"""The Prometheus side: a collector that runs one scrape per ``/metrics`` request, its
+self-metrics, ``--check``, and the HTTP server (prometheus-client's).
+
+Scrapes are serialised (a drain must not run twice at once), and each runs within the
+configured budget. A map that fails (gone, ambiguous name, fields that no longer fit its BTF)
+is left out of that scrape, counted in ``bpfbatch_export_map_errors_total`` and logged when
+its error changes; the other maps are reported. A drain-mode metric always reports what the
+exporter has accumulated, whatever its map did this scrape.
+
+Self-metrics, labelled by ``map`` (the pin path, the name, or ``id:N``) or ``metric``::
+
+    bpfbatch_export_map_read_seconds        time of the last read or drain of the map
+    bpfbatch_export_map_entries             entries it returned
+    bpfbatch_export_map_id                  kernel id of the map last read (changes on reload)
+    bpfbatch_export_map_errors_total        scrapes in which the map failed
+    bpfbatch_export_map_last_success_timestamp_seconds
+    bpfbatch_export_series_overflow         series over max_series left out of this scrape
+    bpfbatch_export_overflow_total          (drain) value drained into series over max_series
+    bpfbatch_export_budget_exceeded_total   scrapes that ran out of budget
+    bpfbatch_export_scrape_seconds          time this scrape spent reading maps
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric as Family,
+)
+from prometheus_client.utils import floatToGoString
+
+from ..errors import BpfBatchError
+from . import collect
+from .collect import BudgetSpent, MapSource, Series
+from .config import Config, Metric
+
+
+class Exporter:
+    """A prometheus-client collector over the maps of ``config``."""
+
+    def __init__(self, config: Config, *, log: Callable[[str], None] | None = None):
+        self.config = config
+        self.sources = collect.sources(config)
+        self.lock = threading.Lock()
+        self.budget_exceeded = 0
+        self.log = log or (lambda line: print(f"bpfbatch export: {line}", file=sys.stderr,
+                                              flush=True))
+
+    def describe(self) -> list:
+        return []  # registering must not run a scrape
+
+    def collect(self) -> Iterator[Family]:
+        with self.lock:
+            yield from self._scrape()
+
+    def _scrape(self) -> Iterator[Family]:
+        start = time.monotonic()
+        deadline = start + self.config.budget_s
+        spent = False
+        families = []
+        for source in self.sources:
+            try:
+                result = source.scrape(deadline)
+            except BudgetSpent as exc:
+                spent = True
+                result = self._failed(source, exc, count=False)
+            except BpfBatchError as exc:
+                result = self._failed(source, exc, count=True)
+            else:
+                source.stats.last_success = time.time()
+                if source.stats.last_error:
+                    self.log(f"{source.ref}: read again")
+                    source.stats.last_error = ""
+            families.extend(family(series) for series in result)
+        self.budget_exceeded += spent
+        yield from families
+        yield from self._self_metrics(time.monotonic() - start)
+
+    def _failed(self, source: MapSource, exc: BpfBatchError, *, count: bool) -> list[Series]:
+        if count:
+            source.stats.errors += 1
+        if str(exc) != source.stats.last_error:
+            self.log(str(exc))
+            source.stats.last_error = str(exc)
+        return source.accumulated() if source.drain else []
+
+    def _self_metrics(self, seconds: float) -> Iterator[Family]:
+        gauges = {
+            "map_read_seconds": "Time of the last read or drain of the map.",
+            "map_entries": "Entries the last read or drain of the map returned.",
+            "map_id": "Kernel id of the map last read (it changes when a program is reloaded).",
+            "map_last_success_timestamp_seconds": "When the map was last read successfully.",
+        }
+        values = {
+            "map_read_seconds": lambda s: s.read_seconds, "map_entries": lambda s: s.entries,
+            "map_id": lambda s: s.map_id,
+            "map_last_success_timestamp_seconds": lambda s: s.last_success,
+        }
+        for name, text in gauges.items():
+            g = GaugeMetricFamily(f"bpfbatch_export_{name}", text, labels=["map"])
+            for source in self.sources:
+                g.add_metric([str(source.ref)], values[name](source.stats))
+            yield g
+        errors = CounterMetricFamily("bpfbatch_export_map_errors",
+                                     "Scrapes in which reading the map failed.", labels=["map"])
+        for source in self.sources:
+            errors.add_metric([str(source.ref)], source.stats.errors)
+        yield errors
+        overflow = GaugeMetricFamily("bpfbatch_export_series_overflow",
+                                     "Series over max_series left out of this scrape.",
+                                     labels=["metric"])
+        drained = CounterMetricFamily("bpfbatch_export_overflow",
+                                      "Drain mode: value drained into label sets over "
+                                      "max_series, kept out of the metric.", labels=["metric"])
+        for source in self.sources:
+            for metric in source.metrics:
+                overflow.add_metric([metric.name], source.overflow_series.get(metric.name, 0))
+                if source.drain:
+                    drained.add_metric([metric.name], source.overflow.get(metric.name, 0))
+        yield overflow
+        if any(source.drain for source in self.sources):
+            yield drained
+        yield CounterMetricFamily("bpfbatch_export_budget_exceeded",
+                                  "Scrapes that ran out of their time budget.",
+                                  value=self.budget_exceeded)
+        yield GaugeMetricFamily("bpfbatch_export_scrape_seconds",
+                                "Time this scrape spent reading maps.", value=seconds)
+
+
+def family(series: Series) -> Family:
+    """The Prometheus metric family of one metric's series."""
+    m = series.metric
+    names = [label.name for label in m.labels]
+    if m.type == "histogram":
+        return _histogram(m, names, series.values)
+    cls = CounterMetricFamily if m.type == "counter" else GaugeMetricFamily
+    fam = cls(m.name, m.help, labels=names)
+    for labels, value in series.values.items():
+        fam.add_metric(list(labels), value)
+    return fam
+
+
+def _histogram(m: Metric, names: list[str], values: dict) -> Family:
+    """Cumulative ``_bucket`` series over the configured slots, ``+Inf`` and ``_count``. No
+    ``_sum``: a slot histogram does not know the sum of what it counted."""
+    fam = Family(m.name, m.help, "histogram")
+    bounds = [floatToGoString(m.bucket.upper_bound(slot)) for slot in range(m.bucket.max + 1)]
+    for labels, slots in values.items():
+        base = dict(zip(names, labels))
+        ordered = sorted(slots.items())
+        total, at = 0, 0
+        for slot, bound in enumerate(bounds):
+            while at < len(ordered) and ordered[at][0] <= slot:
+                total += ordered[at][1]
+                at += 1
+            fam.add_sample(f"{m.name}_bucket", {**base, "le": bound}, total)
+        count = sum(slots.values())
+        fam.add_sample(f"{m.name}_bucket", {**base, "le": "+Inf"}, count)
+        fam.add_sample(f"{m.name}_count", base, count)
+    return fam
+
+
+def check(config: Config) -> list[str]:
+    """Bind every metric to its live map (nothing is read or drained); one line per metric.
+    Raises the first error, naming ``file:line``."""
+    lines = []
+    for source in collect.sources(config):
+        with source.open() as m:
+            for agg in source.aggregators(m):
+                b, i = agg.b, m.info
+                parts = [f"value {b.value.path}" if b.value else "count of entries"]
+                if b.labels:
+                    parts.append("labels " + ", ".join(label.name for label in b.metric.labels))
+                if b.bucket:
+                    parts.append(f"bucket {b.bucket.path} ({b.metric.bucket.type})")
+                lines.append(f"{b.metric.name}: {b.metric.type}, {b.metric.mode} {i.label} "
+                             f"({i.type_name}, {i.max_entries} max entries): "
+                             + "; ".join(parts))
+    return lines
+
+
+def serve(config: Config, *, announce: Callable[[str], None]) -> None:
+    """Serve ``/metrics`` until SIGINT or SIGTERM. ``announce`` receives the address actually
+    bound (``--listen`` port 0 picks a free one)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    exporter = Exporter(config)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exporter)
+    host, port = config.listen
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise BpfBatchError(f"cannot listen: {exc.strerror or exc}", obj=f"{host}:{port}",
+                            errno=exc.errno) from None
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        announce(f"http://{host}:{server.server_port}/metrics")
+        while not stop.wait(1.0):
+            pass
+    finally:
+        server.shutdown()
+        with exporter.lock:  # a scrape in progress finishes its drain
+            pass
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
