@@ -253,18 +253,21 @@ class MapSource:
         return entries, result
 
     def _drain(self, m: Map, aggregators: list[Aggregator], deadline: float) -> int:
+        drained = 0  # counted as batches are taken: a spent budget ends the drain by raising
+
         def take(batch: Batch) -> None:
+            nonlocal drained
             if time.monotonic() > deadline:
                 raise BudgetSpent("scrape budget spent", obj=m.info.label)  # batch put back
             keys, values = _rows(batch, m.info)
             merged = [agg.merge([agg.part(keys, values)]) for agg in aggregators]
             for agg, series in zip(aggregators, merged):  # nothing below can fail
                 self._accumulate(agg.b.metric, series)
+            drained += batch.count
 
         self._refused: dict[str, set] = {metric.name: set() for metric in self.metrics}
-        drained = 0
         try:
-            drained = whole.drain(m, take, batch_size=self.batch_size).delivered
+            whole.drain(m, take, batch_size=self.batch_size)
         except BudgetSpent:
             pass  # what was taken is counted; the rest waits for the next scrape
         finally:
