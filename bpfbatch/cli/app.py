@@ -46,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prune": ("exec", "Delete flow-table elements idle for longer than --older-than."),
     "prune-demo": ("exec", "A real flow table kept trimmed."),
     "top": ("top", "bcc-style top tools over batched, loss-free interval read-outs."),
-    "tc": ("tc", "Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages "
+    "tc": ("tc", "Send a tc batch file: the kernel ends as tc -b leaves it, many messages "
                  "per sendmsg."),
     "export": ("export", "Serve BPF maps as Prometheus metrics, each map read in batches once "
                          "per scrape."),
