@@ -1,9 +1,9 @@
-"""JSON text of whole batches of records: :class:`Template` and its :class:`Leaf` columns.
+"""JSON text of whole batches of records: :class:`RecordText` and its :class:`Leaf` columns.
 
-A template is the text of one record as a ``%``-format whose placeholders are leaves; each
-leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with one
-numpy operation, so a batch renders with a single ``%`` and the type is never walked per
-record. The layout tree (:mod:`bpfbatch.records.layout`) builds templates; this module knows
+A record text is the text of one record as a ``%``-format whose placeholders are leaves;
+each leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with
+one numpy operation, so a batch renders with a single ``%`` and the type is never walked per
+record. The layout tree (:mod:`bpfbatch.records.layout`) builds record texts; this module knows
 nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
 does (``exact``).
 """
@@ -80,7 +80,7 @@ def _chunks(rows: np.ndarray, offset: int, size: int) -> list[bytes]:
 
 
 class Leaf:
-    """One ``%`` placeholder of a template; :meth:`column` reads it from every row of a batch
+    """One ``%`` placeholder of a record text; :meth:`column` reads it from every row of a batch
     (``rows``: a ``count × row_size`` uint8 array) at once."""
 
     placeholder = b"%s"
@@ -176,7 +176,7 @@ class StrLeaf(Leaf):
     """A char array: a JSON string when :func:`char_array_text` says so, else ``fallback``
     (the array of its elements, rendered per row)."""
 
-    def __init__(self, offset: int, nelems: int, fallback: "Template", exact: bool):
+    def __init__(self, offset: int, nelems: int, fallback: "RecordText", exact: bool):
         super().__init__(offset)
         self.nelems = nelems
         self.fallback = fallback
@@ -197,7 +197,7 @@ class StrLeaf(Leaf):
 
 
 class HexBytesLeaf(Leaf):
-    """bpftool's raw byte list body, ``"0x01","0x00",...``: fixed width, so the template
+    """bpftool's raw byte list body, ``"0x01","0x00",...``: fixed width, so the record text
     builds it for a whole batch in a numpy block (see :func:`_fixed_column`)."""
 
     def __init__(self, offset: int, size: int):
@@ -238,13 +238,13 @@ def _fixed_column(items: list):
             end = first + 7 * leaf.size
             block[:, first:end:7] = _HEX_HIGH[data]
             block[:, first + 1:end:7] = _HEX_LOW[data]
-        # The template's bytes never contain NUL, which numpy's S dtype would strip.
+        # The record text never contains NUL, which numpy's S dtype would strip.
         return block.view(f"S{len(pattern)}")[:, 0].tolist() if len(pattern) else \
             [b""] * count
     return column
 
 
-class Template:
+class RecordText:
     """Text built from literals and leaves; each leaf reads from one of several sources
     (e.g. 0 = key rows, 1 = value rows).
 
@@ -261,26 +261,26 @@ class Template:
         #: False when bpftool stops printing inside this text (an unsupported kind).
         self.complete = True
 
-    def text(self, literal: bytes) -> "Template":
+    def text(self, literal: bytes) -> "RecordText":
         return self._add(literal)
 
-    def leaf(self, leaf: Leaf, source: int = 0) -> "Template":
+    def leaf(self, leaf: Leaf, source: int = 0) -> "RecordText":
         return self._add((source, leaf))
 
-    def extend(self, other: "Template", source: int = 0) -> "Template":
+    def extend(self, other: "RecordText", source: int = 0) -> "RecordText":
         """Append ``other`` with all its leaves reading from ``source``."""
         for item in other._items:
             self._add(item if isinstance(item, bytes) else (source, item[1]))
         return self
 
-    def _add(self, item) -> "Template":
+    def _add(self, item) -> "RecordText":
         self._items.append(item)
         self._compiled = self._joined = None
         return self
 
-    def shifted(self, delta: int) -> "Template":
+    def shifted(self, delta: int) -> "RecordText":
         """A copy whose leaves read ``delta`` bytes further into each row."""
-        out = Template()
+        out = RecordText()
         for item in self._items:
             if not isinstance(item, bytes):
                 source, leaf = item

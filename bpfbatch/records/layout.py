@@ -29,7 +29,7 @@ from .jsontext import (
     HexIntLeaf,
     IntLeaf,
     StrLeaf,
-    Template,
+    RecordText,
     _chunks,
     _column,
     char_array_text,
@@ -50,7 +50,7 @@ class Node:
     def encode(self, buf: bytearray, value, path: str) -> None:
         raise NotImplementedError
 
-    def emit(self, out: Template, exact: bool) -> bool:
+    def emit(self, out: RecordText, exact: bool) -> bool:
         """Append this node's JSON text; ``False`` when bpftool would stop here (error)."""
         raise NotImplementedError
 
@@ -73,7 +73,7 @@ class Node:
         raise NotImplementedError
 
 
-def _emit_list(out: "Template", nodes: list[Node], exact: bool) -> bool:
+def _emit_list(out: "RecordText", nodes: list[Node], exact: bool) -> bool:
     """Comma-separated nodes; stops after the first one bpftool cannot print."""
     for i, node in enumerate(nodes):
         if i:
@@ -554,7 +554,7 @@ class CharArray(Array):
         super().encode(buf, value, path)
 
     def emit(self, out, exact):
-        fallback = Template()
+        fallback = RecordText()
         shifted = CharArray(0, [dataclasses.replace(e, offset=e.offset - self.offset)
                                 for e in self.elems])
         Array.emit(shifted, fallback, exact)
