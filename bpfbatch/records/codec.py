@@ -52,8 +52,9 @@ import numpy as np
 
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
-from .jsontext import HexBytesLeaf, RecordText, _chunks
-from .layout import _check_range, _field_range, _int_column, _parse_int, build_node
+from .columns import raw_bytes
+from .jsontext import HexBytesLeaf, RecordText
+from .layout import build_node, check_range, field_range, int_column, parse_int
 
 __all__ = ["BtfCodec", "Codec", "PerCpuCodec", "RawCodec", "codec_for", "map_codecs", "rows"]
 
@@ -196,7 +197,7 @@ class RawCodec(Codec):
         return False
 
     def values(self, rows):
-        return _chunks(rows, 0, self.size)
+        return raw_bytes(rows, 0, self.size)
 
     def encode(self, value, path="value"):
         if isinstance(value, str):
@@ -208,7 +209,7 @@ class RawCodec(Codec):
         elif isinstance(value, (bytes, bytearray, memoryview)):
             raw = bytes(value)
         elif isinstance(value, list):
-            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]", False)
+            raw = bytes(check_range(parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]", False)
                         for i, v in enumerate(value))
         else:
             raise InputError(f"expected bytes, a hex string or a list of bytes, got {value!r}",
@@ -240,7 +241,7 @@ class RawCodec(Codec):
         if set(map(type, flat)) == {str}:
             column = _hex_byte_column(flat, flat_bad)
         else:
-            column = _int_column(flat, *_field_range(8, False), flat_bad)
+            column = int_column(flat, *field_range(8, False), flat_bad)
         rows[:] = column.astype(np.uint8).reshape(count, size)
         bad |= flat_bad.reshape(count, size).any(axis=1)
         return True

@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from .columns import char_array_text, raw_bytes, scalars, uints
+
 # bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of
 # that json_writer.c, reproduced for byte-identical output).
 _JSONW_ESCAPES = {ord("\t"): "\\t", ord("\n"): "\\n", ord("\r"): "\\r", ord("\f"): "\\f",
@@ -28,24 +30,6 @@ def json_string(text: str, exact: bool = False) -> bytes:
     return json.dumps(text).encode()
 
 
-_PRINTABLE = bytes(range(0x20, 0x7F))
-#: What a char array may hold before its first NUL to print as a string in the typed JSON:
-#: printable ASCII, tab, line feed, carriage return (JSON escapes them).
-_TEXT = _PRINTABLE + b"\t\n\r"
-
-
-def char_array_text(raw: bytes, exact: bool) -> str | None:
-    """The string a ``char[N]`` prints as, or ``None`` for the list of its elements.
-
-    ``exact`` (bpftool's ``is_str_array``): a NUL comes before the end and every byte before
-    it is printable ASCII. Typed (the value rule): the bytes before the first NUL, or all of
-    them when there is none, are printable ASCII, tab, LF or CR — so a full 16-character name
-    or one with a tab reads back as the string it is; what follows the NUL is not shown (as
-    bpftool), and a load writes the string and its NUL only."""
-    text, nul, _ = raw.partition(b"\0")
-    if exact:
-        return text.decode("ascii") if nul and not text.translate(None, _PRINTABLE) else None
-    return None if text.translate(None, _TEXT) else text.decode("ascii")
 _BOOL_TEXT = (b"false", b"true")
 
 
@@ -56,27 +40,6 @@ def _exact_char(byte: int) -> bytes:
 
 _CHAR_TEXT = {True: [_exact_char(b) for b in range(256)],
               False: [json.dumps(chr(b)).encode() for b in range(256)]}
-
-
-def _column(rows: np.ndarray, offset: int, dtype: str) -> np.ndarray:
-    """Zero-copy column of one little-endian scalar at ``offset`` of every row."""
-    size = np.dtype(dtype).itemsize
-    return rows[:, offset:offset + size].view(dtype)[:, 0]
-
-
-def _uint_column(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
-    """``nbytes`` (≤ 8) little-endian bytes at ``offset`` of every row as uint64."""
-    wide = np.zeros((rows.shape[0], 8), dtype=np.uint8)
-    wide[:, :nbytes] = rows[:, offset:offset + nbytes]
-    return wide.view("<u8")[:, 0]
-
-
-def _chunks(rows: np.ndarray, offset: int, size: int) -> list[bytes]:
-    """The ``size`` bytes at ``offset`` of every row, as bytes objects."""
-    if not size:
-        return [b""] * rows.shape[0]
-    data = np.ascontiguousarray(rows[:, offset:offset + size]).tobytes()
-    return [data[i:i + size] for i in range(0, len(data), size)]
 
 
 class Leaf:
@@ -100,7 +63,7 @@ class IntLeaf(Leaf):
         self.dtype = dtype
 
     def column(self, rows):
-        return _column(rows, self.offset, self.dtype).tolist()
+        return scalars(rows, self.offset, self.dtype).tolist()
 
 
 class HexIntLeaf(Leaf):
@@ -116,15 +79,13 @@ class HexIntLeaf(Leaf):
 
     def column(self, rows):
         if self.nbytes <= 8:
-            bits = _uint_column(rows, self.offset, self.nbytes) >> np.uint64(self.shift)
+            bits = uints(rows, self.offset, self.nbytes) >> np.uint64(self.shift)
             if self.nbits < 64:
                 bits &= np.uint64((1 << self.nbits) - 1)
             return bits.tolist()
         mask = (1 << self.nbits) - 1
-        n = self.nbytes
-        data = np.ascontiguousarray(rows[:, self.offset:self.offset + n]).tobytes()
-        return [(int.from_bytes(data[i:i + n], "little") >> self.shift) & mask
-                for i in range(0, len(data), n)]
+        return [(int.from_bytes(raw, "little") >> self.shift) & mask
+                for raw in raw_bytes(rows, self.offset, self.nbytes)]
 
 
 class BoolLeaf(Leaf):
@@ -158,7 +119,7 @@ class EnumLeaf(Leaf):
 
     def column(self, rows):
         get = self.names.get
-        return [get(v) or b"%d" % v for v in _column(rows, self.offset, self.dtype).tolist()]
+        return [get(v) or b"%d" % v for v in scalars(rows, self.offset, self.dtype).tolist()]
 
 
 class FloatLeaf(Leaf):
@@ -169,7 +130,7 @@ class FloatLeaf(Leaf):
     def column(self, rows):
         # Non-finite values as strings ("NaN", "Infinity"): strict JSON has no literal.
         return [json.dumps(v if math.isfinite(v) else json.dumps(v)).encode()
-                for v in _column(rows, self.offset, self.dtype).tolist()]
+                for v in scalars(rows, self.offset, self.dtype).tolist()]
 
 
 class StrLeaf(Leaf):
