@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "top": ("top", "bcc-style top tools over batched, loss-free interval read-outs."),
     "tc": ("tc", "Send a tc batch file: qdisc/filter/actions lines, many rtnetlink "
                  "messages per sendmsg."),
+    "tcp-mmap": ("tcp_mmap", "TCP receive zero-copy (mmap + TCP_ZEROCOPY_RECEIVE) and its "
+                             "sender, after the kernel selftest tcp_mmap."),
     "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "
                      "reading."),
     "bench": ("bench", "Time lookup, lookup_and_delete and delete of a hash map per key and "
