@@ -74,6 +74,9 @@ struct {
 /* The run's parameters and counters: a copy of the context the callback can reach. */
 struct map_exec_args bpfbatch_run;
 
+/* Never used: puts map_exec.h's enums in the object's BTF, where the runner reads their values. */
+struct map_exec_enums *bpfbatch_enums;
+
 /* Written by the user (or by map_exec.bpf.c): the verdict on one element. */
 static long bpfbatch_filter(const void *key, void *value);
 

@@ -1,7 +1,6 @@
-/* map exec: the parameter table of map_exec.bpf.c, shared with Python. The structs' layout is
- * read back from the object's BTF; the enum values and limits below are mirrored by hand in
- * bpfbatch/exec/predicate.py (OPS, MAX_TERMS) and bpfbatch/exec/walker.py (MAX_*_SIZE,
- * MAX_CPUS, the action and stop codes): change them together.
+/* map exec: the parameter table of map_exec.bpf.c, shared with Python. Python retypes none of
+ * it: the structs' layout and the enums' values (limits included) are read back from the
+ * object's BTF (bpfbatch/exec/contract.py), where struct map_exec_enums puts the enums.
  *
  * A predicate is a disjunction of and-clauses over integer fields of the map's value, compiled
  * by bpfbatch/exec/predicate.py into at most MAP_EXEC_MAX_TERMS terms; the terms of one clause are
@@ -10,12 +9,15 @@
 #ifndef BPFBATCH_MAP_EXEC_H
 #define BPFBATCH_MAP_EXEC_H
 
-#define MAP_EXEC_MAX_TERMS 16
-/* Loop bound for per-CPU values; the real count is the .rodata variable nr_cpus. */
-#define MAP_EXEC_MAX_CPUS 1024
-/* Largest key and (one CPU's) value the generic program copies out, in bytes. */
-#define MAP_EXEC_MAX_KEY_SIZE 512
-#define MAP_EXEC_MAX_VALUE_SIZE 4096
+/* Limits, as enumerators (not macros) so that they reach the BTF. */
+enum map_exec_limit {
+	MAP_EXEC_MAX_TERMS = 16,
+	/* Loop bound for per-CPU values; the real count is the .rodata variable nr_cpus. */
+	MAP_EXEC_MAX_CPUS = 1024,
+	/* Largest key and (one CPU's) value the generic program copies out, in bytes. */
+	MAP_EXEC_MAX_KEY_SIZE = 512,
+	MAP_EXEC_MAX_VALUE_SIZE = 4096,
+};
 
 enum map_exec_op {
 	MAP_EXEC_EQ = 0,
@@ -71,6 +73,15 @@ struct map_exec_args {
 	__u64 rechecked_out;	/* selected, then found refreshed by the re-check: kept */
 	__u32 stopped;		/* enum map_exec_stop */
 	__u32 pad2;
+};
+
+/* Every enum above, in one type: an object built on bpfbatch_filter.h refers to it (the
+ * bpfbatch_enums pointer), so clang writes all of them into its BTF, unused or not. */
+struct map_exec_enums {
+	enum map_exec_limit limit;
+	enum map_exec_op op;
+	enum map_exec_action action;
+	enum map_exec_stop stop;
 };
 
 #endif

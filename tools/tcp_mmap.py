@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""tcp_mmap: TCP receive zero-copy tool (server -s, client -H HOST); see ``--help``.
-
-A thin executable over :mod:`bpfbatch.tcp_mmap`. Loopback example (two shells)::
+"""tcp_mmap, the kernel selftest's letters: ``tools/tcp_mmap.py ARGS`` is ``bpfbatch tcp-mmap
+ARGS`` (server -s, client -H HOST; see ``--help``). Loopback example (two shells)::
 
     tools/tcp_mmap.py -s -z -M 4108 -x
     tools/tcp_mmap.py -H ::1 -z -M 4108 -x -n 1G
@@ -9,7 +8,7 @@ A thin executable over :mod:`bpfbatch.tcp_mmap`. Loopback example (two shells)::
 
 import sys
 
-from bpfbatch.tcp_mmap.cli import main
+from bpfbatch.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(["tcp-mmap", *sys.argv[1:]])

@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "top": ("top", "bcc-style top tools over batched, loss-free interval read-outs."),
     "tc": ("tc", "Send a tc batch file: the kernel ends as tc -b leaves it, many messages "
                  "per sendmsg."),
+    "tcp-mmap": ("tcp_mmap", "TCP receive zero-copy (mmap + TCP_ZEROCOPY_RECEIVE) and its "
+                             "sender, after the kernel selftest tcp_mmap."),
     "export": ("export", "Serve BPF maps as Prometheus metrics, each map read in batches once "
                          "per scrape."),
     "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "

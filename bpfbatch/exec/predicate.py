@@ -57,13 +57,11 @@ from ..errors import InputError
 from ..records.codec import Codec, PerCpuCodec
 from ..records.decoding import Decoded
 from ..records.layout import Bool, Char, Enum, Int, Struct
-
-#: Terms the kernel program's table holds (``MAP_EXEC_MAX_TERMS``); exec passes the real size.
-MAX_TERMS = 16
+from .contract import OP_NAMES, package_contract
 
 UNITS_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
-#: Operator spellings, in the order of ``enum map_exec_op``.
-OPS = ("==", "!=", "<", "<=", ">", ">=")
+#: Operator spellings (their kernel codes: :attr:`~bpfbatch.exec.contract.Contract.ops`).
+OPS = tuple(OP_NAMES)
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -140,8 +138,9 @@ class Predicate:
             return "true"
         return " or ".join(" and ".join(map(str, c)) for c in self.clauses)
 
-    def table(self) -> list[dict]:
-        """The kernel's ``struct map_exec_term`` fields, clause by clause."""
+    def table(self, op_codes: dict[str, int]) -> list[dict]:
+        """The kernel's ``struct map_exec_term`` fields, clause by clause; ``op_codes``: the
+        program's ``enum map_exec_op`` (:attr:`~bpfbatch.exec.contract.Contract.ops`)."""
         rows = []
         for clause in self.clauses:
             for i, t in enumerate(clause):
@@ -150,7 +149,7 @@ class Predicate:
                 operand = t.operand - (1 << 64) if t.operand >= 1 << 63 else t.operand
                 rows.append({"operand": operand, "offset": t.field.offset,
                              "width": t.field.width, "is_signed": int(t.field.signed),
-                             "op": OPS.index(t.op), "relative": int(t.relative),
+                             "op": op_codes[t.op], "relative": int(t.relative),
                              "clause_end": int(i == len(clause) - 1),
                              "in_key": int(t.field.in_key)})
         return rows
@@ -466,17 +465,21 @@ EVERY_ELEMENT = Predicate((), "every element")
 
 
 def compile_predicate(text: str, value: Codec, *, key: Codec | None = None, source: str = "where",
-            max_terms: int = MAX_TERMS) -> Predicate:
+            max_terms: int | None = None) -> Predicate:
     """Parse ``text`` against the value (and key) codecs of a map
     (:func:`bpfbatch.records.codec.map_codecs`); without ``key``, ``key`` is an ordinary name.
 
     An empty or blank ``text`` is refused: an unset shell variable must not turn
     ``--action delete`` into "delete everything" (:data:`EVERY_ELEMENT` says that on
     purpose). Errors are :class:`InputError` naming ``source``, the column and the token.
+    ``max_terms`` defaults to what the kernel program's table holds, in either mode, so a
+    predicate runs in both or in neither.
     """
     if not text.strip():
         raise InputError("empty expression (an unset variable?); to act on every element "
                          "use dump, count or clear", obj=source)
+    if max_terms is None:
+        max_terms = package_contract().max_terms
     return _Parser(text, value, key, source, max_terms).parse()
 
 

@@ -56,9 +56,10 @@ from ..map import cursor, probes
 from ..map.handle import Map, require
 from ..records.codec import map_codecs
 from ..records.decoding import decoded_codecs
+from .contract import ACTION_NAMES, package_contract, read_contract
 from .predicate import Predicate, compile_predicate
 
-ACTIONS = ("count", "dump", "delete")
+ACTIONS = tuple(ACTION_NAMES)
 #: ``kernel``: the program selects, each selected key is deleted with
 #: ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` and re-checked (a refreshed one is put back);
 #: ``kernel-fast``: the program deletes in the same visit (a refresh landing between its last
@@ -71,15 +72,8 @@ KERNEL_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
                           MapType.LRU_PERCPU_HASH, MapType.ARRAY, MapType.PERCPU_ARRAY})
 DELETABLE_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,
                              MapType.LRU_PERCPU_HASH})
-#: Limits of the generic program (``progs/map_exec.h``).
-MAX_KEY_SIZE = 512
-MAX_VALUE_SIZE = 4096
-MAX_CPUS = 1024
 #: Memory of the out map, which bounds the records handed over per kernel pass.
 OUT_BYTES = 32 << 20
-
-_ACTION_CODES = {"count": 0, "dump": 1, "delete": 2}
-_STOP_OUT_FULL = 1  # enum map_exec_stop (progs/map_exec.h)
 
 Sink = Callable[[cursor.Batch], None]
 
@@ -201,11 +195,12 @@ def kernel_support(m: Map) -> probes.Support:
     info = m.info
     if info.type not in KERNEL_TYPES:
         return probes.Support(False, f"bpf_for_each_map_elem cannot walk {info.type_name} maps")
-    if info.key_size > MAX_KEY_SIZE or info.value_size > MAX_VALUE_SIZE:
-        return probes.Support(False, f"key/value larger than {MAX_KEY_SIZE}/{MAX_VALUE_SIZE} "
-                                       "bytes")
-    if info.percpu and num_possible_cpus() > MAX_CPUS:
-        return probes.Support(False, f"more than {MAX_CPUS} possible CPUs")
+    limits = package_contract()
+    if info.key_size > limits.max_key_size or info.value_size > limits.max_value_size:
+        return probes.Support(False, f"key/value larger than {limits.max_key_size}/"
+                                     f"{limits.max_value_size} bytes")
+    if info.percpu and num_possible_cpus() > limits.max_cpus:
+        return probes.Support(False, f"more than {limits.max_cpus} possible CPUs")
     return probes.syscall_program()
 
 
@@ -232,6 +227,7 @@ class KernelWalker:
         self._obj = user_filter.open() if user_filter else BpfObject.package(program)
         self._out: mmap.mmap | None = None
         try:
+            self.contract = read_contract(self._obj.btf, self._obj.label)
             self._obj.configure_map("target", reuse_fd=m.fd)
             self._obj.configure_map("out", value_size=self.rec_size, max_entries=self.slots)
             self._obj.set_rodata(key_size=info.key_size, key_stride=self.key_stride,
@@ -280,7 +276,7 @@ class KernelWalker:
                 result.selected += int(out["selected"]) - skip
                 if sink is not None and out["emitted"]:
                     sink(self._records(int(out["emitted"])))
-            if int(out["stopped"]) != _STOP_OUT_FULL:
+            if int(out["stopped"]) != self.contract.out_full:
                 break
         result.seconds = time.perf_counter() - start
         return result
@@ -313,7 +309,7 @@ class KernelWalker:
                                                      cpus, result)
                     if sink is not None and len(keys):
                         sink(_batch(keys, values))
-            if int(out["stopped"]) != _STOP_OUT_FULL or (
+            if int(out["stopped"]) != self.contract.out_full or (
                     max_selected and result.selected >= max_selected):
                 break
         result.seconds = time.perf_counter() - start
@@ -321,12 +317,12 @@ class KernelWalker:
 
     def _args(self, predicate: Predicate | None, action: str, *, emit: bool) -> np.ndarray:
         """The program's context for ``predicate`` and ``action``."""
-        terms = predicate.table() if predicate is not None else []
+        terms = predicate.table(self.contract.ops) if predicate is not None else []
         if len(terms) > self.max_terms:
             raise InputError(f"{len(terms)} comparisons; the kernel program holds "
                              f"{self.max_terms}", obj=predicate.text or "predicate")
         args = np.zeros(1, self.args_dtype)
-        args["action"] = _ACTION_CODES[action]
+        args["action"] = self.contract.actions[action]
         args["nterms"] = len(terms)
         args["emit"] = int(emit)
         for i, term in enumerate(terms):

@@ -11,7 +11,7 @@ A :class:`Codec` is compiled once per map from its BTF type into a small layout 
 * :attr:`Codec.dtype` — a numpy structured dtype when the layout is representable (no
   bitfields), for zero-copy ``np.frombuffer`` views over a batch.
 * :meth:`Codec.template` — JSON text as bpftool's ``btf_dumper.c`` prints it, as a
-  :class:`Template`: a ``%``-format plus :class:`Leaf` columns read vectorised from a whole
+  :class:`RecordText`: a ``%``-format plus :class:`Leaf` columns read vectorised from a whole
   batch, so a 1M-record dump never walks the type per record (one ``%`` per batch).
 
 bpftool's rules (``btf_dumper.c``) are the base: integers of 8/16/32/64 bits in decimal;
@@ -52,8 +52,9 @@ import numpy as np
 
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
-from .jsontext import HexBytesLeaf, Template, _chunks
-from .layout import _check_range, _field_range, _int_column, _parse_int, build_node
+from .columns import raw_bytes
+from .jsontext import HexBytesLeaf, RecordText
+from .layout import build_node, check_range, field_range, int_column, parse_int
 
 __all__ = ["BtfCodec", "Codec", "PerCpuCodec", "RawCodec", "codec_for", "map_codecs", "rows"]
 
@@ -102,7 +103,7 @@ class Codec:
         vectorised (every record is then encoded on its own)."""
         return False
 
-    def template(self, exact: bool = False) -> Template:
+    def template(self, exact: bool = False) -> RecordText:
         """JSON text of one record (bpftool rules; ``exact`` keeps bpftool's quirks)."""
         raise NotImplementedError
 
@@ -140,7 +141,7 @@ class BtfCodec(Codec):
         self.type_name = btf.name_of(type_id)
         self.size = btf.size_of(type_id)
         self.node = build_node(btf, type_id, default_zero=default_zero)
-        self._templates: dict[bool, Template] = {}
+        self._templates: dict[bool, RecordText] = {}
         self._dtype = self._make_dtype()
         self._fills = self.node.can_fill()
 
@@ -159,7 +160,7 @@ class BtfCodec(Codec):
 
     def template(self, exact=False):
         if exact not in self._templates:
-            out = Template()
+            out = RecordText()
             out.complete = self.node.emit(out, exact)
             self._templates[exact] = out
         return self._templates[exact]
@@ -186,7 +187,7 @@ class RawCodec(Codec):
 
     def __init__(self, size: int):
         self.size = size
-        self._template = Template().text(b"[")
+        self._template = RecordText().text(b"[")
         if size:
             self._template.leaf(HexBytesLeaf(0, size))
         self._template.text(b"]")
@@ -196,7 +197,7 @@ class RawCodec(Codec):
         return False
 
     def values(self, rows):
-        return _chunks(rows, 0, self.size)
+        return raw_bytes(rows, 0, self.size)
 
     def encode(self, value, path="value"):
         if isinstance(value, str):
@@ -208,7 +209,7 @@ class RawCodec(Codec):
         elif isinstance(value, (bytes, bytearray, memoryview)):
             raw = bytes(value)
         elif isinstance(value, list):
-            raw = bytes(_check_range(_parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]", False)
+            raw = bytes(check_range(parse_int(v, f"{path}[{i}]"), 8, f"{path}[{i}]", False)
                         for i, v in enumerate(value))
         else:
             raise InputError(f"expected bytes, a hex string or a list of bytes, got {value!r}",
@@ -240,7 +241,7 @@ class RawCodec(Codec):
         if set(map(type, flat)) == {str}:
             column = _hex_byte_column(flat, flat_bad)
         else:
-            column = _int_column(flat, *_field_range(8, False), flat_bad)
+            column = int_column(flat, *field_range(8, False), flat_bad)
         rows[:] = column.astype(np.uint8).reshape(count, size)
         bad |= flat_bad.reshape(count, size).any(axis=1)
         return True
@@ -357,7 +358,7 @@ class PerCpuCodec(Codec):
     def template(self, exact=False):
         """``[{"cpu":0,"value":…},…]`` as in bpftool's ``formatted``."""
         base = self.base.template(exact)
-        out = Template().text(b"[")
+        out = RecordText().text(b"[")
         for c in range(self.ncpus):
             out.text(b'%s{"cpu":%d,"value":' % (b"," if c else b"", c))
             out.extend(base.shifted(c * self.stride))

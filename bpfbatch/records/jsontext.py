@@ -1,9 +1,9 @@
-"""JSON text of whole batches of records: :class:`Template` and its :class:`Leaf` columns.
+"""JSON text of whole batches of records: :class:`RecordText` and its :class:`Leaf` columns.
 
-A template is the text of one record as a ``%``-format whose placeholders are leaves; each
-leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with one
-numpy operation, so a batch renders with a single ``%`` and the type is never walked per
-record. The layout tree (:mod:`bpfbatch.records.layout`) builds templates; this module knows
+A record text is the text of one record as a ``%``-format whose placeholders are leaves;
+each leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with
+one numpy operation, so a batch renders with a single ``%`` and the type is never walked per
+record. The layout tree (:mod:`bpfbatch.records.layout`) builds record texts; this module knows
 nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
 does (``exact``).
 """
@@ -14,6 +14,8 @@ import json
 import math
 
 import numpy as np
+
+from .columns import char_array_text, raw_bytes, scalars, uints
 
 # bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of
 # that json_writer.c, reproduced for byte-identical output).
@@ -28,24 +30,6 @@ def json_string(text: str, exact: bool = False) -> bytes:
     return json.dumps(text).encode()
 
 
-_PRINTABLE = bytes(range(0x20, 0x7F))
-#: What a char array may hold before its first NUL to print as a string in the typed JSON:
-#: printable ASCII, tab, line feed, carriage return (JSON escapes them).
-_TEXT = _PRINTABLE + b"\t\n\r"
-
-
-def char_array_text(raw: bytes, exact: bool) -> str | None:
-    """The string a ``char[N]`` prints as, or ``None`` for the list of its elements.
-
-    ``exact`` (bpftool's ``is_str_array``): a NUL comes before the end and every byte before
-    it is printable ASCII. Typed (the value rule): the bytes before the first NUL, or all of
-    them when there is none, are printable ASCII, tab, LF or CR — so a full 16-character name
-    or one with a tab reads back as the string it is; what follows the NUL is not shown (as
-    bpftool), and a load writes the string and its NUL only."""
-    text, nul, _ = raw.partition(b"\0")
-    if exact:
-        return text.decode("ascii") if nul and not text.translate(None, _PRINTABLE) else None
-    return None if text.translate(None, _TEXT) else text.decode("ascii")
 _BOOL_TEXT = (b"false", b"true")
 
 
@@ -58,29 +42,8 @@ _CHAR_TEXT = {True: [_exact_char(b) for b in range(256)],
               False: [json.dumps(chr(b)).encode() for b in range(256)]}
 
 
-def _column(rows: np.ndarray, offset: int, dtype: str) -> np.ndarray:
-    """Zero-copy column of one little-endian scalar at ``offset`` of every row."""
-    size = np.dtype(dtype).itemsize
-    return rows[:, offset:offset + size].view(dtype)[:, 0]
-
-
-def _uint_column(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
-    """``nbytes`` (≤ 8) little-endian bytes at ``offset`` of every row as uint64."""
-    wide = np.zeros((rows.shape[0], 8), dtype=np.uint8)
-    wide[:, :nbytes] = rows[:, offset:offset + nbytes]
-    return wide.view("<u8")[:, 0]
-
-
-def _chunks(rows: np.ndarray, offset: int, size: int) -> list[bytes]:
-    """The ``size`` bytes at ``offset`` of every row, as bytes objects."""
-    if not size:
-        return [b""] * rows.shape[0]
-    data = np.ascontiguousarray(rows[:, offset:offset + size]).tobytes()
-    return [data[i:i + size] for i in range(0, len(data), size)]
-
-
 class Leaf:
-    """One ``%`` placeholder of a template; :meth:`column` reads it from every row of a batch
+    """One ``%`` placeholder of a record text; :meth:`column` reads it from every row of a batch
     (``rows``: a ``count × row_size`` uint8 array) at once."""
 
     placeholder = b"%s"
@@ -100,7 +63,7 @@ class IntLeaf(Leaf):
         self.dtype = dtype
 
     def column(self, rows):
-        return _column(rows, self.offset, self.dtype).tolist()
+        return scalars(rows, self.offset, self.dtype).tolist()
 
 
 class HexIntLeaf(Leaf):
@@ -116,15 +79,13 @@ class HexIntLeaf(Leaf):
 
     def column(self, rows):
         if self.nbytes <= 8:
-            bits = _uint_column(rows, self.offset, self.nbytes) >> np.uint64(self.shift)
+            bits = uints(rows, self.offset, self.nbytes) >> np.uint64(self.shift)
             if self.nbits < 64:
                 bits &= np.uint64((1 << self.nbits) - 1)
             return bits.tolist()
         mask = (1 << self.nbits) - 1
-        n = self.nbytes
-        data = np.ascontiguousarray(rows[:, self.offset:self.offset + n]).tobytes()
-        return [(int.from_bytes(data[i:i + n], "little") >> self.shift) & mask
-                for i in range(0, len(data), n)]
+        return [(int.from_bytes(raw, "little") >> self.shift) & mask
+                for raw in raw_bytes(rows, self.offset, self.nbytes)]
 
 
 class BoolLeaf(Leaf):
@@ -158,7 +119,7 @@ class EnumLeaf(Leaf):
 
     def column(self, rows):
         get = self.names.get
-        return [get(v) or b"%d" % v for v in _column(rows, self.offset, self.dtype).tolist()]
+        return [get(v) or b"%d" % v for v in scalars(rows, self.offset, self.dtype).tolist()]
 
 
 class FloatLeaf(Leaf):
@@ -169,14 +130,14 @@ class FloatLeaf(Leaf):
     def column(self, rows):
         # Non-finite values as strings ("NaN", "Infinity"): strict JSON has no literal.
         return [json.dumps(v if math.isfinite(v) else json.dumps(v)).encode()
-                for v in _column(rows, self.offset, self.dtype).tolist()]
+                for v in scalars(rows, self.offset, self.dtype).tolist()]
 
 
 class StrLeaf(Leaf):
     """A char array: a JSON string when :func:`char_array_text` says so, else ``fallback``
     (the array of its elements, rendered per row)."""
 
-    def __init__(self, offset: int, nelems: int, fallback: "Template", exact: bool):
+    def __init__(self, offset: int, nelems: int, fallback: "RecordText", exact: bool):
         super().__init__(offset)
         self.nelems = nelems
         self.fallback = fallback
@@ -197,7 +158,7 @@ class StrLeaf(Leaf):
 
 
 class HexBytesLeaf(Leaf):
-    """bpftool's raw byte list body, ``"0x01","0x00",...``: fixed width, so the template
+    """bpftool's raw byte list body, ``"0x01","0x00",...``: fixed width, so the record text
     builds it for a whole batch in a numpy block (see :func:`_fixed_column`)."""
 
     def __init__(self, offset: int, size: int):
@@ -238,13 +199,13 @@ def _fixed_column(items: list):
             end = first + 7 * leaf.size
             block[:, first:end:7] = _HEX_HIGH[data]
             block[:, first + 1:end:7] = _HEX_LOW[data]
-        # The template's bytes never contain NUL, which numpy's S dtype would strip.
+        # The record text never contains NUL, which numpy's S dtype would strip.
         return block.view(f"S{len(pattern)}")[:, 0].tolist() if len(pattern) else \
             [b""] * count
     return column
 
 
-class Template:
+class RecordText:
     """Text built from literals and leaves; each leaf reads from one of several sources
     (e.g. 0 = key rows, 1 = value rows).
 
@@ -261,26 +222,26 @@ class Template:
         #: False when bpftool stops printing inside this text (an unsupported kind).
         self.complete = True
 
-    def text(self, literal: bytes) -> "Template":
+    def text(self, literal: bytes) -> "RecordText":
         return self._add(literal)
 
-    def leaf(self, leaf: Leaf, source: int = 0) -> "Template":
+    def leaf(self, leaf: Leaf, source: int = 0) -> "RecordText":
         return self._add((source, leaf))
 
-    def extend(self, other: "Template", source: int = 0) -> "Template":
+    def extend(self, other: "RecordText", source: int = 0) -> "RecordText":
         """Append ``other`` with all its leaves reading from ``source``."""
         for item in other._items:
             self._add(item if isinstance(item, bytes) else (source, item[1]))
         return self
 
-    def _add(self, item) -> "Template":
+    def _add(self, item) -> "RecordText":
         self._items.append(item)
         self._compiled = self._joined = None
         return self
 
-    def shifted(self, delta: int) -> "Template":
+    def shifted(self, delta: int) -> "RecordText":
         """A copy whose leaves read ``delta`` bytes further into each row."""
-        out = Template()
+        out = RecordText()
         for item in self._items:
             if not isinstance(item, bytes):
                 source, leaf = item

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from ..errors import InputError
+from .columns import char_array_text, raw_bytes, scalars
 from .decoders import automatic_kind
 from .jsontext import (
     BoolLeaf,
@@ -29,11 +30,8 @@ from .jsontext import (
     FloatLeaf,
     HexIntLeaf,
     IntLeaf,
+    RecordText,
     StrLeaf,
-    Template,
-    _chunks,
-    _column,
-    char_array_text,
     json_string,
 )
 
@@ -54,7 +52,7 @@ class Node:
     def encode(self, buf: bytearray, value, path: str) -> None:
         raise NotImplementedError
 
-    def emit(self, out: Template, exact: bool) -> bool:
+    def emit(self, out: RecordText, exact: bool) -> bool:
         """Append this node's JSON text; ``False`` when bpftool would stop here (error)."""
         raise NotImplementedError
 
@@ -69,7 +67,7 @@ class Node:
     def fill(self, rows: np.ndarray, values: Sequence, bad: np.ndarray) -> None:
         """Batch encoding: write this node's value of every record into ``rows`` (``count ×
         record size`` uint8) at once, and flag in ``bad`` each record whose value the
-        vectorised path does not take as it is (see :func:`_int_column`)."""
+        vectorised path does not take as it is (see :func:`int_column`)."""
         raise NotImplementedError
 
     def blank(self):
@@ -77,7 +75,7 @@ class Node:
         raise NotImplementedError
 
 
-def _emit_list(out: "Template", nodes: list[Node], exact: bool) -> bool:
+def _emit_list(out: "RecordText", nodes: list[Node], exact: bool) -> bool:
     """Comma-separated nodes; stops after the first one bpftool cannot print."""
     for i, node in enumerate(nodes):
         if i:
@@ -92,7 +90,7 @@ _NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
            for size in (1, 2, 4, 8) for signed in (False, True)}
 
 
-def _parse_int(value, path: str) -> int:
+def parse_int(value, path: str) -> int:
     """An integer, or a string spelling one (``"0x1f"``); a JSON ``true`` is not a number."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -105,16 +103,16 @@ def _parse_int(value, path: str) -> int:
     raise InputError(f"expected an integer, got {shown}", obj=path)
 
 
-def _field_range(nbits: int, signed: bool) -> tuple[int, int]:
+def field_range(nbits: int, signed: bool) -> tuple[int, int]:
     """``[lo, hi)`` of an ``nbits``-bit field of this signedness."""
     return (-(1 << (nbits - 1)), 1 << (nbits - 1)) if signed else (0, 1 << nbits)
 
 
-def _check_range(value: int, nbits: int, path: str, signed: bool) -> int:
+def check_range(value: int, nbits: int, path: str, signed: bool) -> int:
     """The ``nbits`` two's-complement bits of ``value``, which must fit the field as its
     signedness says: -1 is refused for an unsigned field and 40000 for an s16 (the value
     rule: nothing wraps silently)."""
-    lo, hi = _field_range(nbits, signed)
+    lo, hi = field_range(nbits, signed)
     if not lo <= value < hi:
         raise InputError(f"{value} does not fit {'s' if signed else 'u'}{nbits} "
                          f"({lo}..{hi - 1})", obj=path)
@@ -126,8 +124,8 @@ def _raw_or_number(value, nbits: int, signed: bool, path: str) -> int:
     odd-width integers): such a string is taken as the raw bits; a number must fit the
     field's signedness."""
     if isinstance(value, str) and value[:2].lower() == "0x":
-        return _check_range(_parse_int(value, path), nbits, path, signed=False)
-    return _check_range(_parse_int(value, path), nbits, path, signed)
+        return check_range(parse_int(value, path), nbits, path, signed=False)
+    return check_range(parse_int(value, path), nbits, path, signed)
 
 
 # -- batch encoding helpers ----------------------------------------------------------------
@@ -157,7 +155,7 @@ def _conform(values: Sequence, ok: Callable[[object], bool], blank, bad: np.ndar
     return out
 
 
-def _int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray,
+def int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray,
                 types: frozenset = _INT_TYPES) -> np.ndarray:
     """``values`` as an integer column (two's complement bits) where each is of ``types``
     (exact ``int`` unless told) in ``[lo, hi)``; the others are flagged (and read as 0)."""
@@ -212,13 +210,13 @@ class Int(Node):
 
     def values(self, rows):
         if self.np_type:
-            return _column(rows, self.offset, self.np_type).tolist()
+            return scalars(rows, self.offset, self.np_type).tolist()
         return [int.from_bytes(raw, "little", signed=self.signed)
-                for raw in _chunks(rows, self.offset, self.size)]
+                for raw in raw_bytes(rows, self.offset, self.size)]
 
     def encode(self, buf, value, path):
         if self.np_type:
-            bits = _check_range(_parse_int(value, path), self.size * 8, path, self.signed)
+            bits = check_range(parse_int(value, path), self.size * 8, path, self.signed)
         else:  # 128 bits: printed as "0x.." raw bits
             bits = _raw_or_number(value, self.size * 8, self.signed, path)
         buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
@@ -238,7 +236,7 @@ class Int(Node):
 
     def fill(self, rows, values, bad):
         _put(rows, self.offset, self.size,
-             _int_column(values, *_field_range(self.size * 8, self.signed), bad))
+             int_column(values, *field_range(self.size * 8, self.signed), bad))
 
     def blank(self):
         return 0
@@ -302,7 +300,7 @@ class Bool(Node):
         return self.size in (1, 2, 4, 8)
 
     def fill(self, rows, values, bad):
-        _put(rows, self.offset, self.size, _int_column(values, 0, 2, bad, _BOOL_TYPES))
+        _put(rows, self.offset, self.size, int_column(values, 0, 2, bad, _BOOL_TYPES))
 
     def blank(self):
         return False
@@ -340,7 +338,7 @@ class Char(Node):
                 return
             except UnicodeEncodeError:
                 pass
-        _put(rows, self.offset, 1, _int_column(values, *_field_range(8, True), bad))
+        _put(rows, self.offset, 1, int_column(values, *field_range(8, True), bad))
 
     def blank(self):
         return 0
@@ -355,8 +353,8 @@ class Float(Node):
 
     def values(self, rows):
         if not self.code:
-            return _chunks(rows, self.offset, self.size)
-        return _column(rows, self.offset, self.code).tolist()
+            return raw_bytes(rows, self.offset, self.size)
+        return scalars(rows, self.offset, self.code).tolist()
 
     def encode(self, buf, value, path):
         """A number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` as the JSON output prints
@@ -445,7 +443,7 @@ class Enum(Node):
 
     def values(self, rows):
         names = self.names
-        return [names.get(v, v) for v in _column(rows, self.offset, self.code).tolist()]
+        return [names.get(v, v) for v in scalars(rows, self.offset, self.code).tolist()]
 
     def encode(self, buf, value, path):
         if isinstance(value, str):
@@ -457,7 +455,7 @@ class Enum(Node):
                 except ValueError:
                     raise InputError(f"no enumerator {value!r} (known: "
                                      f"{', '.join(self.by_name)})", obj=path) from None
-        bits = _check_range(_parse_int(value, path), self.size * 8, path, self.signed)
+        bits = check_range(parse_int(value, path), self.size * 8, path, self.signed)
         buf[self.offset:self.offset + self.size] = bits.to_bytes(self.size, "little")
 
     def emit(self, out, exact):
@@ -479,7 +477,7 @@ class Enum(Node):
         by_name = self.by_name
         numbers = [by_name.get(v, v) if type(v) is str else v for v in values]
         _put(rows, self.offset, self.size,
-             _int_column(numbers, *_field_range(self.size * 8, self.signed), bad))
+             int_column(numbers, *field_range(self.size * 8, self.signed), bad))
 
     def blank(self):
         return 0
@@ -537,7 +535,7 @@ class CharArray(Array):
 
     def values(self, rows):
         out = []
-        for i, raw in enumerate(_chunks(rows, self.offset, len(self.elems))):
+        for i, raw in enumerate(raw_bytes(rows, self.offset, len(self.elems))):
             text = char_array_text(raw, exact=False)
             out.append(super().values(rows[i:i + 1])[0] if text is None else text)
         return out
@@ -558,7 +556,7 @@ class CharArray(Array):
         super().encode(buf, value, path)
 
     def emit(self, out, exact):
-        fallback = Template()
+        fallback = RecordText()
         shifted = CharArray(0, [dataclasses.replace(e, offset=e.offset - self.offset)
                                 for e in self.elems])
         Array.emit(shifted, fallback, exact)

@@ -31,11 +31,11 @@ from tabulate import tabulate
 
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, rows
-from .jsontext import Template, json_string
+from .jsontext import RecordText, json_string
 from .layout import Bits, Enum, Int, Node, leaf_columns
 
 
-def _byte_list(offset: int, size: int) -> Template:
+def _byte_list(offset: int, size: int) -> RecordText:
     """bpftool's ``print_hex_data_json``, ``["0x01",…]``, of ``size`` bytes at ``offset``."""
     return RawCodec(size).template().shifted(offset)
 
@@ -105,7 +105,7 @@ class _JsonArray(Renderer):
         super().__init__(info, key, value, out)
         self.template = self._entry_template()
 
-    def _entry_template(self) -> Template:
+    def _entry_template(self) -> RecordText:
         raise NotImplementedError
 
     def _render(self, count, keys, values):
@@ -117,7 +117,7 @@ class _JsonArray(Renderer):
         return self.end if self.count else self.empty
 
 
-def _joined(template: Template, keys, values, sep: bytes) -> tuple[bytes, np.ndarray]:
+def _joined(template: RecordText, keys, values, sep: bytes) -> tuple[bytes, np.ndarray]:
     """The rows' texts joined by ``sep``, and where each one ends. JSON text holds no raw
     newline, so the rows are joined by one first and located by it; a row that does hold one
     (never seen, but not ours to rule out) makes the batch render row by row."""
@@ -157,7 +157,7 @@ class BpftoolJson(_JsonArray):
 
     def _entry_template(self):
         info, value = self.info, self.value
-        out = Template().text(b'{"key":').extend(_byte_list(0, info.key_size), 0)
+        out = RecordText().text(b'{"key":').extend(_byte_list(0, info.key_size), 0)
         if isinstance(value, PerCpuCodec):
             out.text(b',"values":[')
             for c in range(value.ncpus):
@@ -186,7 +186,7 @@ class TypedJson(_JsonArray):
     end = b"\n]\n"
 
     def _entry_template(self):
-        return _typed_entry(Template(), self.key, self.value, exact=False)
+        return _typed_entry(RecordText(), self.key, self.value, exact=False)
 
 
 class JsonLines(TypedJson):
@@ -200,7 +200,7 @@ class JsonLines(TypedJson):
         return b""
 
 
-def _typed_entry(out: Template, key: Codec, value: Codec, *, exact: bool) -> Template:
+def _typed_entry(out: RecordText, key: Codec, value: Codec, *, exact: bool) -> RecordText:
     """``{"key":K,"value":V}`` or ``{"key":K,"values":[…]}`` (bpftool's ``do_dump_btf``).
 
     In ``exact`` mode a key without BTF is left out and a key bpftool cannot print ends the

@@ -70,7 +70,7 @@ class Config:
     def validate(self) -> Config:
         """Raise :class:`InputError` for the first option that cannot work; return self."""
         if not self.server and self.host is None:
-            raise InputError("say -s to receive or -H HOST to send", obj="mode")
+            raise InputError("say -s to receive or -H HOST to send", obj="-s/-H")
         if not 0 <= self.port <= 65535 or (self.port == 0 and not self.server):
             raise InputError(f"port {self.port} out of range (1-65535; 0 lets a server pick)",
                              obj="-p")

@@ -144,7 +144,9 @@ def test_cli_filter_end_to_end():
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """Filters compiled here: a syscall program without the header's maps, a filter reading
-    past the value (the verifier must refuse it), one that stops at the first 39-packet flow."""
+    past the value (the verifier must refuse it), one that stops at the first 39-packet flow,
+    and one built on a header that does not put map_exec.h's enums in the BTF (as before they
+    were read from there)."""
     clang = shutil.which("clang-16") or shutil.which("clang")
     if clang is None or not (PROGS_SRC / "vmlinux.h").exists():
         pytest.skip("needs clang and progs/vmlinux.h (make -C progs)")
@@ -158,13 +160,25 @@ def built(tmp_path_factory):
                       "static long bpfbatch_filter(const void *key, void *value)\n"
                       "{ return *(__u64 *)value >= 39 ? BPFBATCH_STOP : BPFBATCH_SELECT; }\n"
                       "BPFBATCH_FILTER_PROGRAM(stop_at_39)\n",
+        "old_header": '#include "bpfbatch_filter.h"\n'
+                      "static long bpfbatch_filter(const void *key, void *value)\n"
+                      "{ return BPFBATCH_SELECT; }\n"
+                      "BPFBATCH_FILTER_PROGRAM(old_header)\n",
     }
     out = tmp_path_factory.mktemp("filters")
+    old = out / "old"
+    old.mkdir()
+    header = (walker.FILTER_INCLUDE_DIR / "bpfbatch_filter.h").read_text()
+    assert "struct map_exec_enums *bpfbatch_enums;" in header
+    (old / "bpfbatch_filter.h").write_text(header.replace("struct map_exec_enums *bpfbatch_enums;",
+                                                          ""))
     for name, body in sources.items():
         src = out / f"{name}.bpf.c"
         src.write_text('#include "vmlinux.h"\n#include <bpf/bpf_helpers.h>\n' + body +
                        'char LICENSE[] SEC("license") = "GPL";\n')
-        subprocess.run([clang, "-g", "-O2", "-target", "bpf", f"-I{walker.FILTER_INCLUDE_DIR}",
+        first = [f"-I{old}"] if name == "old_header" else []
+        subprocess.run([clang, "-g", "-O2", "-target", "bpf", *first,
+                        f"-I{walker.FILTER_INCLUDE_DIR}",
                         f"-I{PROGS_SRC}", "-c", str(src), "-o", str(out / f"{name}.bpf.o")],
                        check=True)
     (out / "text.o").write_text("not an object\n")
@@ -191,6 +205,9 @@ def misuses(built: Path) -> list[tuple[list[str], str]]:
           "syscall program BPFBATCH_FILTER_PROGRAM(name) makes (bpfbatch_filter.h)")),
         (["--filter-obj", str(built / "lone.bpf.o"), "--filter-prog", "lone"],
          "lone.bpf.o: not built on bpfbatch_filter.h: the object lacks map 'target'"),
+        (["--filter-obj", str(built / "old_header.bpf.o"), "--filter-prog", "old_header"],
+         ("old_header.bpf.o: not built on bpfbatch_filter.h: the object lacks enum "
+          "map_exec_limit in its BTF (rebuild it with clang -g against the installed header)")),
         (["--filter-obj", str(EXAMPLE), "--filter-prog", "small_flows", "--where", WHERE],
          "--filter-obj: cannot be combined with --where"),
         (["--filter-obj", str(EXAMPLE), "--filter-prog", "small_flows", "--mode", "user"],

@@ -12,6 +12,7 @@ import os
 import re
 import resource
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -156,6 +157,12 @@ def _tool(*argv: str, **kwargs) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+def _command(*argv: str) -> subprocess.Popen:
+    """``bpfbatch tcp-mmap ARGV``: the same command as the tool, reached through the CLI."""
+    return subprocess.Popen([sys.executable, "-m", "bpfbatch", "tcp-mmap", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def _first_line(pipe, timeout: float = 30) -> str:
     """The next line of a child's pipe, or fail after ``timeout`` s instead of hanging."""
     ready, _, _ = select.select([pipe], [], [], timeout)
@@ -164,8 +171,9 @@ def _first_line(pipe, timeout: float = 30) -> str:
 
 
 def test_the_tool_end_to_end_over_ipv4():
-    server = _tool("-4", "-s", "-H", "127.0.0.1", "-p", "0", "--connections", "1", "-z", "-x",
-                   "-M", str(LOOPBACK_MSS))
+    """Server through ``bpfbatch tcp-mmap``, client through tools/tcp_mmap.py."""
+    server = _command("-4", "-s", "-H", "127.0.0.1", "-p", "0", "--connections", "1", "-z",
+                      "-x", "-M", str(LOOPBACK_MSS))
     try:
         port = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", _first_line(server.stderr))[1]
         client_run = subprocess.run(
@@ -184,6 +192,23 @@ def test_the_tool_end_to_end_over_ipv4():
     assert "MSG_ZEROCOPY:" in client_run.stdout
 
 
+def test_interrupting_a_server_exits_130_without_a_traceback():
+    """^C is how a server serving until interrupted is meant to end: status 130, nothing on
+    stderr after the listening line (no traceback, no click "Aborted!")."""
+    server = _command("-s", "-H", "::1", "-p", "0")
+    try:
+        port = int(_first_line(server.stderr).rsplit(":", 1)[1])
+        send(client(port, size=1 << 20))
+        assert _first_line(server.stdout).startswith("received 1 MB ")  # served, still serving
+        server.send_signal(signal.SIGINT)
+        out, err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+        server.wait()
+    assert server.returncode == 130
+    assert err == ""
+
+
 def test_connection_refused_is_one_clear_line():
     with socket.socket(socket.AF_INET6) as closed:  # bound, never listening: refuses
         closed.bind(("::1", 0))
@@ -192,7 +217,7 @@ def test_connection_refused_is_one_clear_line():
                               capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        f"tcp_mmap: error: [::1]:{port}: connect: Connection refused (ECONNREFUSED)"]
+        f"bpfbatch: error: [::1]:{port}: connect: Connection refused (ECONNREFUSED)"]
 
 
 def test_port_in_use_is_refused_before_serving():
@@ -248,7 +273,7 @@ def test_a_reset_by_the_sender_fails_the_server_with_one_line(zerocopy):
     assert server.returncode == 1
     assert out == ""
     [line] = err.splitlines()
-    assert line.startswith(f"tcp_mmap: error: [::1]:{local}: ")
+    assert line.startswith(f"bpfbatch: error: [::1]:{local}: ")
     assert "ECONNRESET" in line
 
 
@@ -271,7 +296,7 @@ def test_an_untranslated_receiver_failure_is_one_line_and_exit_1():
         server.kill()
         server.wait()
     assert (server.returncode, out) == (1, "")
-    assert err.splitlines() == [f"tcp_mmap: error: [::1]:{local}: receive: kernel out of memory "
+    assert err.splitlines() == [f"bpfbatch: error: [::1]:{local}: receive: kernel out of memory "
                                 f"(ENOMEM)"]
 
 

@@ -12,8 +12,10 @@ import contextlib
 import ctypes
 import errno
 import json
+import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,12 +74,25 @@ def test_every_creatable_type_is_in_the_matrix():
 
 def run(*args) -> tuple[str, str]:
     """``(stdout, stderr)`` of a successful in-process ``bpfbatch`` command; a
-    :class:`BpfBatchError` propagates (anything else is a defect and fails the test)."""
-    result = CliRunner().invoke(app, [str(a) for a in args])
+    :class:`BpfBatchError` propagates (anything else is a defect and fails the test).
+
+    Records go straight to fd 1 (``records.writer.FdWriter``), past the ``sys.stdout`` that
+    CliRunner replaces, so fd 1 is captured too: stdout is what reached fd 1, then what was
+    printed through ``sys.stdout``."""
+    with tempfile.TemporaryFile() as direct:
+        saved = os.dup(1)
+        os.dup2(direct.fileno(), 1)
+        try:
+            result = CliRunner().invoke(app, [str(a) for a in args])
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        direct.seek(0)
+        written = direct.read().decode()
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     assert result.exit_code == 0, result.output
-    return result.stdout, result.stderr
+    return written + result.stdout, result.stderr
 
 
 def bpftool_dump(m: Map) -> tuple[bytes, list[dict], list[dict]]:

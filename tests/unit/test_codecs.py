@@ -422,11 +422,11 @@ def test_round_trip_bytes_of_a_padding_free_struct(data):
 
 def test_whole_batch_rendering_equals_row_by_row(rich):
     """render_joined (one % per batch, raw byte lists as numpy blocks) == joined rows."""
-    from bpfbatch.records.jsontext import Template
+    from bpfbatch.records.jsontext import RecordText
     data = b"".join(rich.encode(dict(RICH_VALUE, id=i, name="n%d%%" % i)) for i in range(5))
     keys = rows(bytes(range(20)), 5, 4)
     values = rows(data, 5, rich.size)
-    entry = (Template().text(b'{"k%":[').extend(RawCodec(4).template(), 0)
+    entry = (RecordText().text(b'{"k%":[').extend(RawCodec(4).template(), 0)
              .text(b'],"v":').extend(rich.template(exact=True), 1).text(b"}"))
     per_row = entry.render([keys, values])
     assert entry.render_joined([keys, values], b",%\n") == b",%\n".join(per_row)

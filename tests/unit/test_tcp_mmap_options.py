@@ -1,4 +1,5 @@
-"""tcp_mmap's command line: every bad option is refused with one line naming it."""
+"""``bpfbatch tcp-mmap`` (and tools/tcp_mmap.py): every bad option is refused with one line
+naming it."""
 
 import socket
 import subprocess
@@ -7,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from bpfbatch.cli.tcp_mmap import parse_args
 from bpfbatch.errors import InputError
 from bpfbatch.tcp_mmap import Config, default_alignment, parse_size
 from bpfbatch.tcp_mmap._linux import huge_page_size
-from bpfbatch.tcp_mmap.cli import parse_args
 from bpfbatch.tcp_mmap.receiver import Report
 from bpfbatch.tcp_mmap.sockets import resolve
 
@@ -18,8 +19,8 @@ TOOL = Path(__file__).resolve().parents[2] / "tools" / "tcp_mmap.py"
 
 
 @pytest.mark.parametrize("argv, option, words", [
-    ([], "mode", "-s to receive"),
-    (["-s", "-4", "-6"], None, "not allowed with"),
+    ([], "-s/-H", "-s to receive"),
+    (["-s", "-4", "-6"], "-4/-6", "mutually exclusive"),
     (["-s", "-C", "lots"], "-C", "not a size"),
     (["-s", "-C", "0"], "-C", "out of range"),
     (["-s", "-z", "-C", "1000"], "-C", "multiple of the page size"),
@@ -27,12 +28,14 @@ TOOL = Path(__file__).resolve().parents[2] / "tools" / "tcp_mmap.py"
     (["-s", "-a", "12K"], "-a", "power of two"),
     (["-s", "-M", "40"], "-M", "out of range"),
     (["-s", "-p", "70000"], "-p", "out of range"),
-    (["-s", "-p", "eighty"], None, "invalid int value"),
+    (["-s", "-p", "eighty"], "-p", "integer"),
     (["-H", "::1", "-p", "0"], "-p", "out of range"),
     (["-H", "::1", "-n", "0"], "-n", "must be positive"),
     (["-H", "::1", "--connections", "2"], "--connections", "only a server"),
     (["-s", "--connections", "0"], "--connections", "must be positive"),
-    (["-s", "--frobnicate"], None, "unrecognized arguments"),
+    (["-s", "--frobnicate"], None, "no such option: --frobnicate"),
+    (["-s", "-C"], None, "'-C' requires an argument"),
+    (["-s", "extra"], None, "unexpected extra argument"),
 ])
 def test_bad_options_are_refused_naming_the_option(argv, option, words):
     with pytest.raises(InputError) as caught:
@@ -95,12 +98,14 @@ def test_report_is_the_selftests_line():
 @pytest.mark.parametrize("argv, words", [
     (["-C", "abc", "-s"], "-C: not a size"),
     (["-s", "-z", "-a", "5"], "-a: alignment 5"),
-    (["-x"], "mode: say -s"),
+    (["-x"], "-s/-H: say -s"),
 ])
-def test_the_tool_prints_one_line_and_exits_non_zero(argv, words):
-    done = subprocess.run([sys.executable, str(TOOL), *argv], capture_output=True, text=True,
+@pytest.mark.parametrize("entry", [[str(TOOL)], ["-m", "bpfbatch", "tcp-mmap"]],
+                         ids=["tool", "bpfbatch"])
+def test_the_tool_prints_one_line_and_exits_non_zero(argv, words, entry):
+    done = subprocess.run([sys.executable, *entry, *argv], capture_output=True, text=True,
                           timeout=30)
-    assert done.returncode == 2
+    assert done.returncode == 1  # the selftest's error(1, ...)
     assert done.stdout == ""
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tcp_mmap: error: ") and words in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("bpfbatch: error: ") and words in lines[0]
