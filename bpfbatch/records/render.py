@@ -1,4 +1,5 @@
-"""Renderers: a map's elements to ``table``, ``json``, ``jsonl``, ``csv`` or ``bpftool-json``.
+"""Renderers: a map's elements to ``table``, ``json``, ``jsonl``, ``csv``, ``bpftool-json``,
+``arrow`` or ``parquet``.
 
 A renderer is built for one map (its :class:`~bpfbatch.map.handle.MapInfo` and key/value
 :class:`~bpfbatch.records.codec.Codec`) and a binary output stream, then fed one
@@ -8,7 +9,9 @@ writes the trailer (``]`` for the JSON arrays) and flushes.
 
 :meth:`Renderer.render` gives the same bytes without writing them, with the offset where each
 record ends (its line end included): what :mod:`bpfbatch.delivery` needs to tell the records
-that were completely written from those that were not.
+that were completely written from those that were not. In ``arrow`` every record of a batch
+ends where the batch ends (a record batch is read whole or not at all); ``parquet`` is readable
+only once closed (:attr:`Renderer.delivers_prefix`).
 
 ``json``/``jsonl`` are typed from BTF: ``{"key":…,"value":…}``, per-CPU maps
 ``{"key":…,"values":[{"cpu":0,"value":…},…]}``, with bpftool's value rules (see
