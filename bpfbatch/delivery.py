@@ -10,7 +10,9 @@ Every path that deletes what it outputs (``drain``, ``exec --action delete -o``,
 (and, with ``fsync``, is on disk). Bytes a pipe accepted count as delivered: what the reader
 does with them after reading is out of our hands. A record whose bytes were only partly
 written is not delivered: it is put back, and the torn bytes stay in the output (a reader
-that stops at the last complete line sees exactly the delivered records).
+that stops at the last complete line sees exactly the delivered records). Where a record
+ends is the renderer's to say: in ``arrow`` every record of a batch ends with the batch, so a
+batch is delivered whole or put back whole; ``parquet``, readable only once closed, is refused.
 
 **Put back** means: the records that were not delivered are written back into the map,
 exactly those, one ``BPF_MAP_UPDATE_ELEM`` with ``BPF_NOEXIST`` each. The rule when a writer

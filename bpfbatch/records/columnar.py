@@ -16,6 +16,14 @@ The schema rule (the README states it too):
 * a side without BTF is one ``fixed_size_binary`` column, ``key`` or ``value``;
 * per-CPU maps: every value column is a ``fixed_size_list`` with one item per possible CPU.
 
+Columns hold the values as the map stores them: the automatic display choice of
+:mod:`~bpfbatch.records.decoding` (a ``__be32 saddr`` shown as ``"10.0.0.1"``) does not apply,
+since these formats are for analysis and exact reloads. A field the user names with ``--decode
+FIELD=KIND`` is a column of the decoder's display values: ``uint16/32/64`` for the byte-order
+kinds, ``float64`` for ``age``, ``string`` for the others (a number shown by ``ifname`` or
+``errno`` as its decimal text); loading parses it back with the same decoder, so a dump loads
+back with the same ``--decode`` options.
+
 Other fields (bitfields, 128-bit integers, unions, arrays of structs, ...) have no column
 type here: asking for one is an error naming the field (``-o jsonl`` carries them).
 Loading reads the same columns back and writes the bytes column by column with numpy, no
@@ -32,6 +40,7 @@ import numpy as np
 
 from ..errors import BpfBatchError, InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
+from .decoding import Decoded
 from .layout import Array, Bool, CharArray, Enum, Float, Int, Node, leaf_columns
 
 if TYPE_CHECKING:
@@ -98,6 +107,10 @@ class Columns:
             raw = np.ascontiguousarray(rows_[:, :width])
             return pa.FixedSizeBinaryArray.from_buffers(
                 pa.binary(width), len(raw), [None, pa.py_buffer(raw.tobytes())])
+        if isinstance(node, Decoded):
+            shown = node.decoder.format(rows_[:, node.offset:node.offset + node.size])
+            kind = _decoded_type(pa, node)
+            return pa.array(shown if kind != pa.string() else [str(v) for v in shown], kind)
         if isinstance(node, Enum):
             numbers = _scalar(rows_, node.offset, node.code)
             unique, index = np.unique(numbers, return_inverse=True)
@@ -174,6 +187,9 @@ class Columns:
             _check_widths(data, size, where)
             rows_[:, :size] = np.frombuffer(b"".join(data), np.uint8).reshape(-1, size)
             return
+        if isinstance(node, Decoded):
+            _parse_into(rows_, node, column.to_pylist(), where)
+            return
         if isinstance(node, Enum):
             numbers = _enum_numbers(pa, node, column, where)
             _put(rows_, node, _in_range(numbers, node.size, True, where))
@@ -239,16 +255,45 @@ def _fields(codec: Codec, side: str) -> list[tuple[str, Node | None]]:
     """``(column, leaf node)`` of one side (``None``: the side's raw bytes)."""
     if not isinstance(codec, BtfCodec):
         return [(side, None)]
-    fields = list(leaf_columns(codec.node, side))
+    fields = list(_stored_leaves(codec.node, side))
     for name, node in fields:
         if not _supported(node):
             raise InputError(f"{type(node).__name__.lower()} fields have no Arrow column type "
-                             "(use -o jsonl)", obj=name)
+                             f"(use -o jsonl, or --decode {name}=hex)", obj=name)
     return fields
 
 
+def _stored_leaves(node: Node, prefix: str):
+    """:func:`leaf_columns`, with the fields decoded automatically taken as stored."""
+    for name, leaf in leaf_columns(node, prefix):
+        if isinstance(leaf, Decoded) and leaf.automatic:
+            yield from _stored_leaves(leaf.inner, name)
+        else:
+            yield name, leaf
+
+
+def _decoded_type(pa, node: Decoded):
+    """The column type of a field decoded on request (see the module doc)."""
+    if not node.decoder.numeric:
+        return pa.string()
+    return pa.float64() if node.decoder.clocked else pa.from_numpy_dtype(f"u{node.size}")
+
+
+def _parse_into(rows_, node: Decoded, shown: list, where: str) -> None:
+    """Each display value parsed back into its field's bytes by the field's decoder; the
+    first that does not parse is an error naming its record."""
+    bad = np.zeros(len(shown), dtype=bool)
+    node.fill(rows_, shown, bad)
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        try:
+            node.decoder.parse(shown[first], node.size, where)
+        except InputError as exc:
+            raise InputError(f"record {first + 1}: {exc.message}", obj=where) from None
+
+
 def _supported(node: Node) -> bool:
-    if isinstance(node, (Enum, CharArray)):
+    if isinstance(node, (Decoded, Enum, CharArray)):
         return True
     if isinstance(node, Array):
         return bool(node.elems) and _scalar_kind(node.elems[0])
@@ -298,7 +343,9 @@ def _put(rows_, node: Node, column: np.ndarray) -> None:
 def _numpy(pa, column, where: str) -> np.ndarray:
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
             or pa.types.is_boolean(column.type)):
-        raise InputError(f"expected numbers, got {column.type}", obj=where)
+        hint = (" (a column dumped with --decode loads with the same --decode)"
+                if pa.types.is_string(column.type) else "")
+        raise InputError(f"expected numbers, got {column.type}{hint}", obj=where)
     return column.to_numpy(zero_copy_only=False)
 
 

@@ -34,11 +34,14 @@ __all__ = ["Decoded", "decoded_codecs"]
 
 @dataclasses.dataclass
 class Decoded(Node):
-    """A field shown through a :class:`Decoder`; ``inner`` is the field's own node."""
+    """A field shown through a :class:`Decoder`; ``inner`` is the field's own node.
+    ``automatic``: chosen by the field's type, not by a ``--decode`` option (the columnar
+    formats keep such a field as stored)."""
 
     inner: Node
     size: int
     decoder: Decoder
+    automatic: bool = False
 
     def values(self, rows):
         return self.decoder.format(rows[:, self.offset:self.offset + self.size])
@@ -151,7 +154,8 @@ def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
     """``node`` with the fields in ``left`` (consumed as found) and the automatic ones
     decoded; the same object when nothing under it changes."""
     decoder = left.pop(path, None)
-    if decoder is None and automatic and getattr(node, "auto", None):
+    chosen = decoder is not None
+    if not chosen and automatic and getattr(node, "auto", None):
         decoder = get(node.auto)
     if decoder is not None:
         size = _size_of(node)
@@ -162,7 +166,7 @@ def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
             decoder.check_size(size, path)
         except InputError as exc:
             raise _FieldError(side, path, exc.message) from None
-        return Decoded(node.offset, node, size, decoder)
+        return Decoded(node.offset, node, size, decoder, automatic=not chosen)
     if not isinstance(node, Struct):
         return node
     members = []

@@ -99,7 +99,7 @@ def delivery(fmt: str, info, put_back: PutBackFn, writer: FdWriter, *, btf=None,
     itself); end it with :meth:`~bpfbatch.delivery.Delivery.close`. ``decode`` as for
     :class:`Output`."""
     key_codec, value_codec = _display_codecs(fmt, info, btf, decode, False)
-    sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, None), writer)
+    sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, writer), writer)
     return Delivery(sink, put_back, label=info.label)
 
 

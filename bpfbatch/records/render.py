@@ -1,4 +1,5 @@
-"""Renderers: a map's elements to ``table``, ``json``, ``jsonl``, ``csv`` or ``bpftool-json``.
+"""Renderers: a map's elements to ``table``, ``json``, ``jsonl``, ``csv``, ``bpftool-json``,
+``arrow`` or ``parquet``.
 
 A renderer is built for one map (its :class:`~bpfbatch.map.handle.MapInfo` and key/value
 :class:`~bpfbatch.records.codec.Codec`) and a binary output stream, then fed one
@@ -8,7 +9,9 @@ writes the trailer (``]`` for the JSON arrays) and flushes.
 
 :meth:`Renderer.render` gives the same bytes without writing them, with the offset where each
 record ends (its line end included): what :mod:`bpfbatch.delivery` needs to tell the records
-that were completely written from those that were not.
+that were completely written from those that were not. In ``arrow`` every record of a batch
+ends where the batch ends (a record batch is read whole or not at all); ``parquet`` is readable
+only once closed (:attr:`Renderer.delivers_prefix`).
 
 ``json``/``jsonl`` are typed from BTF: ``{"key":…,"value":…}``, per-CPU maps
 ``{"key":…,"values":[{"cpu":0,"value":…},…]}``, with bpftool's value rules (see
@@ -57,6 +60,10 @@ def _record_ends(lengths: list[int], head: int, per_record: int = 1) -> np.ndarr
 
 class Renderer:
     """Base: splits a batch into key rows and value rows; subclasses format them."""
+
+    #: Whether the records :meth:`render` reports as ended can be read from the output as
+    #: soon as their bytes are written, before :meth:`trailer`. A deleting command needs it.
+    delivers_prefix = True
 
     def __init__(self, info, key: Codec, value: Codec, out: BinaryIO | None):
         self.info = info
@@ -328,7 +335,12 @@ class Table(_Flat):
 
 class _Columnar(Renderer):
     """Arrow record batches, one per batch, typed by the rule of
-    :mod:`bpfbatch.records.columnar`; binary, so never written to a terminal."""
+    :mod:`bpfbatch.records.columnar`; binary, so never written to a terminal.
+
+    pyarrow's writer writes into a :class:`_Spool`, from which :meth:`render` takes the bytes
+    one batch produced, so a columnar batch is written like any other format's: one write, and
+    through the delivery step's writer too. Its records all end where the batch ends: a record
+    batch is read whole or not at all, so it is delivered whole or put back whole."""
 
     def __init__(self, info, key, value, out):
         super().__init__(info, key, value, out)
@@ -338,34 +350,70 @@ class _Columnar(Renderer):
         if isatty and isatty():
             raise InputError("binary output: redirect it to a file or a pipe", obj="fmt")
         self.columns = Columns(key, value)
-        self.sink = self.columns.pa.PythonFile(out, mode="w")
-        self.writer = self._writer(self.columns.pa, self.columns.schema)
+        self.spool = _Spool()
+        self.writer = self._writer(self.columns.pa, self.columns.pa.PythonFile(self.spool, "w"),
+                                   self.columns.schema)
 
-    def _writer(self, pa, schema):
+    def _writer(self, pa, sink, schema):
         raise NotImplementedError
 
-    def _write(self, count, keys, values):
+    def _render(self, count, keys, values):
         self.writer.write_batch(self.columns.record_batch(keys, values))
+        data = self.spool.take()
+        return Rendered(data, np.full(count, len(data), dtype=np.int64))
 
-    def close(self):
+    def trailer(self):
         self.writer.close()
-        super().close()
+        return self.spool.take()
+
+
+class _Spool(io.RawIOBase):
+    """A write-only file that keeps what was written until :meth:`take`, and counts every
+    byte ever written as its position (writers record offsets: Parquet's footer does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pending: list[bytes] = []
+        self.position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.pending.append(bytes(data))
+        self.position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def take(self) -> bytes:
+        """What was written since the last take."""
+        data = b"".join(self.pending)
+        self.pending.clear()
+        return data
 
 
 class ArrowStream(_Columnar):
-    """The Arrow IPC stream format (for pipes: ``pyarrow.ipc.open_stream``, DuckDB, polars)."""
+    """The Arrow IPC stream format (for pipes: ``pyarrow.ipc.open_stream``, DuckDB, polars).
+    The schema goes out with the first batch (or, for an empty map, with the end-of-stream
+    marker in the trailer)."""
 
-    def _writer(self, pa, schema):
-        return pa.ipc.new_stream(self.sink, schema)
+    def _writer(self, pa, sink, schema):
+        return pa.ipc.new_stream(sink, schema)
 
 
 class Parquet(_Columnar):
-    """Parquet, one row group per batch."""
+    """Parquet, one row group per batch. The file is readable only once :meth:`trailer`
+    has written its footer, so no prefix of it holds a record: :attr:`delivers_prefix` is
+    false, and the commands that delete what they print refuse it."""
 
-    def _writer(self, pa, schema):
+    delivers_prefix = False
+
+    def _writer(self, pa, sink, schema):
         import pyarrow.parquet as pq
 
-        return pq.ParquetWriter(self.sink, schema)
+        return pq.ParquetWriter(sink, schema)
 
 
 #: Every output format by name: the one place format names are defined.

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import interrupts
 from ..delivery import Undelivered
-from ..errors import BpfBatchError, OutputError
+from ..errors import BpfBatchError, InputError, OutputError
 
 #: Bytes per write to an fd that can block (pipe, socket, tty): at most what ``poll`` promises
 #: fits, so a write never blocks with a signal waiting and the batch half-written.
@@ -71,6 +71,10 @@ class FdWriter:
                                   obj=self.name)
             written += n
 
+    def isatty(self) -> bool:
+        """Whether the fd is a terminal (binary formats refuse one)."""
+        return os.isatty(self.fd)
+
     def flush(self) -> None:
         """Nothing to do: every byte was handed to the kernel by :meth:`write` (so this
         writer can stand where a binary stream is expected)."""
@@ -104,6 +108,12 @@ class RecordSink:
     :class:`FdWriter`; a refusal names the records that were completely written."""
 
     def __init__(self, renderer, output: FdWriter):
+        if not renderer.delivers_prefix:
+            fmt = type(renderer).__name__.lower()
+            raise InputError(f"a {fmt} file is readable only once its footer is written at "
+                             "the end, so no batch could count as delivered before the last; "
+                             "use -o arrow (delivered a batch at a time) or dump, then clear",
+                             obj=f"-o {fmt}")
         self.renderer = renderer
         self.output = output
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import fault_helpers
 import numpy as np
 import pytest
 
@@ -219,3 +220,104 @@ def test_binary_output_refuses_a_terminal(flows):
         os.close(follower)
     assert result.returncode != 0
     assert "binary output: redirect it to a file or a pipe" in result.stderr
+
+
+# -- decoders: stored values by default, display values on request ----------------------------
+
+def test_columns_hold_stored_values_and_explicit_decoders_round_trip(flows, tmp_path):
+    """The automatic choice (``__be32 saddr`` as IPv4) shows in jsonl but not in the columns;
+    an explicit ``--decode`` gives display-value columns that load with the same options back
+    to the same bytes, and without them is refused in one line."""
+    theirs = {json.dumps(e["key"]): e["formatted"]["key"] for e in bpftool_dump(flows)}
+    shown = [json.loads(line)["key"] for line in
+             bpfbatch("dump", "--map-id", flows.info.id, "-o", "jsonl").stdout.splitlines()]
+    plain = pq.read_table(pa.BufferReader(
+        bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet").stdout))
+    assert plain.schema.field("key.saddr").type == pa.uint32()
+    assert sorted(plain.column("key.saddr").to_pylist()) == \
+        sorted(k["saddr"] for k in theirs.values())  # bpftool's stored integer
+
+    decode = ["--decode", "key.saddr=ipv4", "--decode", "key.sport=be16"]
+    dumped = bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet", *decode)
+    assert dumped.returncode == 0, dumped.stderr
+    path = tmp_path / "decoded.parquet"
+    path.write_bytes(dumped.stdout)
+    table = pq.read_table(path)
+    assert table.schema.field("key.saddr").type == pa.string()
+    assert table.schema.field("key.sport").type == pa.uint16()
+    assert table.schema.field("key.daddr").type == pa.uint32()  # not asked for: as stored
+    rows = sorted(zip(table.column("key.saddr").to_pylist(), table.column("key.sport").to_pylist()))
+    assert rows == sorted((k["saddr"], k["sport"]) for k in shown)  # jsonl's display values
+
+    before = raw_entries(flows)
+    assert bpfbatch("clear", "--map-id", flows.info.id).returncode == 0
+    refused = bpfbatch("load", "--map-id", flows.info.id, path)
+    assert refused.returncode != 0 and raw_entries(flows) == []
+    assert refused.stderr.decode().strip().splitlines() == [
+        f"bpfbatch: error: {path}: column key.saddr: expected numbers, got string (a column "
+        "dumped with --decode loads with the same --decode)"]
+    loaded = bpfbatch("load", "--map-id", flows.info.id, path, *decode)
+    assert loaded.returncode == 0, loaded.stderr
+    assert raw_entries(flows) == before
+
+
+def test_a_bad_display_value_names_the_column_and_record(flows, tmp_path):
+    table = pq.read_table(pa.BufferReader(bpfbatch(
+        "dump", "--map-id", flows.info.id, "-o", "parquet", "--decode", "key.saddr=ipv4").stdout))
+    saddrs = table.column("key.saddr").to_pylist()
+    saddrs[4] = "10.0.0.300"
+    path = tmp_path / "bad.parquet"
+    pq.write_table(table.set_column(0, "key.saddr", pa.array(saddrs)), path)
+    before = raw_entries(flows)
+    result = bpfbatch("load", "--map-id", flows.info.id, path, "--decode", "key.saddr=ipv4")
+    assert result.returncode != 0 and raw_entries(flows) == before
+    assert result.stderr.decode().strip().splitlines() == [
+        f"bpfbatch: error: {path}: column key.saddr: record 5: not a ipv4 value: '10.0.0.300'"]
+
+
+# -- deleting commands: Arrow batches are delivered whole, Parquet is refused ---------------
+
+def _arrow_batches(data: bytes):
+    """The record batches a stream reader reads before the stream ends or breaks off."""
+    reader = pa.ipc.open_stream(data)
+    batches = []
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except (StopIteration, OSError, pa.ArrowInvalid):
+            return batches
+
+
+def test_drain_to_arrow_on_a_full_tmpfs_puts_back_what_was_not_written(tmp_path):
+    n = 50_000  # 600 KB of records for a 256 KiB file system
+    with fault_helpers.typed_map(n, name=f"bb_colf{os.getpid()}") as m:
+        fault_helpers.fill(m, n)
+        with fault_helpers.small_tmpfs(tmp_path, "256k") as mnt:
+            path = mnt / "out.arrow"
+            with open(path, "wb") as out:
+                proc = subprocess.run(fault_helpers.bpfbatch_argv(
+                    "drain", "--map-id", m.info.id, "-o", "arrow", "--batch-size", 4096),
+                    stdout=out, stderr=subprocess.PIPE, timeout=120)
+            batches = _arrow_batches(path.read_bytes())
+        keys = np.concatenate([b.column("key").to_numpy() for b in batches]).astype(np.uint64)
+        values = np.concatenate([b.column("value").to_numpy() for b in batches])
+        outcome = fault_helpers.judge(m, n, (keys, values), proc.returncode,
+                                      proc.stderr.decode())
+        assert proc.returncode != 0 and "No space left on device" in outcome.stderr
+        assert 0 < len(keys) < n and outcome.left == n - len(keys)
+        assert outcome.good, outcome
+
+
+@pytest.mark.parametrize("command", ["drain", "exec"])
+def test_deleting_to_parquet_is_refused_before_anything_is_deleted(flows, command):
+    before = raw_entries(flows)
+    argv = ["drain", "--map-id", flows.info.id, "-o", "parquet"] if command == "drain" else \
+        ["exec", "--map-id", flows.info.id, "--where", "key.dport == 53", "--action", "delete",
+         "-o", "parquet"]
+    result = bpfbatch(*argv)
+    assert result.returncode != 0 and result.stdout == b""
+    assert result.stderr.decode().strip().splitlines() == [
+        "bpfbatch: error: -o parquet: a parquet file is readable only once its footer is "
+        "written at the end, so no batch could count as delivered before the last; use -o "
+        "arrow (delivered a batch at a time) or dump, then clear"]
+    assert raw_entries(flows) == before

@@ -32,10 +32,14 @@ def renderer(fmt, map_info=None, ncpus=2):
 
 # -- record boundaries ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", sorted(RENDERERS))
-@pytest.mark.parametrize("map_info", [info(), info(typed=False),
-                                      info(MapType.PERCPU_HASH, value_size=16)],
-                         ids=["typed", "raw", "percpu"])
+MAP_INFOS = pytest.mark.parametrize("map_info", [info(), info(typed=False),
+                                                 info(MapType.PERCPU_HASH, value_size=16)],
+                                     ids=["typed", "raw", "percpu"])
+COLUMNAR = ("arrow", "parquet")
+
+
+@pytest.mark.parametrize("fmt", sorted(set(RENDERERS) - set(COLUMNAR)))
+@MAP_INFOS
 def test_record_ends_fall_on_record_boundaries(fmt, map_info):
     r = renderer(fmt, map_info)
     stride = map_info.value_stride
@@ -48,6 +52,39 @@ def test_record_ends_fall_on_record_boundaries(fmt, map_info):
         assert (np.diff(ends) > 0).all() and ends[-1] == len(data)
         last = {"json": b"}", "bpftool-json": b"}"}.get(fmt, b"\n")
         assert all(data[e - 1:e] == last for e in ends)
+
+
+@MAP_INFOS
+def test_an_arrow_record_batch_is_delivered_whole_or_not_at_all(map_info):
+    """Every record of an Arrow batch ends where the batch ends: a cut anywhere inside the
+    second batch delivers the first batch's records, and a stream reader reads exactly them."""
+    pa = pytest.importorskip("pyarrow")
+    r = renderer("arrow", map_info)
+    keys, values = entries(5)
+    values = [v.ljust(map_info.value_stride, b"\0") for v in values]
+    first, second = r.render(batch(keys[:2], values[:2])), r.render(batch(keys[2:], values[2:]))
+    assert list(first.ends) == [len(first.data)] * 2
+    assert list(second.ends) == [len(second.data)] * 3
+    whole = first.data + second.data + r.trailer()
+    assert pa.ipc.open_stream(whole).read_all().num_rows == 5
+    for cut in (0, 1, len(second.data) // 2, len(second.data) - 1):
+        delivered = int(np.searchsorted(second.ends, cut, side="right"))
+        assert delivered == 0
+        reader = pa.ipc.open_stream(first.data + second.data[:cut])
+        assert reader.read_next_batch().num_rows == 2
+        with pytest.raises((StopIteration, OSError, pa.ArrowInvalid)):
+            reader.read_next_batch()
+
+
+def test_parquet_cannot_be_delivered_batch_by_batch(tmp_path):
+    pytest.importorskip("pyarrow")
+    r = renderer("parquet")
+    first = r.render(batch(*entries(2)))
+    assert not r.delivers_prefix and first.data  # the row group is out, unreadable until the end
+    with open(tmp_path / "out", "wb") as f, pytest.raises(BpfBatchError) as refused:
+        RecordSink(renderer("parquet"), FdWriter(f.fileno()))
+    assert str(refused.value).startswith("-o parquet: a parquet file is readable only once")
+    assert "\n" not in str(refused.value)
 
 
 def test_a_record_holding_a_newline_is_one_record_in_csv_and_jsonl():
