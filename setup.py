@@ -32,11 +32,14 @@ class BuildWithBpfObjects(build_py):
                              f"llvm-16 bpftool; or set CLANG, LLVM_STRIP, BPFTOOL)")
         subprocess.run(["make", "-s", "-C", str(ROOT / "progs"), f"CLANG={clang}"], check=True)
         super().run()
-        built = Path(self.build_lib) / "bpfbatch" / "progs"
-        objects = sorted(built.glob("*.bpf.o"))
+        # An editable install (`pip install -e`, what `make` sets up) runs the package from the
+        # source tree: the objects stay where progs/ built them, DWARF and all.
+        built = ROOT if self.editable_mode else Path(self.build_lib)
+        objects = sorted((built / "bpfbatch" / "progs").glob("*.bpf.o"))
         if not objects:
             raise SystemExit("bpfbatch: no BPF objects reached the build (progs/ built none)")
-        subprocess.run([strip, "-g", *map(str, objects)], check=True)
+        if not self.editable_mode:
+            subprocess.run([strip, "-g", *map(str, objects)], check=True)
 
 
 setup(cmdclass={"build_py": BuildWithBpfObjects})
