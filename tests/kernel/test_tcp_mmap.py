@@ -193,8 +193,9 @@ def test_the_tool_end_to_end_over_ipv4():
 
 
 def test_interrupting_a_server_exits_130_without_a_traceback():
-    """^C is how a server serving until interrupted is meant to end: status 130, nothing on
-    stderr after the listening line (no traceback, no click "Aborted!")."""
+    """^C is how a server serving until interrupted is meant to end: status 130 and the CLI's
+    one line, nothing else on stderr after the listening line (no traceback, no click
+    "Aborted!")."""
     server = _command("-s", "-H", "::1", "-p", "0")
     try:
         port = int(_first_line(server.stderr).rsplit(":", 1)[1])
@@ -206,7 +207,7 @@ def test_interrupting_a_server_exits_130_without_a_traceback():
         server.kill()
         server.wait()
     assert server.returncode == 130
-    assert err == ""
+    assert err == "bpfbatch: interrupted\n"
 
 
 def test_connection_refused_is_one_clear_line():
