@@ -18,7 +18,7 @@ import typer
 
 from .._sys import abi
 from ..errors import InputError, NotFoundError
-from .options import Decode, MapId, Name, Pinned, check_output, open_map, say
+from .options import Decode, MapId, Name, Pinned, check_output, open_map, record_codecs, say
 
 commands = typer.Typer()
 
@@ -33,13 +33,6 @@ def _json_arg(text: str):
         return json.loads(text)
     except ValueError:
         return text  # a bare word: a string (an address, an enumerator, hex bytes)
-
-
-def _codecs(m, decode: list[str] | None):
-    from ..records.codec import map_codecs
-    from ..records.decoding import decoded_codecs
-
-    return decoded_codecs(*map_codecs(m.info), decode or [])
 
 
 def _print_one(m, key: bytes, value: bytes, output: str, decode: list[str] | None) -> None:
@@ -57,7 +50,7 @@ def lookup(key: Key, map_id: MapId = None, pinned: Pinned = None, name: Name = N
     """Print the element of KEY (like bpftool map lookup); a missing key is an error."""
     check_output(output)
     with open_map(map_id, pinned, name, read_only=True) as m:
-        raw_key = _codecs(m, decode)[0].encode(_json_arg(key), "KEY")
+        raw_key = record_codecs(m.info, decode)[0].encode(_json_arg(key), "KEY")
         value = m.lookup(raw_key)
         if value is None:
             raise NotFoundError("no such key (ENOENT)", obj=f"{m.info.label} key {key}")
@@ -80,7 +73,7 @@ def update(
         raise InputError("choose one of --if-absent and --if-present", obj="--if-absent")
     flags = abi.BPF_NOEXIST if if_absent else abi.BPF_EXIST if if_present else abi.BPF_ANY
     with open_map(map_id, pinned, name, read_only=False) as m:
-        key_codec, value_codec = _codecs(m, decode)
+        key_codec, value_codec = record_codecs(m.info, decode)
         m.update(key_codec.encode(_json_arg(key), "KEY"),
                  value_codec.encode(_json_arg(value), "VALUE"), flags)
         say(f"{m.info.label}: 1 entry updated")
@@ -93,7 +86,7 @@ def getnext(key: Annotated[Optional[str], typer.Argument(
             decode: Decode = None) -> None:
     """Print the key after KEY, or the first key (like bpftool map getnext)."""
     with open_map(map_id, pinned, name, read_only=True) as m:
-        key_codec = _codecs(m, decode)[0]
+        key_codec = record_codecs(m.info, decode)[0]
         raw = None if key is None else key_codec.encode(_json_arg(key), "KEY")
         following = m.next_key(raw)
         if following is None:
@@ -154,4 +147,4 @@ def push(value: Value, map_id: MapId = None, pinned: Pinned = None, name: Name =
         if m.info.key_size:
             raise InputError(f"{m.info.type_name} maps have keys: use update",
                              obj=m.info.label)
-        m.update(b"", _codecs(m, decode)[1].encode(_json_arg(value), "VALUE"))
+        m.update(b"", record_codecs(m.info, decode)[1].encode(_json_arg(value), "VALUE"))

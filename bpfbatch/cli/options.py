@@ -86,6 +86,16 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
     return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only)
 
 
+def record_codecs(info, decode: list[str] | None, *, default_zero: bool = False):
+    """A map's ``(key, value)`` codecs as the ``--decode`` options (the automatic choice
+    included) shape them: they print what ``dump`` prints and read back what it wrote.
+    ``default_zero`` lets records leave struct fields out (``load --default-zero``)."""
+    from ..records.codec import map_codecs
+    from ..records.decoding import decoded_codecs
+
+    return decoded_codecs(*map_codecs(info, default_zero=default_zero), decode or [])
+
+
 def check_output(fmt: str) -> str:
     """``fmt`` if it is a renderer's name, else one line naming ``--output``."""
     from ..records.render import check_format

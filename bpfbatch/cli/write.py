@@ -28,6 +28,7 @@ from .options import (
     Output,
     Pinned,
     check_output,
+    record_codecs,
     open_map,
     say,
 )
@@ -82,8 +83,8 @@ def load(
             open_map(map_id, pinned, name, read_only=False) as m:
         require(m.info, "load")  # before reading the input: its errors would hide the reason
         with progress(f"{m.info.label} reading {file}", "records"):
-            records = read.read_records(file, m.info, fmt=fmt, codecs=_codecs(m.info, decode),
-                                        default_zero=default_zero)
+            codecs = record_codecs(m.info, decode, default_zero=default_zero)
+            records = read.read_records(file, m.info, fmt=fmt, codecs=codecs)
         try:
             with progress(f"{m.info.label} loading {records.count} records", ""):
                 result = whole.load(m, records.keys, records.values, records.count, only=only,
@@ -186,14 +187,6 @@ def drain(
                                f"{_count(m)} left in the map")
                 raise
     say(f"{m.info.label}: {delivery.delivered} entries drained")
-
-
-def _codecs(info, decode: list[str] | None):
-    """The codecs that read what ``dump`` wrote with the same ``--decode`` options."""
-    from ..records.codec import map_codecs
-    from ..records.decoding import decoded_codecs
-
-    return decoded_codecs(*map_codecs(info), decode or [])
 
 
 def _count(m) -> int:

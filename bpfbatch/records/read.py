@@ -111,11 +111,11 @@ def sniff_format(data: bytes) -> str:
 
 
 def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
-                 codecs: tuple[Codec, Codec] | None = None,
-                 default_zero: bool = False) -> Records:
+                 codecs: tuple[Codec, Codec] | None = None) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
-    ``info``. Raises :class:`InputError` naming ``file:line`` on the first bad record; a
-    record that leaves a struct field out is one unless ``default_zero``."""
+    ``info``, with ``codecs`` (default: the map's own). Raises :class:`InputError` naming
+    ``file:line`` on the first bad record; a record that leaves a struct field out is one
+    unless the codecs were built with ``default_zero``."""
     source = "<stdin>" if path == "-" else path
     data = None  # the input's bytes, when the format had to be read from them
     fmt = fmt or guess_format(path)
@@ -138,7 +138,7 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
     else:
-        key_codec, value_codec = codecs or map_codecs(info, default_zero=default_zero)
+        key_codec, value_codec = codecs or map_codecs(info)
     encoder = _Encoder(key_codec, value_codec, with_values, source,
                        allowed={"key", "value", "values"} | (
                            {"formatted"} if fmt == "bpftool-json" else set()))
