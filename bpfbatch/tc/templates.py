@@ -40,6 +40,7 @@ from ..errors import BpfBatchError
 from .message import LineError, Message, Parsed, undo_of
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
+from .rules import Rule
 
 _new_tuple = tuple.__new__
 #: Shapes kept with a template (or marked as not templatable), and once-seen shapes remembered.
@@ -160,16 +161,21 @@ class TemplateReader:
     (from a template where one fits, else from the parser and the rule's ``message()`` — the
     same bytes), or a :class:`~.message.LineError` naming NAME:LINE when the line is bad or
     names something that does not exist (a device, a pinned program).
+
+    ``unencoded``: lines whose rule it accepts come out as the parsed rule, for a later stage
+    to encode (the coalescer groups ``actions add`` lines before encoding); their shapes never
+    get a template.
     """
 
-    def __init__(self, resolve: Resolver) -> None:
+    def __init__(self, resolve: Resolver, unencoded: Callable[[Rule], bool] | None = None) -> None:
         self._resolve = resolve
+        self._unencoded = unencoded
         self._templates: dict[tuple[str, ...], MessageTemplate | object] = {}
         self._seen: set[tuple[str, ...]] = set()
         #: Lines filled from a template so far (the rest went through the parser).
         self.filled = 0
 
-    def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, Parsed]]:
+    def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, Parsed | Rule]]:
         templates, split = self._templates, _FIELDS.split
         last = None  # the template of the last filled line: files repeat one shape in runs
         filled = 0  # counted locally and published when reading ends: this is the hot loop
@@ -204,16 +210,22 @@ class TemplateReader:
         finally:
             self.filled += filled
 
-    def _parsed(self, number: int, text: str | None, name: str) -> Parsed:
-        """The full parser and encoder for one line."""
+    def _parsed(self, number: int, text: str | None, name: str) -> Parsed | Rule:
+        """The full parser and encoder for one line (the rule itself if ``unencoded`` takes it)."""
         rule = parse_numbered(number, text, name)
-        return rule if rule.__class__ is LineError else encode_rule(rule, self._resolve, name, number)
+        if rule.__class__ is LineError or (self._unencoded is not None and self._unencoded(rule)):
+            return rule
+        return encode_rule(rule, self._resolve, name, number)
 
     def _first_lines(self, shape: tuple[str, ...], tokens: list[str], number: int, text: str,
-                     name: str) -> Parsed:
+                     name: str) -> Parsed | Rule:
         """A shape without a template yet: parse; on its second line, build the template."""
         message = self._parsed(number, text, name)
         if message.__class__ is LineError:
+            return message
+        if message.__class__ is not Message:  # left unencoded: this shape stays on the parser
+            if len(self._templates) < MAX_SHAPES:
+                self._templates[shape] = _UNTEMPLATABLE
             return message
         if shape not in self._seen:
             if len(self._seen) >= MAX_SEEN:
@@ -244,8 +256,7 @@ def encode_rule(rule, resolve: Resolver, source: str, line: int) -> Parsed:
     try:
         return Message(*rule.message(resolve))
     except BpfBatchError as exc:
-        exc.obj = f"{source}:{line}"
-        return LineError(exc)
+        return LineError.at(exc, source, line)
 
 
 def _form_of(keyword: str, token: str) -> _Form | None:
