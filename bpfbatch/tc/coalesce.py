@@ -30,46 +30,49 @@ from .templates import encode_rule
 _ENCODED = (Message, LineError)
 
 
+#: Actions whose message carries their index in its parms (an ActionRef names no kind options).
+_INDEXED = (R.Gact, R.Mirred)
+
+
 def coalescible(rule: object) -> bool:
     """True for an ``actions add`` whose every action is a gact or mirred with an explicit
     index — exactly the ``actions add`` messages :func:`.message.undo_of` can undo."""
-    return rule.__class__ is R.Actions and rule.verb == "add" and all(
-        action.__class__ in (R.Gact, R.Mirred) and action.index for action in rule.actions)
+    if rule.__class__ is not R.Actions or rule.verb != "add":
+        return False
+    for action in rule.actions:  # a loop: all() over a generator costs twice as much per line
+        if action.__class__ not in _INDEXED or not action.index:
+            return False
+    return True
 
 
 class _Group:
-    """The ``actions add`` lines waiting to be encoded together: their lines and, per line,
-    its actions' attributes (resolved, not yet bytes)."""
+    """The ``actions add`` lines waiting to be encoded together: their lines, their actions'
+    attributes (resolved, not yet bytes) in order, and where each line's actions end."""
 
-    __slots__ = ("lines", "attrs", "actions")
+    __slots__ = ("lines", "attrs", "ends")
 
     def __init__(self) -> None:
         self.lines: list[int] = []
-        self.attrs: list[list[tuple]] = []
-        self.actions = 0
-
-    def add(self, line: int, attrs: list[tuple]) -> None:
-        self.lines.append(line)
-        self.attrs.append(attrs)
-        self.actions += len(attrs)
+        self.attrs: list[tuple] = []
+        self.ends: list[int] = []
 
     def close(self) -> Iterator[tuple[int, Parsed]]:
         """The group's one message (nothing if empty), yielded with its last line; empties it."""
         if not self.lines:
             return
-        lines, attrs = self.lines, self.attrs
-        self.lines, self.attrs, self.actions = [], [], 0
-        message = Message(*R.ACTIONS_ADD, R.actions_body([a for line in attrs for a in line]),
-                          BY_INDEX)
+        lines, attrs, ends = self.lines, self.attrs, self.ends
+        self.lines, self.attrs, self.ends = [], [], []
+        message = Message(*R.ACTIONS_ADD, R.actions_body(attrs), BY_INDEX)
         if len(lines) == 1:
             yield lines[0], message
         else:
-            yield lines[-1], Joined(tuple(lines), message, lambda: _split(attrs))
+            yield lines[-1], Joined(tuple(lines), message, lambda: _split(attrs, ends))
 
 
-def _split(attrs: list[list[tuple]]) -> tuple[Message, ...]:
+def _split(attrs: list[tuple], ends: list[int]) -> tuple[Message, ...]:
     """Each line's own message, as it is sent when not coalesced."""
-    return tuple(Message(*R.ACTIONS_ADD, R.actions_body(line), BY_INDEX) for line in attrs)
+    return tuple(Message(*R.ACTIONS_ADD, R.actions_body(attrs[start:end]), BY_INDEX)
+                 for start, end in zip([0, *ends], ends))
 
 
 def coalesce(items: Iterable[tuple[int, R.Rule | Parsed]], resolve: Resolver, source: str
@@ -86,9 +89,11 @@ def coalesce(items: Iterable[tuple[int, R.Rule | Parsed]], resolve: Resolver, so
                 yield from group.close()
                 yield line, LineError.at(exc, source, line)
                 continue
-            if group.actions + len(attrs) > S.TCA_ACT_MAX_PRIO:
+            if len(group.attrs) + len(attrs) > S.TCA_ACT_MAX_PRIO:
                 yield from group.close()
-            group.add(line, attrs)
+            group.lines.append(line)
+            group.attrs += attrs
+            group.ends.append(len(group.attrs))
             continue
         yield from group.close()
         yield line, (item if item.__class__ in _ENCODED else encode_rule(item, resolve, source, line))

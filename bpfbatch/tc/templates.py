@@ -29,6 +29,7 @@ are bounded, so memory stays flat whatever the file.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import socket
@@ -40,6 +41,7 @@ from ..errors import BpfBatchError
 from .message import LineError, Message, Parsed, undo_of
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
+from . import rules as R
 from .rules import Rule
 
 _new_tuple = tuple.__new__
@@ -137,9 +139,7 @@ class MessageTemplate:
                  slots: tuple[_Slot, ...]) -> None:
         self.msg_type, self.flags, self.body, self.slots = msg_type, flags, body, slots
         self.undo = undo_of(Message(msg_type, flags, body))
-        fields = "".join(re.escape(f" {shape[i]} ") + _VALUE + re.escape(shape[i + 1])
-                         for i in range(1, len(shape), 2))
-        self.line = re.compile(re.escape(shape[0]) + fields)
+        self.line = _line_pattern(shape)
 
     def fill(self, tokens: list[str] | tuple[str, ...]) -> Message | None:
         """The message for these field tokens; None if a token must go to the parser."""
@@ -150,6 +150,46 @@ class MessageTemplate:
                 return None
             pack_into(body, offset, number)
         return _new_tuple(Message, (self.msg_type, self.flags, body, self.undo))  # no Python frame
+
+
+class ActionsTemplate:
+    """A shape of ``actions`` lines left unencoded (see ``TemplateReader``'s ``unencoded``):
+    the parsed rule, and per field the action whose index it sets. A line is filled by building
+    that action anew with the line's index and every other field as parsed — the rule the
+    parser gives for the line, without parsing it (the probes in :func:`_build_actions` check
+    that)."""
+
+    __slots__ = ("verb", "actions", "makers", "line")
+
+    def __init__(self, shape: tuple[str, ...], rule: R.Actions, owners: list[int]) -> None:
+        self.verb, self.actions = rule.verb, rule.actions
+        self.makers = tuple((owner, _index_maker(rule.actions[owner])) for owner in owners)
+        self.line = _line_pattern(shape)
+
+    def fill(self, tokens: list[str] | tuple[str, ...]) -> R.Actions | None:
+        """The rule for these field tokens; None if a token must go to the parser."""
+        actions = list(self.actions)
+        for token, (owner, make) in zip(tokens, self.makers):
+            index = _INDEX.value(token)
+            if index is None:
+                return None
+            actions[owner] = make(index=index)
+        return R.Actions(self.verb, tuple(actions))
+
+
+def _index_maker(action) -> Callable[..., object]:
+    """A constructor of ``action`` with every field but ``index`` bound (a partial call costs
+    a fraction of ``dataclasses.replace``)."""
+    return functools.partial(type(action), **{field.name: getattr(action, field.name)
+                                              for field in dataclasses.fields(action)
+                                              if field.name != "index"})
+
+
+def _line_pattern(shape: tuple[str, ...]) -> re.Pattern:
+    """A pattern matching exactly the lines of ``shape``, capturing their field tokens."""
+    fields = "".join(re.escape(f" {shape[i]} ") + _VALUE + re.escape(shape[i + 1])
+                     for i in range(1, len(shape), 2))
+    return re.compile(re.escape(shape[0]) + fields)
 
 
 #: Shapes the probes refused: they stay on the full parser.
@@ -223,10 +263,6 @@ class TemplateReader:
         message = self._parsed(number, text, name)
         if message.__class__ is LineError:
             return message
-        if message.__class__ is not Message:  # left unencoded: this shape stays on the parser
-            if len(self._templates) < MAX_SHAPES:
-                self._templates[shape] = _UNTEMPLATABLE
-            return message
         if shape not in self._seen:
             if len(self._seen) >= MAX_SEEN:
                 self._seen.clear()
@@ -238,14 +274,25 @@ class TemplateReader:
         if None in forms:
             return message  # a value the parser must judge: try again on a later line
         self._seen.discard(shape)
-        quoted = any('"' in part or "'" in part for part in shape)
-        template = None if quoted else _build(shape, tokens, forms, message, self._encode)
+        template = None
+        if not any('"' in part or "'" in part for part in shape):
+            if message.__class__ is Message:
+                template = _build(shape, tokens, forms, message, self._encode)
+            else:  # a rule left unencoded
+                template = _build_actions(shape, tokens, message, self._parse)
         self._templates[shape] = _UNTEMPLATABLE if template is None else template
         return message
 
     def _encode(self, text: str) -> Message | None:
         try:
             return parse_command(text).message(self._resolve)
+        except (CommandError, BpfBatchError):
+            return None
+
+    @staticmethod
+    def _parse(text: str) -> Rule | None:
+        try:
+            return parse_command(text)
         except (CommandError, BpfBatchError):
             return None
 
@@ -295,6 +342,38 @@ def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
     reply = encode(_text(shape, together))
     if expected is None or reply is None or reply[:2] != (msg_type, flags) \
             or bytes(expected[2]) != reply[2]:
+        return None
+    return template
+
+
+def _build_actions(shape: tuple[str, ...], tokens: list[str], rule: Rule,
+                   parse: Callable[[str], Rule | None]) -> ActionsTemplate | None:
+    """An :class:`ActionsTemplate` when every field is an ``index`` that, probed with each of
+    its probe values, changes exactly that value in exactly one action of the parsed rule (its
+    own action for each field); then all fields probed at once must parse to what the template
+    fills. None otherwise: the shape stays on the parser."""
+    if rule.__class__ is not R.Actions or any(shape[1 + 2 * i] != "index" for i in range(len(tokens))):
+        return None
+    owners = []
+    for i in range(len(tokens)):
+        owner = None
+        for probe in _INDEX.probes:
+            probed = parse(_text(shape, tokens[:i] + [probe] + tokens[i + 1:]))
+            if probed.__class__ is not R.Actions or probed.verb != rule.verb \
+                    or len(probed.actions) != len(rule.actions):
+                return None
+            changed = [j for j, (ours, theirs) in enumerate(zip(rule.actions, probed.actions))
+                       if ours != theirs]
+            if len(changed) != 1 or owner not in (None, changed[0]) or \
+                    dataclasses.replace(rule.actions[changed[0]], index=int(probe)) != probed.actions[changed[0]]:
+                return None
+            owner = changed[0]
+        owners.append(owner)
+    if len(set(owners)) != len(owners):
+        return None
+    template = ActionsTemplate(shape, rule, owners)
+    together = [_INDEX.probes[0]] * len(tokens)
+    if template.fill(together) != parse(_text(shape, together)):
         return None
     return template
 

@@ -14,7 +14,7 @@ from bpfbatch.errors import BpfBatchError
 from bpfbatch.tc import specs as S
 from bpfbatch.tc.coalesce import coalesce, coalescible
 from bpfbatch.tc.message import Joined, LineError, Message, undo_of
-from bpfbatch.tc.parse import CommandError, parse_command
+from bpfbatch.tc.parse import CommandError, parse_command, parse_numbered
 from bpfbatch.tc.rules import Actions
 from bpfbatch.tc.templates import TemplateReader
 
@@ -155,3 +155,32 @@ def test_coalescible_means_undoable_by_index(actions, verb):
         assert coalescible(rule) == (undo_of(message) is not None)
     finally:
         devices.close()
+
+
+def test_repeated_action_shapes_are_filled_from_rule_templates(devices):
+    """Repeated shapes skip the parser (a rule template per shape); odd index tokens — zero,
+    leading zeros, hex, past 32 bits — go back to it. Either way every line's rule, and so its
+    bytes and its group, are what the parser gives."""
+    odd = ["0", "00", "007", "0x10", "4294967296", "4294967295", "1e3", "-1"]
+    rng = random.Random(7)
+    shapes = ["actions add action mirred egress redirect dev vethB index {}",
+              "actions add action mirred egress mirror index {} dev vethB pipe",
+              "actions add action gact drop index {} cookie aa action mirred egress redirect "
+              "dev vethA index {} no_percpu",
+              "actions add action pass index {} action pipe index {}"]
+    lines, index = [], 1
+    for _ in range(500):
+        shape = rng.choice(shapes)
+        values = []
+        for _ in range(shape.count("{}")):
+            values.append(rng.choice(odd) if rng.random() < 0.05 else str(index))
+            index += 1
+        lines.append(shape.format(*values) + "\n")
+    reader = TemplateReader(devices, unencoded=coalescible)
+    items = list(coalesce(reader.read(lines, "t.tc"), devices, "t.tc"))
+    assert reader.filled > 400
+    assert per_line(items) == plain(lines, devices)
+    rules = [(n, parse_numbered(n, lines[n - 1], "t.tc")) for n in range(1, len(lines) + 1)]
+    from_parser = list(coalesce(rules, devices, "t.tc"))
+    assert [(n, _outcome(i.message if isinstance(i, Joined) else i)) for n, i in items] == \
+        [(n, _outcome(i.message if isinstance(i, Joined) else i)) for n, i in from_parser]
