@@ -19,6 +19,10 @@ builds its template:
    moves other bytes (a value that changes the message's structure, a u32 key merged with
    another on the same word) fails this and the shape stays on the full parser.
 
+Lines the reader leaves unencoded (``actions add`` for the coalescer) get the same treatment one
+step earlier: an :class:`ActionsTemplate` keeps the parsed rule, and a line's ``index`` values
+rebuild the actions they belong to; the probes check the parser gives exactly that rule.
+
 A field's value is used only when its token passes the check the parser would apply (syntax,
 range, nonzero — zero turns some fields off); any other token, every shape with quotes, and every
 shape without a template go through the full parser, so every error, and every odd value, is
@@ -203,14 +207,14 @@ class TemplateReader:
     names something that does not exist (a device, a pinned program).
 
     ``unencoded``: lines whose rule it accepts come out as the parsed rule, for a later stage
-    to encode (the coalescer groups ``actions add`` lines before encoding); their shapes never
-    get a template.
+    to encode (the coalescer groups ``actions add`` lines before encoding); a repeated shape of
+    them gets an :class:`ActionsTemplate`, which fills the rule without parsing the line.
     """
 
     def __init__(self, resolve: Resolver, unencoded: Callable[[Rule], bool] | None = None) -> None:
         self._resolve = resolve
         self._unencoded = unencoded
-        self._templates: dict[tuple[str, ...], MessageTemplate | object] = {}
+        self._templates: dict[tuple[str, ...], MessageTemplate | ActionsTemplate | object] = {}
         self._seen: set[tuple[str, ...]] = set()
         #: Lines filled from a template so far (the rest went through the parser).
         self.filled = 0
