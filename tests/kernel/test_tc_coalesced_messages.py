@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from tc_helpers import (captured_messages, failed_lines, masked, side_by_side, tc_state,
-                        veth_netns)
+from bpfbatch import tc
+from tc_helpers import (action_indexes, captured_messages, failed_lines, masked, side_by_side,
+                        tc_state, veth_netns)
 
 #: gact is not built into this kernel: mirred in its forms (redirect/mirror, both directions,
 #: an explicit verdict, no_percpu, index before or after the device).
@@ -113,3 +114,19 @@ def test_failures_inside_joined_multi_action_messages_match_tc(tmp_path, seed, m
                                                                       "4096"))
     assert failed_lines(theirs.stderr)
     assert (ours.returncode, ours.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["stop", "force"])
+def test_rule_objects_sent_through_a_coalescing_session(force):
+    """The Python API coalesces too: rule 41 reuses index 7 inside a joined message; the report
+    and the kernel say the same lines were applied."""
+    rules = [tc.Actions("add", (tc.Mirred("egress", "redirect", "vethB", index=i),))
+             for i in range(1, 81)]
+    rules.insert(40, tc.Actions("add", (tc.Mirred("egress", "redirect", "vethA", index=7),)))
+    with veth_netns() as ns:
+        with tc.Session(netns=ns, coalesce=True, force=force) as session:
+            report = session.send(rules)
+        applied = action_indexes(ns)
+    assert (report.failed, report.first_failure.line, report.commands) == (1, 41, 81 if force else 41)
+    assert report.applied == len(applied) == (80 if force else 40)
+    assert applied == list(range(1, 81 if force else 41))
