@@ -22,13 +22,13 @@ from .htb import HtbClass, parse_rate
 from .rules import (EGRESS, INGRESS, ActionRef, Actions, BpfProg, Class, Filter, Flower, Gact, Htb,
                     Matchall, Mirred, Qdisc, U32, U32Key, ip_match, pack_keys)
 from .sender import DEFAULT_BATCH_BYTES, Failure, Report, raise_for
-from .message import LineError, Message, Parsed
+from .message import Joined, LineError, Message, Parsed
 from .session import BatchInterrupted, Session
 from .specs import ETH_P_ALL, ETH_P_IP, ETH_P_IPV6, tc_h_make
 
 __all__ = [
     "SUPPORTED", "parse_batch", "parse_command", "EGRESS", "INGRESS", "ActionRef", "Actions",
     "BpfProg", "Class", "HtbClass", "parse_rate", "Filter", "Flower", "Gact", "Htb", "Matchall", "Mirred", "Qdisc", "U32", "U32Key",
-    "ip_match", "pack_keys", "LineError", "Message", "Parsed", "DEFAULT_BATCH_BYTES", "Failure", "Report", "raise_for", "BatchInterrupted", "Session",
+    "ip_match", "pack_keys", "Joined", "LineError", "Message", "Parsed", "DEFAULT_BATCH_BYTES", "Failure", "Report", "raise_for", "BatchInterrupted", "Session",
     "ETH_P_ALL", "ETH_P_IP", "ETH_P_IPV6", "tc_h_make",
 ]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 from ..errors import BpfBatchError
@@ -41,7 +42,10 @@ UNKNOWN = object()
 
 class Message(NamedTuple):
     """An encoded request: type, nlmsg flags (the sender adds REQUEST and ACK), body, and
-    ``undo`` when already known (a template works it out once for all its lines)."""
+    ``undo`` when already known (a template works it out once for all its lines: their fields
+    — indexes, handles, priorities — are never zero, and zero is what decides). Its action
+    delete messages may name the template's indexes: :func:`undo_of` rebuilds them from the
+    message when an undo is due."""
 
     msg_type: int
     flags: int
@@ -57,9 +61,27 @@ class LineError:
     error: BpfBatchError
     fatal: bool = False
 
+    @classmethod
+    def at(cls, error: BpfBatchError, source: str, line: int) -> "LineError":
+        """``error`` (raised while encoding a parsed line) as the failure of ``source:line``."""
+        error.obj = f"{source}:{line}"
+        return cls(error)
 
-#: What the batch reader yields per command: the message to send, or why there is none.
-Parsed = Message | LineError
+
+class Joined(NamedTuple):
+    """Consecutive ``actions add`` lines sent as one ``message`` (:mod:`.coalesce`), which the
+    kernel applies all or nothing. ``split()`` encodes each line's own message, as the line
+    sends it alone: called only when the joined message fails and its lines are re-sent one by
+    one, so the failure lands on its own line."""
+
+    lines: tuple[int, ...]
+    message: Message
+    split: Callable[[], tuple[Message, ...]]
+
+
+#: What the batch reader yields per command: the message to send, or why there is none; with
+#: coalescing, also one message for several lines (yielded with its last line).
+Parsed = Message | Joined | LineError
 
 
 class Undo(NamedTuple):
@@ -70,6 +92,11 @@ class Undo(NamedTuple):
     messages: tuple[Message, ...] = ()
     echo: bool = False
     u32_instance: tuple[int, int, int] | None = None
+
+
+#: ``undo`` of an ``actions add`` known to name every index: undoable; :func:`undo_of`
+#: builds the deletes from the message itself when an undo is due.
+BY_INDEX = Undo()
 
 
 def attrs(data, offset: int, end: int):
@@ -116,15 +143,6 @@ def _action_refs(body) -> tuple[bytes, ...] | None:
         refs.append(_TLV.pack(4 + len(kind_tlv) + 8, order) + kind_tlv
                     + _TLV.pack(8, S.ActAttr.INDEX) + _U32.pack(index))
     return tuple(refs) or None
-
-
-def known_undo(message: Message) -> Undo | None:
-    """``message.undo`` if known, else :func:`undo_of`. A template's answer holds for all its
-    lines: its fields (indexes, handles, priorities) are never zero, and zero is what decides;
-    its action undo messages carry the template's indexes, so :func:`undo_of` rebuilds them
-    when an undo is due."""
-    undo = message.undo
-    return undo_of(message) if undo is UNKNOWN else undo
 
 
 def undo_of(message: Message) -> Undo | None:

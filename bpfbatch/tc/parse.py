@@ -228,8 +228,13 @@ _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
 
 
 def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
-    """One or more ``action KIND ...`` groups, the cursor on the first ``action``."""
+    """One or more ``action KIND ...`` groups, the cursor on the first ``action``.
+
+    As in tc's ``parse_action``, a cookie stays set for the rest of the command: an action
+    without one of its own carries the last one given before it (tc keeps one cookie buffer
+    per command and never clears it)."""
     actions = []
+    cookie = None
     while True:
         word = w.peek()
         if word in ("action", "actions"):
@@ -240,7 +245,11 @@ def _parse_actions(w: _Words) -> tuple[R.Action, ...]:
             # tc's parse_action takes any other word as the next action's kind; one it has no
             # module for falls to gact, whose usage() ends tc (status 255)
             raise CommandError(f"Bad action type {word}", fatal=True)
-        actions.append(_parse_action(w))
+        action = _parse_action(w)
+        if action.cookie is None:
+            action.cookie = cookie
+        cookie = action.cookie
+        actions.append(action)
     if len(actions) > S.TCA_ACT_MAX_PRIO:
         raise CommandError(f"more than {S.TCA_ACT_MAX_PRIO} actions")
     return tuple(actions)

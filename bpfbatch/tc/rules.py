@@ -123,8 +123,15 @@ Action = Union[Gact, Mirred, ActionRef]
 
 def action_tab(type_: int, actions: tuple[Action, ...], resolve: Resolver) -> Attr:
     """Actions nested by order (1, 2, ...) under ``type_`` (TCA_ACT_TAB or a classifier's ACT)."""
-    return Attr(type_, tuple([(order, action.attrs(resolve))
-                              for order, action in enumerate(actions, 1)]))
+    return Attr(type_, tuple(enumerate([action.attrs(resolve) for action in actions], 1)))
+
+
+def actions_body(attrs: list[tuple[Attr | bytes, ...]]) -> bytes:
+    """The body of an actions message whose actions have these attributes (each action's
+    ``attrs()``, in order): ``tcamsg``, then TCA_ACT_TAB nesting them by order 1, 2, ...
+    Separate from :meth:`Actions.message` so the coalescer can resolve each line's actions on
+    their own (a missing device fails that line alone) and still encode all of them once."""
+    return S.TCAMSG.pack(0) + encode(((S.TCA_ACT_TAB, tuple(enumerate(attrs, 1))),))
 
 
 @dataclasses.dataclass(slots=True)
@@ -140,41 +147,12 @@ class Actions:
 
     def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
         msg_type = S.Msg.DELACTION if self.verb == "del" else S.Msg.NEWACTION
-        body = S.TCAMSG.pack(0) + encode((action_tab(S.TCA_ACT_TAB, self.actions, resolve),))
+        body = actions_body([action.attrs(resolve) for action in self.actions])
         return msg_type, S.ACTION_VERB_FLAGS[self.verb], body
 
 
 #: ``(msg_type, flags)`` of an ``actions add`` message: the ones that may share a message.
 ACTIONS_ADD = (S.Msg.NEWACTION, S.ACTION_VERB_FLAGS["add"])
-#: tcamsg and the TCA_ACT_TAB header in front of an actions message's per-action nests.
-_TAB_START = S.TCAMSG.size + 4
-_TLV = struct.Struct("=HH")
-_ORDER = struct.Struct("=H")  # a nest's type field: the action's order
-
-
-def action_nests(body: bytes | bytearray) -> list[bytes]:
-    """The per-action nests of an actions message body, in order (each padded to 4 bytes)."""
-    nests, offset = [], _TAB_START
-    while offset < len(body):
-        size = _TLV.unpack_from(body, offset)[0]
-        if size < 4:
-            raise InputError(f"malformed action nest at offset {offset}")
-        end = offset + ((size + 3) & ~3)
-        nests.append(bytes(body[offset:end]))
-        offset = end
-    return nests
-
-
-def join_actions(nests: list[bytes]) -> bytes:
-    """One ``actions add`` body carrying these per-action nests, renumbered 1, 2, ... — equal
-    to ``Actions("add", those_actions).message()``'s body (the kernel applies it all or nothing)."""
-    if not 0 < len(nests) <= S.TCA_ACT_MAX_PRIO:
-        raise InputError(f"an actions message carries 1..{S.TCA_ACT_MAX_PRIO} actions")
-    tab = bytearray(_TLV.pack(4 + sum(map(len, nests)), S.TCA_ACT_TAB))
-    for order, nest_ in enumerate(nests, 1):
-        tab += nest_
-        _ORDER.pack_into(tab, len(tab) - len(nest_) + 2, order)
-    return S.TCAMSG.pack(0) + bytes(tab)
 
 
 # --- qdiscs ------------------------------------------------------------------------------------

@@ -19,11 +19,12 @@ that while many messages travel per ``sendmsg``:
 * When message k of a ``sendmsg`` fails without ``force``, the messages after it that the
   kernel applied are undone, last first (a filter bound to an action added just before it goes
   before that action), and sending stops: lines 1..k-1 applied, as tc leaves them.
-* ``coalesce`` joins consecutive ``actions add`` lines with explicit indexes into one message
-  (up to 32 actions, TCA_ACT_MAX_PRIO), which the kernel applies all or nothing. When a joined
-  message fails — in any mode — the messages after it are undone, its lines are re-sent one
-  message each (so the failure lands on its own line, and the lines before it are applied as tc
-  applies them), and then the undone messages are sent again.
+* With ``coalesce``, a :class:`~.message.Joined` message carries several ``actions add``
+  lines with explicit indexes (up to 32 actions, TCA_ACT_MAX_PRIO; grouped before encoding by
+  :mod:`.coalesce`), which the kernel applies all or nothing. When a joined message fails — in
+  any mode — the messages after it are undone, its lines are re-sent one message each (so the
+  failure lands on its own line, and the lines before it are applied as tc applies them), and
+  then the undone messages are sent again.
 * qdisc and class requests ask for their own ACK, which carries the kernel's warnings (htb's
   "quantum of class ... is big"); they are reported as tc prints them. Filter and action
   requests do not (an ACK each would cost a receive per line): a warning the kernel attached
@@ -49,9 +50,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
-from . import rules as R
 from . import specs as S
-from .message import UNKNOWN, LineError, Message, Parsed, Undo, filter_delete, known_undo, undo_of
+from .message import (BY_INDEX, UNKNOWN, Joined, LineError, Message, Parsed, Undo, filter_delete,
+                      undo_of)
 from .netlink import Reply, RtnlSocket
 
 #: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
@@ -125,12 +126,13 @@ class Report:
 
 
 class _Entry(NamedTuple):
-    """One message of a batch: its lines (several for a joined message), the message, the
-    lines' own messages when joined, how to undo it (None: it cannot be), its header flags."""
+    """One message of a batch: its lines (several for a joined message), the message, for a
+    joined one how to get its lines' own messages (else None), how to undo it (None: it
+    cannot be), its header flags."""
 
     lines: tuple[int, ...]
     message: Message
-    parts: tuple[Message, ...]
+    split: Callable[[], tuple[Message, ...]] | None
     undo: Undo | None
     flags: int
 
@@ -141,11 +143,18 @@ def _entry(line: int, message: Message, undo: Undo | None, may_undo: bool) -> _E
         flags |= S.NLM_F_ACK
     if may_undo and undo is not None and undo.echo:
         flags |= S.NLM_F_ECHO
-    return _Entry((line,), message, (), undo, flags)
+    return _Entry((line,), message, None, undo, flags)
+
+
+def _joined_entry(joined: Joined) -> _Entry:
+    message = joined.message
+    return _Entry(joined.lines, message, joined.split, BY_INDEX, message.flags | S.NLM_F_REQUEST)
 
 
 class Sender:
     """Feed it ``(line, Parsed)`` in order with :meth:`submit`; :meth:`finish` sends the rest.
+    ``coalesce``: :class:`~.message.Joined` messages may come (even with ``force``, a failure
+    then needs the messages after it undone).
 
     Two threads: the caller's parses, encodes and packs; a sending thread does ``sendmsg``, the
     reply accounting and any undo. ``sendmsg`` releases the GIL while the kernel works through
@@ -160,7 +169,6 @@ class Sender:
                  on_warning: Callable[[int, str], None] | None = None) -> None:
         self._sock = sock
         self._force = force
-        self._coalesce = coalesce
         #: Undo is needed when a failure must not leave later messages applied.
         self._may_undo = not force or coalesce
         self._on_failure = on_failure
@@ -175,15 +183,13 @@ class Sender:
         #: :class:`_Entry`; and where its header starts in the buffer.
         self._entries: list[int | _Entry] = []
         self._offsets: list[int] = []
+        #: The batch being packed holds a joined message (its entries then count several lines).
         self._has_joined = False
         #: The batch has a message that asked for its own ACK (it may carry a warning).
         self._acked_inside = False
         self._seq = 0
         #: Retries and undos are sent by the sending thread, numbered apart from the packer's.
         self._retry_seq = _RETRY_SEQ_BASE
-        #: ``actions add`` lines waiting to be joined: (line, message, its action nests).
-        self._group: list[tuple[int, Message, list[bytes]]] = []
-        self._group_actions = 0
         #: u32 instances (ifindex, parent, info) holding a key node sent in an earlier batch;
         #: the current batch's are added when it is handed over.
         self._u32_nonempty: set[tuple[int, int, int]] = set()
@@ -203,14 +209,12 @@ class Sender:
             return False
         if parsed.__class__ is LineError:
             return self._input_failure(line, parsed)
+        if parsed.__class__ is Joined:
+            self._queue(_joined_entry(parsed))
+            return not self.report.stopped
         undo = parsed.undo
         if undo is UNKNOWN:
             undo = undo_of(parsed)
-        if self._coalesce and undo is not None and parsed.msg_type == S.Msg.NEWACTION:
-            self._add_to_group(line, parsed)
-            return True
-        if self._group:
-            self._close_group()
         if undo is not None and not undo.echo and undo.u32_instance is None:
             # the hot path: an add undone by fixed messages never needs a new sendmsg first
             self._append(line, parsed, parsed[1] | S.NLM_F_REQUEST)
@@ -228,7 +232,6 @@ class Sender:
         """Send whatever is queued, wait for every reply, and return the report."""
         try:
             if not self.report.stopped:
-                self._close_group()
                 self._flush()
         finally:
             self._batches.put(None)
@@ -237,31 +240,8 @@ class Sender:
             raise self._error
         return self.report
 
-    def _add_to_group(self, line: int, message: Message) -> None:
-        nests = R.action_nests(message.body)
-        if self._group_actions + len(nests) > S.TCA_ACT_MAX_PRIO:
-            self._close_group()
-        self._group.append((line, message, nests))
-        self._group_actions += len(nests)
-
-    def _close_group(self) -> None:
-        group = self._group
-        if not group:
-            return
-        self._group, self._group_actions = [], 0
-        if len(group) == 1:
-            line, message, _ = group[0]
-            self._queue(_entry(line, message, known_undo(message), self._may_undo))
-            return
-        joined = Message(*R.ACTIONS_ADD, R.join_actions([n for _, _, nests in group for n in nests]))
-        # undoable as its parts are (explicit indexes); the undo itself is built when due
-        entry = _entry(group[0][0], joined, _JOINED_UNDO, self._may_undo)
-        self._queue(entry._replace(lines=tuple(line for line, _, _ in group),
-                                   parts=tuple(message for _, message, _ in group)))
-
     def _input_failure(self, line: int, failure: LineError) -> bool:
         # Everything before this line goes first, so failures stay in line order.
-        self._close_group()
         self._flush()
         self._batches.join()
         if self._error is not None:
@@ -285,7 +265,7 @@ class Sender:
         self._append(entry, message, flags)
         if flags & S.NLM_F_ACK:
             self._acked_inside = True
-        if entry.parts:
+        if entry.split is not None:
             self._has_joined = True
 
     def _append(self, entry: int | _Entry, message: Message, flags: int) -> None:
@@ -340,7 +320,7 @@ class Sender:
         if not self._entries:
             return
         self._batches.put((self._buf, self._last_offset, self._entries, self._offsets, self._seq,
-                           self._acked_inside))
+                           self._acked_inside, self._has_joined))
         self._buf = bytearray()
         self._entries = []
         self._offsets = []
@@ -358,10 +338,10 @@ class Sender:
                     return
                 if self.report.stopped or self._error is not None or self._aborted:
                     continue  # packed after a stop or an abort: never sent
-                buf, last_offset, entries, offsets, last_seq, acked_inside = batch
+                buf, last_offset, entries, offsets, last_seq, acked_inside, has_joined = batch
                 acks, echoes = self._transmit(buf, last_offset, len(entries), last_seq)
                 if len(acks) == 1 and not acks[len(entries) - 1].error and not acked_inside:
-                    self._all_applied(entries, acks[len(entries) - 1])
+                    self._all_applied(entries, acks[len(entries) - 1], has_joined)
                 else:
                     self._settle([_entry_at(e, buf, o) for e, o in zip(entries, offsets)],
                                  acks, echoes)
@@ -394,11 +374,11 @@ class Sender:
             if reply.seq == last:
                 return acks, echoes
 
-    def _all_applied(self, entries: list[int | _Entry], last_ack: Reply) -> None:
+    def _all_applied(self, entries: list[int | _Entry], last_ack: Reply, has_joined: bool) -> None:
         """The common case: nothing failed; the last message's ACK may carry a warning."""
         report = self.report
         report.commands += sum(1 if e.__class__ is int else len(e.lines) for e in entries) \
-            if self._coalesce else len(entries)
+            if has_joined else len(entries)
         report.applied = report.commands - report.failed
         last = entries[-1]
         report.last_line = _last_line(last)
@@ -418,10 +398,10 @@ class Sender:
                     self._warn(entry.lines[-1], reply.message)
                 continue
             later = entries[position + 1:]
-            if entry.parts:  # a joined message: its lines one by one, then the rest again
+            if entry.split is not None:  # joined: its lines one by one, then the rest again
                 self._undo(later, acks, echoes, position + 1)
-                self._resend([_entry(line, part, undo_of(part), self._may_undo)
-                              for line, part in zip(entry.lines, entry.parts)])
+                self._resend([_entry(line, part, BY_INDEX, self._may_undo)
+                              for line, part in zip(entry.lines, entry.split())])
                 if later and not report.stopped:
                     self._resend(later)
                 return
@@ -504,8 +484,6 @@ def _last_line(entry: int | _Entry) -> int:
     return entry if entry.__class__ is int else entry.lines[-1]
 
 
-#: The undo of a joined ``actions add``: its parts all name their indexes.
-_JOINED_UNDO = Undo()
 _SENT_ONLY = S.NLM_F_REQUEST | S.NLM_F_ACK | S.NLM_F_ECHO
 
 
@@ -515,7 +493,7 @@ def _entry_at(entry: int | _Entry, buf: bytearray, offset: int) -> _Entry:
         return entry
     length, msg_type, flags = S.NLMSGHDR.unpack_from(buf, offset)[:3]
     message = Message(msg_type, flags & ~_SENT_ONLY, bytes(buf[offset + 16:offset + length]))
-    return _Entry((entry,), message, (), undo_of(message), flags & ~S.NLM_F_ACK)
+    return _Entry((entry,), message, None, undo_of(message), flags & ~S.NLM_F_ACK)
 
 
 def raise_for(report: Report) -> None:

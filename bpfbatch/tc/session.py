@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from ..errors import BpfBatchError, InputError
+from .coalesce import coalesce, coalescible
 from .netns import entered as in_netns
 from .netlink import RtnlSocket
 from .resolve import Resolver
@@ -53,6 +54,7 @@ class Session:
                  on_warning: Callable[[int, str], None] | None = None) -> None:
         if batch_bytes < MIN_BATCH_BYTES:
             raise InputError(f"must be at least {MIN_BATCH_BYTES}", obj="batch_bytes")
+        self._coalesce = coalesce
         self._options = dict(force=force, batch_bytes=batch_bytes, coalesce=coalesce,
                              on_failure=on_failure, on_warning=on_warning)
         with in_netns(netns):
@@ -65,13 +67,20 @@ class Session:
 
     def send(self, rules: Iterable[Rule], *, source: str = "rules") -> Report:
         """Send rule objects in order; the report's line numbers count rules from 1."""
+        numbered = enumerate(rules, 1)
+        if self._coalesce:
+            return self._run(coalesce(numbered, self._resolve, source), source)
         return self._run(((line, encode_rule(rule, self._resolve, source, line))
-                          for line, rule in enumerate(rules, 1)), source)
+                          for line, rule in numbered), source)
 
     def send_batch(self, stream: TextIO | Iterable[str], name: str) -> Report:
         """Send a ``tc -batch`` file read from ``stream`` (streamed; ``name`` labels lines).
-        Repeated line shapes are encoded from templates (:mod:`.templates`), fresh per batch."""
-        return self._run(TemplateReader(self._resolve).read(stream, name), name)
+        Repeated line shapes are encoded from templates (:mod:`.templates`), fresh per batch;
+        with ``coalesce``, ``actions add`` lines are grouped first (:mod:`.coalesce`)."""
+        if not self._coalesce:
+            return self._run(TemplateReader(self._resolve).read(stream, name), name)
+        lines = TemplateReader(self._resolve, unencoded=coalescible).read(stream, name)
+        return self._run(coalesce(lines, self._resolve, name), name)
 
     def _run(self, items, source: str) -> Report:
         """Feed the sender; on a signal or any error, stop cleanly and say what was applied."""

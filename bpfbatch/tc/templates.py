@@ -19,6 +19,10 @@ builds its template:
    moves other bytes (a value that changes the message's structure, a u32 key merged with
    another on the same word) fails this and the shape stays on the full parser.
 
+Lines the reader leaves unencoded (``actions add`` for the coalescer) get the same treatment one
+step earlier: an :class:`ActionsTemplate` keeps the parsed rule, and a line's ``index`` values
+rebuild the actions they belong to; the probes check the parser gives exactly that rule.
+
 A field's value is used only when its token passes the check the parser would apply (syntax,
 range, nonzero — zero turns some fields off); any other token, every shape with quotes, and every
 shape without a template go through the full parser, so every error, and every odd value, is
@@ -29,6 +33,7 @@ are bounded, so memory stays flat whatever the file.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import socket
@@ -40,6 +45,8 @@ from ..errors import BpfBatchError
 from .message import LineError, Message, Parsed, undo_of
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
+from . import rules as R
+from .rules import Rule
 
 _new_tuple = tuple.__new__
 #: Shapes kept with a template (or marked as not templatable), and once-seen shapes remembered.
@@ -136,9 +143,7 @@ class MessageTemplate:
                  slots: tuple[_Slot, ...]) -> None:
         self.msg_type, self.flags, self.body, self.slots = msg_type, flags, body, slots
         self.undo = undo_of(Message(msg_type, flags, body))
-        fields = "".join(re.escape(f" {shape[i]} ") + _VALUE + re.escape(shape[i + 1])
-                         for i in range(1, len(shape), 2))
-        self.line = re.compile(re.escape(shape[0]) + fields)
+        self.line = _line_pattern(shape)
 
     def fill(self, tokens: list[str] | tuple[str, ...]) -> Message | None:
         """The message for these field tokens; None if a token must go to the parser."""
@@ -151,6 +156,46 @@ class MessageTemplate:
         return _new_tuple(Message, (self.msg_type, self.flags, body, self.undo))  # no Python frame
 
 
+class ActionsTemplate:
+    """A shape of ``actions`` lines left unencoded (see ``TemplateReader``'s ``unencoded``):
+    the parsed rule, and per field the action whose index it sets. A line is filled by building
+    that action anew with the line's index and every other field as parsed — the rule the
+    parser gives for the line, without parsing it (the probes in :func:`_build_actions` check
+    that)."""
+
+    __slots__ = ("verb", "actions", "makers", "line")
+
+    def __init__(self, shape: tuple[str, ...], rule: R.Actions, owners: list[int]) -> None:
+        self.verb, self.actions = rule.verb, rule.actions
+        self.makers = tuple((owner, _index_maker(rule.actions[owner])) for owner in owners)
+        self.line = _line_pattern(shape)
+
+    def fill(self, tokens: list[str] | tuple[str, ...]) -> R.Actions | None:
+        """The rule for these field tokens; None if a token must go to the parser."""
+        actions = list(self.actions)
+        for token, (owner, make) in zip(tokens, self.makers):
+            index = _INDEX.value(token)
+            if index is None:
+                return None
+            actions[owner] = make(index=index)
+        return R.Actions(self.verb, tuple(actions))
+
+
+def _index_maker(action) -> Callable[..., object]:
+    """A constructor of ``action`` with every field but ``index`` bound (a partial call costs
+    a fraction of ``dataclasses.replace``)."""
+    return functools.partial(type(action), **{field.name: getattr(action, field.name)
+                                              for field in dataclasses.fields(action)
+                                              if field.name != "index"})
+
+
+def _line_pattern(shape: tuple[str, ...]) -> re.Pattern:
+    """A pattern matching exactly the lines of ``shape``, capturing their field tokens."""
+    fields = "".join(re.escape(f" {shape[i]} ") + _VALUE + re.escape(shape[i + 1])
+                     for i in range(1, len(shape), 2))
+    return re.compile(re.escape(shape[0]) + fields)
+
+
 #: Shapes the probes refused: they stay on the full parser.
 _UNTEMPLATABLE = object()
 
@@ -160,16 +205,21 @@ class TemplateReader:
     (from a template where one fits, else from the parser and the rule's ``message()`` — the
     same bytes), or a :class:`~.message.LineError` naming NAME:LINE when the line is bad or
     names something that does not exist (a device, a pinned program).
+
+    ``unencoded``: lines whose rule it accepts come out as the parsed rule, for a later stage
+    to encode (the coalescer groups ``actions add`` lines before encoding); a repeated shape of
+    them gets an :class:`ActionsTemplate`, which fills the rule without parsing the line.
     """
 
-    def __init__(self, resolve: Resolver) -> None:
+    def __init__(self, resolve: Resolver, unencoded: Callable[[Rule], bool] | None = None) -> None:
         self._resolve = resolve
-        self._templates: dict[tuple[str, ...], MessageTemplate | object] = {}
+        self._unencoded = unencoded
+        self._templates: dict[tuple[str, ...], MessageTemplate | ActionsTemplate | object] = {}
         self._seen: set[tuple[str, ...]] = set()
         #: Lines filled from a template so far (the rest went through the parser).
         self.filled = 0
 
-    def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, Parsed]]:
+    def read(self, stream: Iterable[str], name: str) -> Iterator[tuple[int, Parsed | Rule]]:
         templates, split = self._templates, _FIELDS.split
         last = None  # the template of the last filled line: files repeat one shape in runs
         filled = 0  # counted locally and published when reading ends: this is the hot loop
@@ -204,13 +254,15 @@ class TemplateReader:
         finally:
             self.filled += filled
 
-    def _parsed(self, number: int, text: str | None, name: str) -> Parsed:
-        """The full parser and encoder for one line."""
+    def _parsed(self, number: int, text: str | None, name: str) -> Parsed | Rule:
+        """The full parser and encoder for one line (the rule itself if ``unencoded`` takes it)."""
         rule = parse_numbered(number, text, name)
-        return rule if rule.__class__ is LineError else encode_rule(rule, self._resolve, name, number)
+        if rule.__class__ is LineError or (self._unencoded is not None and self._unencoded(rule)):
+            return rule
+        return encode_rule(rule, self._resolve, name, number)
 
     def _first_lines(self, shape: tuple[str, ...], tokens: list[str], number: int, text: str,
-                     name: str) -> Parsed:
+                     name: str) -> Parsed | Rule:
         """A shape without a template yet: parse; on its second line, build the template."""
         message = self._parsed(number, text, name)
         if message.__class__ is LineError:
@@ -226,14 +278,25 @@ class TemplateReader:
         if None in forms:
             return message  # a value the parser must judge: try again on a later line
         self._seen.discard(shape)
-        quoted = any('"' in part or "'" in part for part in shape)
-        template = None if quoted else _build(shape, tokens, forms, message, self._encode)
+        template = None
+        if not any('"' in part or "'" in part for part in shape):
+            if message.__class__ is Message:
+                template = _build(shape, tokens, forms, message, self._encode)
+            else:  # a rule left unencoded
+                template = _build_actions(shape, tokens, message, self._parse)
         self._templates[shape] = _UNTEMPLATABLE if template is None else template
         return message
 
     def _encode(self, text: str) -> Message | None:
         try:
             return parse_command(text).message(self._resolve)
+        except (CommandError, BpfBatchError):
+            return None
+
+    @staticmethod
+    def _parse(text: str) -> Rule | None:
+        try:
+            return parse_command(text)
         except (CommandError, BpfBatchError):
             return None
 
@@ -244,8 +307,7 @@ def encode_rule(rule, resolve: Resolver, source: str, line: int) -> Parsed:
     try:
         return Message(*rule.message(resolve))
     except BpfBatchError as exc:
-        exc.obj = f"{source}:{line}"
-        return LineError(exc)
+        return LineError.at(exc, source, line)
 
 
 def _form_of(keyword: str, token: str) -> _Form | None:
@@ -284,6 +346,38 @@ def _build(shape: tuple[str, ...], tokens: list[str], forms: list[_Form],
     reply = encode(_text(shape, together))
     if expected is None or reply is None or reply[:2] != (msg_type, flags) \
             or bytes(expected[2]) != reply[2]:
+        return None
+    return template
+
+
+def _build_actions(shape: tuple[str, ...], tokens: list[str], rule: Rule,
+                   parse: Callable[[str], Rule | None]) -> ActionsTemplate | None:
+    """An :class:`ActionsTemplate` when every field is an ``index`` that, probed with each of
+    its probe values, changes exactly that value in exactly one action of the parsed rule (its
+    own action for each field); then all fields probed at once must parse to what the template
+    fills. None otherwise: the shape stays on the parser."""
+    if rule.__class__ is not R.Actions or any(shape[1 + 2 * i] != "index" for i in range(len(tokens))):
+        return None
+    owners = []
+    for i in range(len(tokens)):
+        owner = None
+        for probe in _INDEX.probes:
+            probed = parse(_text(shape, tokens[:i] + [probe] + tokens[i + 1:]))
+            if probed.__class__ is not R.Actions or probed.verb != rule.verb \
+                    or len(probed.actions) != len(rule.actions):
+                return None
+            changed = [j for j, (ours, theirs) in enumerate(zip(rule.actions, probed.actions))
+                       if ours != theirs]
+            if len(changed) != 1 or owner not in (None, changed[0]) or \
+                    dataclasses.replace(rule.actions[changed[0]], index=int(probe)) != probed.actions[changed[0]]:
+                return None
+            owner = changed[0]
+        owners.append(owner)
+    if len(set(owners)) != len(owners):
+        return None
+    template = ActionsTemplate(shape, rule, owners)
+    together = [_INDEX.probes[0]] * len(tokens)
+    if template.fill(together) != parse(_text(shape, together)):
         return None
     return template
 

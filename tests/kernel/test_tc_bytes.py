@@ -81,6 +81,7 @@ actions add action mirred ingress mirror dev vethB goto chain 42 index 14
 actions add action mirred index 15
 actions add action mirred egress redirect index 16 dev vethB action pipe
 actions add action mirred egress redirect dev vethB index 10 action mirred egress redirect dev vethB index 11
+actions add action mirred egress redirect dev vethB index 17 cookie aabb action mirred egress redirect dev vethB index 18 action mirred egress redirect dev vethB index 19 cookie cc action pass index 20
 qdisc del dev vethB clsact
 qdisc del dev vethA ingress
 """

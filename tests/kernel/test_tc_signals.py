@@ -33,11 +33,13 @@ def _any_action(ns: str) -> bool:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("delay", [0.0, 0.05, 0.3])
-def test_signal_reports_exactly_what_was_applied(big_batch, signum, delay):
+@pytest.mark.parametrize("extra", [(), ("--coalesce",)], ids=["plain", "coalesce"])
+def test_signal_reports_exactly_what_was_applied(big_batch, signum, delay, extra):
+    """With --coalesce a message carries 32 lines: the report still counts lines, not messages."""
     with veth_netns() as ns:
         child = subprocess.Popen([sys.executable, "-c", "from bpfbatch.cli import main; main()",
-                                  "tc", "-b", str(big_batch), "-n", ns, "--batch-bytes", "16384"],
-                                 stderr=subprocess.PIPE, text=True)
+                                  "tc", "-b", str(big_batch), "-n", ns, "--batch-bytes", "16384",
+                                  *extra], stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not _any_action(ns) and child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)  # the batch is being sent: now the moments that matter

@@ -23,12 +23,13 @@ CASES = [(source, case) for source, cases in json.loads(DATA.read_text())["files
          for case in cases]
 
 
-def outcome(tmp_path: Path, case: dict, mode: tuple[str, ...]) -> tuple[str, str]:
-    """("same" | "refused" | "differs", what differs)."""
+def outcome(tmp_path: Path, case: dict, mode: tuple[str, ...], extra: tuple[str, ...] = ()
+            ) -> tuple[str, str]:
+    """("same" | "refused" | "differs", what differs); ``extra``: options for bpfbatch only."""
     batch = tmp_path / f"tdc-{case['id']}.tc"
     batch.write_text("".join(line + "\n" for line in case["batch"]))
     setup = [line.split() for line in case["setup"]]
-    theirs, their_state, ours, our_state = side_by_side(batch, mode, setup=setup)
+    theirs, their_state, ours, our_state = side_by_side(batch, mode, extra, setup=setup)
     if our_state != their_state:
         return "differs", f"state: tc {their_state} / ours {our_state}"
     if ours.returncode != theirs.returncode:
@@ -44,6 +45,19 @@ def outcome(tmp_path: Path, case: dict, mode: tuple[str, ...]) -> tuple[str, str
 @pytest.mark.parametrize("source,case", CASES, ids=[f"{s.split('/')[-1][:-5]}-{c['id']}" for s, c in CASES])
 def test_tdc_case(tmp_path, source, case, mode):
     kind, detail = outcome(tmp_path, case, mode)
+    assert kind != "differs", detail
+
+
+#: The cases with an ``actions`` command: --coalesce changes how those travel.
+ACTION_CASES = [(source, case) for source, case in CASES
+                if any(line.split()[0].startswith("act") for line in case["batch"] if line.split())]
+
+
+@pytest.mark.parametrize("mode", [(), ("-force",)], ids=["stop", "force"])
+@pytest.mark.parametrize("source,case", ACTION_CASES,
+                         ids=[f"{s.split('/')[-1][:-5]}-{c['id']}" for s, c in ACTION_CASES])
+def test_tdc_action_case_coalesced(tmp_path, source, case, mode):
+    kind, detail = outcome(tmp_path, case, mode, ("--coalesce",))
     assert kind != "differs", detail
 
 

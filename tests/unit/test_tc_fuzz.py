@@ -1,6 +1,7 @@
 """A grammar fuzzer of the batch parser and encoder: lines built from tc's own words, numbers
 at and past every range edge, and junk. Whatever the line, the reader yields an encoded message
-or a LineError naming the line — only the project's errors, never a traceback."""
+or a LineError naming the line — only the project's errors, never a traceback; with
+``--coalesce`` every line still sends the same bytes or fails the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from bpfbatch.errors import BpfBatchError
 from bpfbatch.tc.message import LineError, Message
 from bpfbatch.tc.templates import TemplateReader
 
+from test_tc_coalesce import coalesced, per_line, plain
 from test_tc_templates import FixedDevices
 
 _NUMBERS = st.sampled_from(["0", "1", "7", "255", "256", "4095", "4096", "65535", "65536",
@@ -51,6 +53,8 @@ def test_only_project_errors_escape(lines):
                 assert str(parsed.error).startswith(f"fuzz.tc:{number}: ")
             else:
                 assert isinstance(parsed, Message) and len(parsed.body) >= 4
+        # coalescing changes how lines travel, never what each line sends or why it fails
+        assert per_line(coalesced(text, devices)) == plain(text, devices)
     finally:
         devices.close()
 

@@ -112,6 +112,10 @@ def test_actions_commands():
         (Mirred("ingress", "mirror", "b", 9, verdict="jump 10"),)
     assert parse_command("actions add action mirred egress mirror index 1 dev b cookie a1b2").actions == \
         (Mirred("egress", "mirror", "b", 1, cookie=b"\xa1\xb2"),)
+    # tc never clears a command's cookie: later actions without one carry the last one given
+    assert [a.cookie for a in parse_command("actions add action pass action drop cookie aa action "
+                                            "pipe action ok cookie bbcc action drop").actions] == \
+        [None, b"\xaa", b"\xaa", b"\xbb\xcc", b"\xbb\xcc"]
     # as in tc, a verdict right after a redirect starts a new (gact) action
     assert parse_command("actions add action mirred egress redirect dev b pass").actions == \
         (Mirred("egress", "redirect", "b"), Gact("pass"))

@@ -8,11 +8,10 @@ import pytest
 
 from hypothesis import given, settings, strategies as st
 
-from bpfbatch.errors import BpfBatchError, InputError, NotFoundError
+from bpfbatch.errors import BpfBatchError, NotFoundError
 from bpfbatch.tc import templates
 from bpfbatch.tc.parse import parse_batch
 from bpfbatch.tc.resolve import Resolver
-from bpfbatch.tc.rules import Actions, Gact, Mirred, action_nests, join_actions
 from bpfbatch.tc.message import LineError
 from bpfbatch.tc.templates import TemplateReader, encode_rule
 
@@ -133,17 +132,6 @@ def test_tables_stay_bounded(devices, monkeypatch):
     assert len(reader._templates) <= 3 and len(reader._seen) <= 5
     fast, full, _ = _both_paths(lines, devices)
     assert fast == full
-
-
-def test_join_actions_equals_one_message_of_all_actions(devices):
-    actions = [Mirred("egress", "redirect", "vethB", index=i, no_percpu=bool(i % 2)) for i in range(1, 4)]
-    actions.append(Gact("drop", 7))
-    bodies = [Actions("add", (a,)).message(devices)[2] for a in actions]
-    whole = Actions("add", tuple(actions)).message(devices)[2]
-    assert join_actions([n for body in bodies for n in action_nests(body)]) == whole
-    assert len(action_nests(whole)) == 4
-    with pytest.raises(InputError):
-        join_actions(action_nests(whole) * 9)
 
 
 # --- every supported form, random values (valid and not), through both paths ----------------
