@@ -81,7 +81,8 @@ def tc_batch(
                                     help="Bytes per sendmsg (default 256 KiB; capped by the "
                                          "socket's send limit)."),
     coalesce: bool = typer.Option(False, "--coalesce",
-                                  help="Pack consecutive `actions add` lines up to 32 per message."),
+                                  help="Pack consecutive `actions add` lines into shared "
+                                       "messages, up to 32 actions each."),
 ) -> None:
     """Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages per sendmsg."""
     from ..tc import DEFAULT_BATCH_BYTES, Session
