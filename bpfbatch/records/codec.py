@@ -1,7 +1,8 @@
 """Codecs: a map's key and value bytes <-> Python values, numpy dtypes and JSON text, from BTF.
 
-A :class:`Codec` is compiled once per map from its BTF type into a small layout tree
-(:class:`Node` subclasses with absolute byte offsets). The tree serves four uses:
+A :class:`Codec` is compiled once per map from its BTF type into a layout tree (plain data with
+absolute byte offsets, :mod:`~bpfbatch.records.layout`), and serves four uses, each done by
+the tree's module for that job:
 
 * :meth:`Codec.decode` / :meth:`Codec.encode` — one record <-> Python values (ints, bools,
   strings for printable char arrays, enum names, dicts for structs and unions, lists for
@@ -38,9 +39,11 @@ No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lis
 Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
 ``round_up(size, 8)`` bytes; a pure function of ``ncpus`` so it is testable anywhere.
 
-Its siblings: :mod:`~bpfbatch.records.jsontext` (templates and leaves, the JSON text of a
-batch), :mod:`~bpfbatch.records.layout` (the layout tree built from BTF) and, here, the codecs
-over them.
+Its siblings: :mod:`~bpfbatch.records.layout` (the layout tree built from BTF), the jobs over
+it (:mod:`~bpfbatch.records.values`, :mod:`~bpfbatch.records.encode`,
+:mod:`~bpfbatch.records.fill`, :mod:`~bpfbatch.records.template`),
+:mod:`~bpfbatch.records.jsontext` (templates and leaves, the JSON text of a batch) and, here,
+the codecs over them.
 """
 
 from __future__ import annotations
@@ -53,8 +56,13 @@ import numpy as np
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
 from .columns import raw_bytes
+from .encode import check_range, encode, parse_int
+from .fill import can_fill, fill, int_column
 from .jsontext import HexBytesLeaf, RecordText
-from .layout import build_node, check_range, field_range, int_column, parse_int
+from .layout import build_node, field_range
+from .template import record_text
+from .values import dtype as layout_dtype
+from .values import values as layout_values
 
 __all__ = ["BtfCodec", "Codec", "PerCpuCodec", "RawCodec", "codec_for", "map_codecs", "rows"]
 
@@ -143,30 +151,28 @@ class BtfCodec(Codec):
         self.node = build_node(btf, type_id, default_zero=default_zero)
         self._templates: dict[bool, RecordText] = {}
         self._dtype = self._make_dtype()
-        self._fills = self.node.can_fill()
+        self._fills = can_fill(self.node)
 
     def values(self, rows):
-        return self.node.values(rows)
+        return layout_values(self.node, rows)
 
     def encode(self, value, path="value"):
         buf = bytearray(self.size)
-        self.node.encode(buf, value, path)
+        encode(self.node, buf, value, path)
         return bytes(buf)
 
     def _fill(self, rows, values, bad):
         if self._fills:
-            self.node.fill(rows, values, bad)
+            fill(self.node, rows, values, bad)
         return self._fills
 
     def template(self, exact=False):
         if exact not in self._templates:
-            out = RecordText()
-            out.complete = self.node.emit(out, exact)
-            self._templates[exact] = out
+            self._templates[exact] = record_text(self.node, exact)
         return self._templates[exact]
 
     def _make_dtype(self):
-        dt = self.node.dtype()
+        dt = layout_dtype(self.node)
         if dt is None:
             return None
         if dt.itemsize != self.size:  # e.g. a scalar typedef: pad to the record size

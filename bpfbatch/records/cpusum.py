@@ -16,12 +16,14 @@ import dataclasses
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .jsontext import Leaf
-from .layout import Bits, Int, Node, Struct
+from .layout import LeafKind, Node, leaf_kind
+from .template import emit
+from .values import values as layout_values
 
 __all__ = ["summed"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Summed(Node):
     """An integer field added up over ``ncpus`` slots ``stride`` bytes apart."""
 
@@ -29,15 +31,24 @@ class _Summed(Node):
     ncpus: int
     stride: int
 
-    def values(self, rows):
-        total = self.inner.values(rows)
-        for cpu in range(1, self.ncpus):
-            total = [a + b for a, b in zip(total, self.inner.values(rows[:, cpu * self.stride:]))]
-        return total
 
-    def emit(self, out, exact):
-        out.leaf(_SumLeaf(self))
-        return True
+@leaf_kind.register
+def _(node: _Summed):
+    return LeafKind.INTEGER
+
+
+@layout_values.register
+def _(node: _Summed, rows):
+    total = layout_values(node.inner, rows)
+    for cpu in range(1, node.ncpus):
+        total = [a + b for a, b in zip(total, layout_values(node.inner, rows[:, cpu * node.stride:]))]
+    return total
+
+
+@emit.register
+def _(node: _Summed, out, exact):
+    out.leaf(_SumLeaf(node))
+    return True
 
 
 class _SumLeaf(Leaf):
@@ -48,7 +59,7 @@ class _SumLeaf(Leaf):
         self.node = node
 
     def column(self, rows):
-        return self.node.values(rows)
+        return layout_values(self.node, rows)
 
 
 def summed(codec: Codec) -> Codec:
@@ -70,12 +81,12 @@ def summed(codec: Codec) -> Codec:
 
 
 def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:
-    if isinstance(node, (Int, Bits)):
+    if leaf_kind(node) is LeafKind.INTEGER:
         return _Summed(node.offset, node, ncpus, stride)
-    if isinstance(node, Struct):
-        return dataclasses.replace(node, members=[
+    if leaf_kind(node) is LeafKind.STRUCT:
+        return dataclasses.replace(node, members=tuple(
             (name, _sum_node(member, f"{path}.{name}" if name else path, ncpus, stride))
-            for name, member in node.members])
+            for name, member in node.members))
     kind = type(node).__name__.lower()
     raise InputError(f"field '{path}' ({kind}) cannot be summed: only integers are",
                      obj="--sum")
