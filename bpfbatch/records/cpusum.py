@@ -41,7 +41,8 @@ def _(node: _Summed):
 def _(node: _Summed, rows):
     total = layout_values(node.inner, rows)
     for cpu in range(1, node.ncpus):
-        total = [a + b for a, b in zip(total, layout_values(node.inner, rows[:, cpu * node.stride:]))]
+        slot = layout_values(node.inner, rows[:, cpu * node.stride:])
+        total = [a + b for a, b in zip(total, slot)]
     return total
 
 

@@ -133,7 +133,8 @@ def _(node: layout.Struct, out, exact):
     return ok
 
 
-def _emit_members(node: layout.Struct, out: RecordText, exact: bool, first: bool) -> tuple[bool, bool]:
+def _emit_members(node: layout.Struct, out: RecordText, exact: bool,
+                  first: bool) -> tuple[bool, bool]:
     """``(complete, first)``: the members as ``"name":value`` pairs; in the typed output an
     anonymous member's inline and an unnamed bitfield (padding) left out, while the exact
     output keeps bpftool's ``"":`` keys."""
