@@ -48,6 +48,7 @@ the codecs over them.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from itertools import chain
 
@@ -56,7 +57,7 @@ import numpy as np
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
 from .columns import raw_bytes
-from .encode import check_range, encode, parse_int
+from .encode import Encoder, check_range, encoder, parse_int
 from .fill import can_fill, fill, int_column
 from .jsontext import HexBytesLeaf, RecordText
 from .layout import build_node, field_range
@@ -148,17 +149,33 @@ class BtfCodec(Codec):
         self.type_id = type_id
         self.type_name = btf.name_of(type_id)
         self.size = btf.size_of(type_id)
-        self.node = build_node(btf, type_id, default_zero=default_zero)
+        self._bind(build_node(btf, type_id, default_zero=default_zero))
+
+    def _bind(self, node) -> None:
+        """Take ``node`` as the layout tree; what is derived from it is derived again."""
+        self.node = node
         self._templates: dict[bool, RecordText] = {}
         self._dtype = self._make_dtype()
-        self._fills = can_fill(self.node)
+        self._fills = can_fill(node)
+        self._encoder: Encoder | None = None  # compiled on the first encode
+
+    def with_node(self, node, size: int | None = None) -> BtfCodec:
+        """This codec over another tree for the same type (a decoded or summed view of its
+        fields), records of ``size`` bytes when given."""
+        out = copy.copy(self)
+        if size is not None:
+            out.size = size
+        out._bind(node)
+        return out
 
     def values(self, rows):
         return layout_values(self.node, rows)
 
     def encode(self, value, path="value"):
+        if self._encoder is None:
+            self._encoder = encoder(self.node)
         buf = bytearray(self.size)
-        encode(self.node, buf, value, path)
+        self._encoder(buf, value, path)
         return bytes(buf)
 
     def _fill(self, rows, values, bad):

@@ -10,7 +10,6 @@ refused, naming the field.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 from ..errors import InputError
@@ -72,13 +71,9 @@ def summed(codec: Codec) -> Codec:
     base = codec.base
     if not isinstance(base, BtfCodec):
         raise InputError("the map has no BTF value type: its fields are unknown", obj="--sum")
-    out = copy.copy(base)
-    out.node = _sum_node(base.node, "value", codec.ncpus, codec.stride)
-    out.size = codec.size  # reads the whole per-CPU record
-    out._templates = {}
-    out._dtype = None
-    out._fills = False
-    return out
+    # it reads the whole per-CPU record; no dtype, no batch encoding: a sum is only shown
+    return base.with_node(_sum_node(base.node, "value", codec.ncpus, codec.stride),
+                          size=codec.size)
 
 
 def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:

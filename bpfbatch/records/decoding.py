@@ -16,7 +16,6 @@ in6_addr``) are decoded too; an explicit ``--decode`` for a field wins.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from collections.abc import Iterable
@@ -26,7 +25,7 @@ import numpy as np
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .decoders import Decoder, get, parse_decode_option
-from .encode import encode
+from .encode import encoder
 from .fill import blank, can_fill, fill
 from .jsontext import Leaf
 from .layout import LeafKind, Node, leaf_kind
@@ -64,9 +63,13 @@ def _(node: Decoded, rows):
     return node.decoder.format(rows[:, node.offset:node.offset + node.size])
 
 
-@encode.register
-def _(node: Decoded, buf, value, path):
-    buf[node.offset:node.offset + node.size] = node.decoder.parse(value, node.size, path)
+@encoder.register
+def _(node: Decoded):
+    start, end, parse = node.offset, node.offset + node.size, node.decoder.parse
+
+    def write(buf, value, path):
+        buf[start:end] = parse(value, end - start, path)
+    return write
 
 
 @emit.register
@@ -90,7 +93,7 @@ def _(node: Decoded):
 @fill.register
 def _(node: Decoded, rows, values, bad):
     """Each value parsed on its own; one that does not parse is flagged, so that
-    :func:`~bpfbatch.records.encode.encode` raises its error with the record's path."""
+    :func:`~bpfbatch.records.encode.encoder` raises its error with the record's path."""
     start, end = node.offset, node.offset + node.size
     parse, size = node.decoder.parse, node.size
     for i, value in enumerate(values):
@@ -167,11 +170,7 @@ def _decode_side(codec: Codec, side: str, chosen: dict[str, Decoder], automatic:
         raise _FieldError(side, path, f"no field {path!r} in the {side} (fields: {fields})")
     if node is codec.node:
         return codec
-    out = copy.copy(codec)
-    out.node = node
-    out._templates = {}
-    out._fills = can_fill(node)
-    return out
+    return codec.with_node(node)
 
 
 def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],

@@ -5,19 +5,18 @@ record size`` uint8) with one numpy column per leaf field. It only decides on th
 takes as they are (exact ``int``s in range for an integer, ``str``s of the right size for a
 char array, dicts with known fields for a struct, ...); every other value flags its record in
 ``bad`` and stands in as :func:`blank`, and the codec encodes the flagged records again with
-:func:`~bpfbatch.records.encode.encode`, which accepts them (a ``"0x1f"`` string, a float
+:func:`~bpfbatch.records.encode.encoder`, which accepts them (a ``"0x1f"`` string, a float
 for a bool, ...) or raises the usual error. So a batch encodes to exactly the bytes, and
 fails with exactly the error, of encoding its records one by one. :func:`can_fill` says
 whether a tree can be filled at all (bitfields, 128-bit ints and unions cannot).
 
-The three dispatch on the node's type; a node kind defined elsewhere registers its own.
+The three dispatch on the node's type (:class:`~bpfbatch.records.layout.job`); a node kind defined elsewhere registers its own.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from functools import singledispatch
 
 import numpy as np
 
@@ -88,20 +87,20 @@ def _put(rows: np.ndarray, offset: int, size: int, column: np.ndarray) -> None:
     rows[:, offset:offset + size] = column.astype(f"<u{size}").view(np.uint8).reshape(-1, size)
 
 
-@singledispatch
+@layout.job
 def can_fill(node: layout.Node) -> bool:
     """Whether :func:`fill` takes ``node`` (and everything under it)."""
     return False
 
 
-@singledispatch
+@layout.job
 def fill(node: layout.Node, rows: np.ndarray, values: Sequence, bad: np.ndarray) -> None:
     """Write ``node``'s value of every record into ``rows`` at once, flagging in ``bad``
     each record whose value is to be encoded on its own (see the module doc)."""
     raise TypeError(f"no batch encoding for a {type(node).__name__} node")
 
 
-@singledispatch
+@layout.job
 def blank(node: layout.Node):
     """A value :func:`fill` takes as it is, standing in for a flagged record's value."""
     raise TypeError(f"no batch encoding for a {type(node).__name__} node")

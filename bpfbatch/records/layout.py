@@ -26,11 +26,45 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from functools import cached_property, singledispatch
+import functools
+from collections.abc import Callable
+from functools import cached_property
 from typing import NamedTuple
 
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from .decoders import automatic_kind
+
+class job:  # noqa: N801 - used as a decorator, like functools.singledispatch
+    """A function over layout nodes whose implementation is chosen by the node's class, as
+    :func:`functools.singledispatch` chooses it (subclasses inherit, ``register`` adds a
+    class, also by annotation), with the choice kept in a plain dict: singledispatch's
+    weak-keyed cache costs a weak reference per call, which shows where a job runs per
+    field of every record (encoding record by record)."""
+
+    def __init__(self, default: Callable):
+        self._generic = functools.singledispatch(default)
+        self._chosen: dict[type, Callable] = {}
+        functools.update_wrapper(self, default)
+
+    def register(self, cls, func: Callable | None = None):
+        """``@job.register`` on a function whose first parameter is annotated with a node
+        class, ``@job.register(cls)``, or ``job.register(cls, func)``."""
+        if func is None and isinstance(cls, type):
+            return lambda f: self.register(cls, f)
+        self._chosen.clear()
+        return self._generic.register(cls, func)
+
+    def dispatch(self, cls: type) -> Callable:
+        """The implementation for nodes of class ``cls``."""
+        return self._generic.dispatch(cls)
+
+    def __call__(self, node, *args):
+        try:
+            chosen = self._chosen[node.__class__]
+        except KeyError:
+            chosen = self._chosen[node.__class__] = self._generic.dispatch(node.__class__)
+        return chosen(node, *args)
+
 
 # (size, signed) -> numpy spelling of the plain integers.
 NP_INT = {(size, signed): ("<i%d" if signed else "<u%d") % size
@@ -54,11 +88,11 @@ class Int(Node):
 
     size: int
     signed: bool
+    #: numpy's spelling (``"<u4"``); ``None`` for 16 bytes, which numpy has no int for.
+    np_type: str | None = dataclasses.field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def np_type(self) -> str | None:
-        """numpy's spelling (``"<u4"``); ``None`` for 16 bytes, which numpy has no int for."""
-        return NP_INT.get((self.size, self.signed))
+    def __post_init__(self):
+        object.__setattr__(self, "np_type", NP_INT.get((self.size, self.signed)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +126,11 @@ class Char(Node):
 @dataclasses.dataclass(frozen=True)
 class Float(Node):
     size: int
+    #: numpy's and struct's spelling (``"<d"``); ``None`` for sizes they lack (16).
+    code: str | None = dataclasses.field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def code(self) -> str | None:
-        """numpy's and struct's spelling (``"<d"``); ``None`` for sizes they lack (16)."""
-        return {2: "<e", 4: "<f", 8: "<d"}.get(self.size)
+    def __post_init__(self):
+        object.__setattr__(self, "code", {2: "<e", 4: "<f", 8: "<d"}.get(self.size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +266,7 @@ class LeafKind(enum.Enum):
     DISPLAY = "display"  # shown through a decoder (registered by records.decoding)
 
 
-@singledispatch
+@job
 def leaf_kind(node: Node) -> LeafKind:
     """What ``node`` holds (see :class:`LeafKind`). A node kind defined outside this module
     registers its answer with ``leaf_kind.register``."""

@@ -7,14 +7,12 @@ typed (the value rule, see :mod:`~bpfbatch.records.codec`) and ``exact``, bpftoo
 ``btf_dumper`` byte for byte, where a kind bpftool cannot print gives its error text and ends
 the enclosing aggregates (:func:`emit` returns ``False`` there).
 
-It dispatches on the node's type; a node kind defined elsewhere registers its own text with
+It dispatches on the node's type (:class:`~bpfbatch.records.layout.job`); a node kind defined elsewhere registers its own text with
 ``emit.register``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from functools import singledispatch
 
 from . import layout
 from .jsontext import (
@@ -40,7 +38,7 @@ def record_text(node: layout.Node, exact: bool) -> RecordText:
     return out
 
 
-@singledispatch
+@layout.job
 def emit(node: layout.Node, out: RecordText, exact: bool) -> bool:
     """Append ``node``'s JSON text to ``out``; ``False`` when bpftool would stop there."""
     raise TypeError(f"no JSON text for a {type(node).__name__} node")
@@ -117,11 +115,10 @@ def _array(node: layout.Array, out, exact):
 @emit.register
 def _(node: layout.CharArray, out, exact):
     """A string when its bytes read as one, else the list of its elements (each row
-    decides, so the list is a template of its own, placed at offset 0)."""
-    fallback = RecordText()
-    shifted = [dataclasses.replace(e, offset=e.offset - node.offset) for e in node.elems]
-    _array(layout.CharArray(0, tuple(shifted)), fallback, exact)
-    out.leaf(StrLeaf(node.offset, len(node.elems), fallback, exact))
+    decides, so the list is a template of its own, read from offset 0)."""
+    elems = RecordText()
+    _array(node, elems, exact)
+    out.leaf(StrLeaf(node.offset, len(node.elems), elems.shifted(-node.offset), exact))
     return True
 
 

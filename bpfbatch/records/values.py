@@ -8,13 +8,12 @@ names (else the number), printable char arrays as strings, dicts for structs and
 print. :func:`dtype` is the numpy dtype of a node, ``None`` when numpy cannot hold it
 (bitfields, odd floats, data sections).
 
-Both dispatch on the node's type; a node kind defined elsewhere (a decoded field, a per-CPU
+Both dispatch on the node's type (:class:`~bpfbatch.records.layout.job`); a node kind defined elsewhere (a decoded field, a per-CPU
 sum) registers its own implementation with ``values.register``.
 """
 
 from __future__ import annotations
 
-from functools import singledispatch
 
 import numpy as np
 
@@ -24,7 +23,7 @@ from .columns import bits, char_array_text, raw_bytes, scalars
 __all__ = ["dtype", "values"]
 
 
-@singledispatch
+@layout.job
 def values(node: layout.Node, rows: np.ndarray) -> list:
     """Python values of ``node`` in every row of a batch (``count × size`` uint8)."""
     raise TypeError(f"no Python values for a {type(node).__name__} node")
@@ -117,7 +116,7 @@ def _(node: layout.Unsupported, rows):
     return [None] * rows.shape[0]
 
 
-@singledispatch
+@layout.job
 def dtype(node: layout.Node) -> np.dtype | None:
     """numpy dtype of ``node``, or ``None`` when not representable."""
     return None

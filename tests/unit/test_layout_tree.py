@@ -36,12 +36,12 @@ def implemented(job, cls) -> bool:
 
 @pytest.mark.parametrize("cls", NODE_KINDS, ids=lambda c: c.__name__)
 def test_every_node_kind_has_the_jobs_every_output_needs(cls):
-    for job in (values.values, encode.encode, template.emit, leaf_kind):
+    for job in (values.values, encode.encoder, template.emit, leaf_kind):
         assert implemented(job, cls), (job.__name__, cls.__name__)
 
 
 def test_node_kinds_made_elsewhere_register_their_jobs():
-    for job in (values.values, encode.encode, template.emit, leaf_kind, values.dtype,
+    for job in (values.values, encode.encoder, template.emit, leaf_kind, values.dtype,
                 fill.fill, fill.can_fill, fill.blank):
         assert implemented(job, decoding.Decoded), job.__name__
     for job in (values.values, template.emit, leaf_kind):
