@@ -55,8 +55,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..records.codec import Codec, PerCpuCodec
-from ..records.decoding import Decoded
-from ..records.layout import Bool, Char, Enum, Int, Struct
+from ..records.layout import LeafKind, integer_field, leaf_kind
 from .contract import OP_NAMES, package_contract
 
 UNITS_NS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
@@ -341,7 +340,7 @@ class _Parser:
                 return node, token.text, in_key
             token = self.take()
         while True:
-            if not isinstance(node, Struct):
+            if leaf_kind(node) is not LeafKind.STRUCT:
                 raise self.error(token, f"'{'.'.join(parts)}' is not a struct")
             members = node.fields()  # anonymous members' fields included, as in C
             if token.kind != "name" or token.text not in members:
@@ -364,22 +363,21 @@ class _Parser:
         return node
 
     def _integer_field(self, token: Token, node, path: str, in_key: bool) -> Field:
-        if isinstance(node, Decoded):
+        if leaf_kind(node) is LeafKind.DISPLAY:  # compared as the stored integer
             if node.size not in (1, 2, 4, 8):
                 raise self.error(token, f"field '{path}' ({node.decoder.kind}) has {node.size} "
                                         f"bytes; comparisons take 1, 2, 4 or 8")
             inner = node.inner
             return Field(path, node.offset, node.size,
-                         isinstance(inner, Int) and inner.signed, in_key)
-        if isinstance(node, (Int, Enum)) and node.size in (1, 2, 4, 8):
-            return Field(path, node.offset, node.size, node.signed, in_key)
-        if isinstance(node, (Bool, Char)):
-            return Field(path, node.offset, getattr(node, "size", 1), False, in_key)
+                         leaf_kind(inner) is LeafKind.INTEGER and inner.signed, in_key)
+        field = integer_field(node)
+        if field is not None:
+            return Field(path, field.offset, field.size, field.signed, in_key)
         kind = type(node).__name__.lower()
         raise self.error(token, f"field '{path}' is a {kind}, not a 1, 2, 4 or 8-byte integer")
 
     def operand(self, field: Field, node, op: str) -> Term:
-        if isinstance(node, Decoded) and not (self.peek().kind == "keyword"
+        if leaf_kind(node) is LeafKind.DISPLAY and not (self.peek().kind == "keyword"
                                               and self.peek().text == "now"):
             return self.display_operand(field, node.decoder, op)
         token = self.take()
@@ -453,9 +451,10 @@ class _Parser:
         return int(digits, 0) * UNITS_NS.get(unit, 1)
 
     def enumerator(self, token: Token, field: Field, node) -> int:
-        if isinstance(node, Enum) and token.text in node.by_name:
+        enum = leaf_kind(node) is LeafKind.ENUM
+        if enum and token.text in node.by_name:
             return node.by_name[token.text]
-        known = f" (enumerators: {', '.join(node.by_name)})" if isinstance(node, Enum) else ""
+        known = f" (enumerators: {', '.join(node.by_name)})" if enum else ""
         raise self.error(token, f"not a number or an enumerator of field '{field.path}'{known}")
 
 

@@ -21,7 +21,8 @@ import numpy as np
 from ..errors import InputError
 from ..map.handle import MapInfo
 from ..records.codec import Codec, PerCpuCodec
-from ..records.layout import Array, Bits, Bool, CharArray, Enum, Int, Node, Struct
+from ..records.layout import Array, Bits, Bool, CharArray, Enum, Int, Node, Struct, extent
+from ..records.values import values as layout_values
 from .config import ConfigError, Label, Metric
 
 
@@ -124,7 +125,7 @@ class _Finder:
             walked.append(part)
         if isinstance(node, Bits):
             self.fail(where, key, f"'{path}' is a bitfield, which cannot be exported")
-        start, end = _extent(node)
+        start, end = extent(node)
         signed = isinstance(node, Int) and node.signed or \
             isinstance(node, Enum) and any(v < 0 for v in node.by_name.values())
         return Column(path, in_key, start, end - start, signed, node)
@@ -137,15 +138,6 @@ class _Finder:
             kind = type(node).__name__.lower() if node is not None else f"{column.width}-byte"
             self.fail(where, key, f"'{path}' is a {kind}, not a 1, 2, 4 or 8-byte integer")
         return column
-
-
-def _extent(node: Node) -> tuple[int, int]:
-    """The byte range ``[start, end)`` a layout node covers."""
-    if isinstance(node, Array):
-        if not node.elems:
-            return node.offset, node.offset
-        return node.offset, _extent(node.elems[-1])[1]
-    return node.offset, node.offset + getattr(node, "size", 1)
 
 
 def _label_format(label: Label, column: Column, finder: _Finder, where: str, index: int
@@ -181,11 +173,11 @@ def _label_format(label: Label, column: Column, finder: _Finder, where: str, ind
         finder.fail(where, f"{key}.field", f"'{label.field}' is a {type(node).__name__.lower()}"
                                            ": name a scalar field, or a decoder")
     at_zero = dataclasses.replace(node, offset=0) if not isinstance(node, Array) else \
-        type(node)(0, [dataclasses.replace(e, offset=e.offset - node.offset) for e in node.elems])
+        type(node)(0, tuple(dataclasses.replace(e, offset=e.offset - node.offset) for e in node.elems))
 
     def texts(rows: np.ndarray) -> list[str]:
         out = []
-        for row, value in zip(rows, at_zero.values(np.ascontiguousarray(rows))):
+        for row, value in zip(rows, layout_values(at_zero, np.ascontiguousarray(rows))):
             if isinstance(value, bool):
                 out.append("true" if value else "false")
             elif isinstance(value, list):  # a char array that is not a printable string

@@ -1,7 +1,8 @@
 """Codecs: a map's key and value bytes <-> Python values, numpy dtypes and JSON text, from BTF.
 
-A :class:`Codec` is compiled once per map from its BTF type into a small layout tree
-(:class:`Node` subclasses with absolute byte offsets). The tree serves four uses:
+A :class:`Codec` is compiled once per map from its BTF type into a layout tree (plain data with
+absolute byte offsets, :mod:`~bpfbatch.records.layout`), and serves four uses, each done by
+the tree's module for that job:
 
 * :meth:`Codec.decode` / :meth:`Codec.encode` — one record <-> Python values (ints, bools,
   strings for printable char arrays, enum names, dicts for structs and unions, lists for
@@ -38,13 +39,16 @@ No BTF: :class:`RawCodec` (bytes, printed as bpftool's ``["0x01",...]`` byte lis
 Per-CPU values: :class:`PerCpuCodec` over a base codec — ``ncpus`` slots of
 ``round_up(size, 8)`` bytes; a pure function of ``ncpus`` so it is testable anywhere.
 
-Its siblings: :mod:`~bpfbatch.records.jsontext` (templates and leaves, the JSON text of a
-batch), :mod:`~bpfbatch.records.layout` (the layout tree built from BTF) and, here, the codecs
-over them.
+Its siblings: :mod:`~bpfbatch.records.layout` (the layout tree built from BTF), the jobs over
+it (:mod:`~bpfbatch.records.values`, :mod:`~bpfbatch.records.encode`,
+:mod:`~bpfbatch.records.fill`, :mod:`~bpfbatch.records.template`),
+:mod:`~bpfbatch.records.jsontext` (templates and leaves, the JSON text of a batch) and, here,
+the codecs over them.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from itertools import chain
 
@@ -53,8 +57,13 @@ import numpy as np
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
 from .columns import raw_bytes
+from .encode import Encoder, check_range, encoder, parse_int
+from .fill import can_fill, fill, int_column
 from .jsontext import HexBytesLeaf, RecordText
-from .layout import build_node, check_range, field_range, int_column, parse_int
+from .layout import build_node, field_range
+from .template import record_text
+from .values import dtype as layout_dtype
+from .values import values as layout_values
 
 __all__ = ["BtfCodec", "Codec", "PerCpuCodec", "RawCodec", "codec_for", "map_codecs", "rows"]
 
@@ -140,33 +149,47 @@ class BtfCodec(Codec):
         self.type_id = type_id
         self.type_name = btf.name_of(type_id)
         self.size = btf.size_of(type_id)
-        self.node = build_node(btf, type_id, default_zero=default_zero)
+        self._bind(build_node(btf, type_id, default_zero=default_zero))
+
+    def _bind(self, node) -> None:
+        """Take ``node`` as the layout tree; what is derived from it is derived again."""
+        self.node = node
         self._templates: dict[bool, RecordText] = {}
         self._dtype = self._make_dtype()
-        self._fills = self.node.can_fill()
+        self._fills = can_fill(node)
+        self._encoder: Encoder | None = None  # compiled on the first encode
+
+    def with_node(self, node, size: int | None = None) -> BtfCodec:
+        """This codec over another tree for the same type (a decoded or summed view of its
+        fields), records of ``size`` bytes when given."""
+        out = copy.copy(self)
+        if size is not None:
+            out.size = size
+        out._bind(node)
+        return out
 
     def values(self, rows):
-        return self.node.values(rows)
+        return layout_values(self.node, rows)
 
     def encode(self, value, path="value"):
+        if self._encoder is None:
+            self._encoder = encoder(self.node)
         buf = bytearray(self.size)
-        self.node.encode(buf, value, path)
+        self._encoder(buf, value, path)
         return bytes(buf)
 
     def _fill(self, rows, values, bad):
         if self._fills:
-            self.node.fill(rows, values, bad)
+            fill(self.node, rows, values, bad)
         return self._fills
 
     def template(self, exact=False):
         if exact not in self._templates:
-            out = RecordText()
-            out.complete = self.node.emit(out, exact)
-            self._templates[exact] = out
+            self._templates[exact] = record_text(self.node, exact)
         return self._templates[exact]
 
     def _make_dtype(self):
-        dt = self.node.dtype()
+        dt = layout_dtype(self.node)
         if dt is None:
             return None
         if dt.itemsize != self.size:  # e.g. a scalar typedef: pad to the record size

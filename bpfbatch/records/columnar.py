@@ -41,7 +41,8 @@ import numpy as np
 from ..errors import BpfBatchError, InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .decoding import Decoded
-from .layout import Array, Bool, CharArray, Enum, Float, Int, Node, leaf_columns
+from .fill import fill
+from .layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,17 +108,19 @@ class Columns:
             raw = np.ascontiguousarray(rows_[:, :width])
             return pa.FixedSizeBinaryArray.from_buffers(
                 pa.binary(width), len(raw), [None, pa.py_buffer(raw.tobytes())])
-        if isinstance(node, Decoded):
+        kind = leaf_kind(node)
+        if kind is LeafKind.DISPLAY:
             shown = node.decoder.format(rows_[:, node.offset:node.offset + node.size])
-            kind = _decoded_type(pa, node)
-            return pa.array(shown if kind != pa.string() else [str(v) for v in shown], kind)
-        if isinstance(node, Enum):
+            column_type = _decoded_type(pa, node)
+            return pa.array(shown if column_type != pa.string() else [str(v) for v in shown],
+                            column_type)
+        if kind is LeafKind.ENUM:
             numbers = _scalar(rows_, node.offset, node.code)
             unique, index = np.unique(numbers, return_inverse=True)
             names = [node.names.get(v, str(v)) for v in unique.tolist()]
             return pa.DictionaryArray.from_arrays(pa.array(index.astype(np.int32)),
                                               pa.array(names, type=pa.string()))
-        if isinstance(node, CharArray):
+        if kind is LeafKind.TEXT:
             chars = _before_nul(rows_[:, node.offset:node.offset + len(node.elems)])
             binary = pa.array(chars.view(f"S{len(node.elems)}")[:, 0], type=pa.binary())
             try:
@@ -127,13 +130,13 @@ class Columns:
                 raise InputError(f"{binary[bad].as_py()!r} is not UTF-8 text; Arrow columns "
                                  "hold char arrays as strings (use -o jsonl)",
                                  obj=f"{name} of entry {bad + 1} of the batch") from None
-        if isinstance(node, Array):
+        if kind is LeafKind.ARRAY:
             elem = node.elems[0]
             flat = np.ascontiguousarray(
                 rows_[:, node.offset:node.offset + len(node.elems) * _width(elem)]
-            ).view(_np_type(elem)).ravel()
+            ).view(scalar_type(elem)).ravel()
             return pa.FixedSizeListArray.from_arrays(_numbers(pa, elem, flat), len(node.elems))
-        return _numbers(pa, node, _scalar(rows_, node.offset, _np_type(node)))
+        return _numbers(pa, node, _scalar(rows_, node.offset, scalar_type(node)))
 
     # -- Arrow -> bytes ------------------------------------------------------------------
 
@@ -187,14 +190,15 @@ class Columns:
             _check_widths(data, size, where)
             rows_[:, :size] = np.frombuffer(b"".join(data), np.uint8).reshape(-1, size)
             return
-        if isinstance(node, Decoded):
+        kind = leaf_kind(node)
+        if kind is LeafKind.DISPLAY:
             _parse_into(rows_, node, column.to_pylist(), where)
             return
-        if isinstance(node, Enum):
+        if kind is LeafKind.ENUM:
             numbers = _enum_numbers(pa, node, column, where)
-            _put(rows_, node, _in_range(numbers, node.size, True, where))
+            _put(rows_, node.offset, node.code, _in_range(numbers, node.size, True, where))
             return
-        if isinstance(node, CharArray):
+        if kind is LeafKind.TEXT:
             n = len(node.elems)
             data = _binary_values(pa, column, where)
             long = [i for i, v in enumerate(data) if len(v) > n]
@@ -204,7 +208,7 @@ class Columns:
             rows_[:, node.offset:node.offset + n] = \
                 np.array(data, dtype=f"S{n}").view(np.uint8).reshape(-1, n)
             return
-        if isinstance(node, Array):
+        if kind is LeafKind.ARRAY:
             if not pa.types.is_fixed_size_list(column.type) and not pa.types.is_list(column.type):
                 raise InputError(f"expected a list of {len(node.elems)}, got {column.type}",
                                  obj=where)
@@ -217,9 +221,10 @@ class Columns:
             flat = _checked(elem, _numpy(pa, column.flatten(), where), where)
             width = _width(elem)
             rows_[:, node.offset:node.offset + len(node.elems) * width] = (
-                flat.astype(_np_type(elem)).view(np.uint8).reshape(len(column), -1))
+                flat.astype(scalar_type(elem)).view(np.uint8).reshape(len(column), -1))
             return
-        _put(rows_, node, _checked(node, _numpy(pa, column, where), where))
+        _put(rows_, node.offset, scalar_type(node),
+             _checked(node, _numpy(pa, column, where), where))
 
 
 def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
@@ -266,7 +271,7 @@ def _fields(codec: Codec, side: str) -> list[tuple[str, Node | None]]:
 def _stored_leaves(node: Node, prefix: str):
     """:func:`leaf_columns`, with the fields decoded automatically taken as stored."""
     for name, leaf in leaf_columns(node, prefix):
-        if isinstance(leaf, Decoded) and leaf.automatic:
+        if leaf_kind(leaf) is LeafKind.DISPLAY and leaf.automatic:
             yield from _stored_leaves(leaf.inner, name)
         else:
             yield name, leaf
@@ -283,7 +288,7 @@ def _parse_into(rows_, node: Decoded, shown: list, where: str) -> None:
     """Each display value parsed back into its field's bytes by the field's decoder; the
     first that does not parse is an error naming its record."""
     bad = np.zeros(len(shown), dtype=bool)
-    node.fill(rows_, shown, bad)
+    fill(node, rows_, shown, bad)
     if bad.any():
         first = int(np.flatnonzero(bad)[0])
         try:
@@ -293,29 +298,16 @@ def _parse_into(rows_, node: Decoded, shown: list, where: str) -> None:
 
 
 def _supported(node: Node) -> bool:
-    if isinstance(node, (Decoded, Enum, CharArray)):
+    kind = leaf_kind(node)
+    if kind in (LeafKind.DISPLAY, LeafKind.ENUM, LeafKind.TEXT):
         return True
-    if isinstance(node, Array):
-        return bool(node.elems) and _scalar_kind(node.elems[0])
-    return _scalar_kind(node)
-
-
-def _scalar_kind(node: Node) -> bool:
-    return (type(node) is Int and node.np_type is not None
-            or type(node) is Bool and node.size in (1, 2, 4, 8)
-            or type(node) is Float and node.code in ("<f", "<d"))
-
-
-def _np_type(node: Node) -> str:
-    if isinstance(node, Int):
-        return node.np_type
-    if isinstance(node, Float):
-        return node.code
-    return "<u1" if node.size == 1 else f"<u{node.size}"  # Bool
+    if kind is LeafKind.ARRAY:
+        return bool(node.elems) and scalar_type(node.elems[0]) is not None
+    return scalar_type(node) is not None
 
 
 def _width(node: Node) -> int:
-    return np.dtype(_np_type(node)).itemsize
+    return np.dtype(scalar_type(node)).itemsize
 
 
 def _scalar(rows_, offset: int, np_type: str) -> np.ndarray:
@@ -324,7 +316,7 @@ def _scalar(rows_, offset: int, np_type: str) -> np.ndarray:
 
 
 def _numbers(pa, node: Node, column: np.ndarray):
-    if isinstance(node, Bool):
+    if leaf_kind(node) is LeafKind.BOOL:
         return pa.array(column != 0)
     return pa.array(column)
 
@@ -334,10 +326,10 @@ def _plain(pa, array):
     return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
 
 
-def _put(rows_, node: Node, column: np.ndarray) -> None:
-    width = _width(node)
-    rows_[:, node.offset:node.offset + width] = \
-        column.astype(_np_type(node)).view(np.uint8).reshape(-1, width)
+def _put(rows_, offset: int, np_type: str, column: np.ndarray) -> None:
+    """Store ``column`` as ``np_type`` words at ``offset`` of every row."""
+    width = np.dtype(np_type).itemsize
+    rows_[:, offset:offset + width] = column.astype(np_type).view(np.uint8).reshape(-1, width)
 
 
 def _numpy(pa, column, where: str) -> np.ndarray:
@@ -352,7 +344,7 @@ def _numpy(pa, column, where: str) -> np.ndarray:
 def _checked(node: Node, column: np.ndarray, where: str) -> np.ndarray:
     """``column`` if every value fits ``node``'s type exactly, else an error naming the first
     record that does not (a float for an integer field must be whole)."""
-    if isinstance(node, Float) or isinstance(node, Bool):
+    if leaf_kind(node) in (LeafKind.FLOAT, LeafKind.BOOL):
         return column
     if column.dtype.kind == "f":
         whole = np.isfinite(column) & (column == np.floor(column))

@@ -2,8 +2,8 @@
 
 A batch is a ``count × size`` uint8 array (one record a row); each helper here reads the
 field at one byte offset of every row with one numpy operation, and :func:`char_array_text`
-says whether a char array's bytes read as a string. They are shared by the decoders of the
-layout tree (:mod:`~bpfbatch.records.layout`), the JSON text leaves
+says whether a char array's bytes read as a string. They are shared by the Python values of
+the layout tree (:mod:`~bpfbatch.records.values`), the JSON text leaves
 (:mod:`~bpfbatch.records.jsontext`) and the raw codec, so the three read a field the same way.
 """
 
@@ -28,6 +28,20 @@ def uints(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
     wide = np.zeros((rows.shape[0], 8), dtype=np.uint8)
     wide[:, :nbytes] = rows[:, offset:offset + nbytes]
     return wide.view("<u8")[:, 0]
+
+
+def bits(rows: np.ndarray, offset: int, shift: int, nbits: int) -> list[int]:
+    """The ``nbits`` bits ``shift`` bits into the byte at ``offset`` of every row, unsigned
+    (a bitfield, or an integer of any width)."""
+    nbytes = (shift + nbits + 7) // 8
+    if nbytes <= 8:
+        column = uints(rows, offset, nbytes) >> np.uint64(shift)
+        if nbits < 64:
+            column &= np.uint64((1 << nbits) - 1)
+        return column.tolist()
+    mask = (1 << nbits) - 1
+    return [(int.from_bytes(raw, "little") >> shift) & mask
+            for raw in raw_bytes(rows, offset, nbytes)]
 
 
 def raw_bytes(rows: np.ndarray, offset: int, size: int) -> list[bytes]:

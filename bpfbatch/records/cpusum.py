@@ -10,18 +10,19 @@ refused, naming the field.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .jsontext import Leaf
-from .layout import Bits, Int, Node, Struct
+from .layout import LeafKind, Node, leaf_kind
+from .template import emit
+from .values import values as layout_values
 
 __all__ = ["summed"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Summed(Node):
     """An integer field added up over ``ncpus`` slots ``stride`` bytes apart."""
 
@@ -29,15 +30,25 @@ class _Summed(Node):
     ncpus: int
     stride: int
 
-    def values(self, rows):
-        total = self.inner.values(rows)
-        for cpu in range(1, self.ncpus):
-            total = [a + b for a, b in zip(total, self.inner.values(rows[:, cpu * self.stride:]))]
-        return total
 
-    def emit(self, out, exact):
-        out.leaf(_SumLeaf(self))
-        return True
+@leaf_kind.register
+def _(node: _Summed):
+    return LeafKind.INTEGER
+
+
+@layout_values.register
+def _(node: _Summed, rows):
+    total = layout_values(node.inner, rows)
+    for cpu in range(1, node.ncpus):
+        slot = layout_values(node.inner, rows[:, cpu * node.stride:])
+        total = [a + b for a, b in zip(total, slot)]
+    return total
+
+
+@emit.register
+def _(node: _Summed, out, exact):
+    out.leaf(_SumLeaf(node))
+    return True
 
 
 class _SumLeaf(Leaf):
@@ -48,7 +59,7 @@ class _SumLeaf(Leaf):
         self.node = node
 
     def column(self, rows):
-        return self.node.values(rows)
+        return layout_values(self.node, rows)
 
 
 def summed(codec: Codec) -> Codec:
@@ -60,22 +71,18 @@ def summed(codec: Codec) -> Codec:
     base = codec.base
     if not isinstance(base, BtfCodec):
         raise InputError("the map has no BTF value type: its fields are unknown", obj="--sum")
-    out = copy.copy(base)
-    out.node = _sum_node(base.node, "value", codec.ncpus, codec.stride)
-    out.size = codec.size  # reads the whole per-CPU record
-    out._templates = {}
-    out._dtype = None
-    out._fills = False
-    return out
+    # it reads the whole per-CPU record; no dtype, no batch encoding: a sum is only shown
+    return base.with_node(_sum_node(base.node, "value", codec.ncpus, codec.stride),
+                          size=codec.size)
 
 
 def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:
-    if isinstance(node, (Int, Bits)):
+    if leaf_kind(node) is LeafKind.INTEGER:
         return _Summed(node.offset, node, ncpus, stride)
-    if isinstance(node, Struct):
-        return dataclasses.replace(node, members=[
+    if leaf_kind(node) is LeafKind.STRUCT:
+        return dataclasses.replace(node, members=tuple(
             (name, _sum_node(member, f"{path}.{name}" if name else path, ncpus, stride))
-            for name, member in node.members])
+            for name, member in node.members))
     kind = type(node).__name__.lower()
     raise InputError(f"field '{path}' ({kind}) cannot be summed: only integers are",
                      obj="--sum")

@@ -16,7 +16,6 @@ in6_addr``) are decoded too; an explicit ``--decode`` for a field wins.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from collections.abc import Iterable
@@ -26,58 +25,87 @@ import numpy as np
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .decoders import Decoder, get, parse_decode_option
+from .encode import encoder
+from .fill import blank, can_fill, fill
 from .jsontext import Leaf
-from .layout import Node, Struct
+from .layout import LeafKind, Node, leaf_kind
+from .template import emit
+from .values import dtype as layout_dtype
+from .values import values as layout_values
 
 __all__ = ["Decoded", "decoded_codecs"]
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Decoded(Node):
     """A field shown through a :class:`Decoder`; ``inner`` is the field's own node.
     ``automatic``: chosen by the field's type, not by a ``--decode`` option (the columnar
-    formats keep such a field as stored)."""
+    formats keep such a field as stored). Each job over the layout tree takes it as the
+    decoder says (below); numpy views keep the raw field."""
 
     inner: Node
     size: int
     decoder: Decoder
     automatic: bool = False
 
-    def values(self, rows):
-        return self.decoder.format(rows[:, self.offset:self.offset + self.size])
-
-    def encode(self, buf, value, path):
-        buf[self.offset:self.offset + self.size] = self.decoder.parse(value, self.size, path)
-
-    def emit(self, out, exact):
-        if exact:  # bpftool's own text, byte for byte
-            return self.inner.emit(out, exact)
-        out.leaf(_DisplayLeaf(self.offset, self.size, self.decoder))
-        return True
-
-    def dtype(self):
-        return self.inner.dtype()
-
-    def can_fill(self):
-        return True
-
-    def fill(self, rows, values, bad):
-        """Each value parsed on its own; one that does not parse is flagged, so that
-        :meth:`encode` raises its error with the record's path."""
-        start, end = self.offset, self.offset + self.size
-        parse, size = self.decoder.parse, self.size
-        for i, value in enumerate(values):
-            try:
-                rows[i, start:end] = np.frombuffer(parse(value, size), dtype=np.uint8)
-            except InputError:
-                bad[i] = True
-
-    def blank(self):
-        return self.decoder.format_one(bytes(self.size))
-
     @property
     def numeric(self) -> bool:
         return self.decoder.numeric
+
+
+@leaf_kind.register
+def _(node: Decoded):
+    return LeafKind.DISPLAY
+
+
+@layout_values.register
+def _(node: Decoded, rows):
+    return node.decoder.format(rows[:, node.offset:node.offset + node.size])
+
+
+@encoder.register
+def _(node: Decoded):
+    start, end, parse = node.offset, node.offset + node.size, node.decoder.parse
+
+    def write(buf, value, path):
+        buf[start:end] = parse(value, end - start, path)
+    return write
+
+
+@emit.register
+def _(node: Decoded, out, exact):
+    if exact:  # bpftool's own text, byte for byte
+        return emit(node.inner, out, exact)
+    out.leaf(_DisplayLeaf(node.offset, node.size, node.decoder))
+    return True
+
+
+@layout_dtype.register
+def _(node: Decoded):
+    return layout_dtype(node.inner)
+
+
+@can_fill.register
+def _(node: Decoded):
+    return True
+
+
+@fill.register
+def _(node: Decoded, rows, values, bad):
+    """Each value parsed on its own; one that does not parse is flagged, so that
+    :func:`~bpfbatch.records.encode.encoder` raises its error with the record's path."""
+    start, end = node.offset, node.offset + node.size
+    parse, size = node.decoder.parse, node.size
+    for i, value in enumerate(values):
+        try:
+            rows[i, start:end] = np.frombuffer(parse(value, size), dtype=np.uint8)
+        except InputError:
+            bad[i] = True
+
+
+@blank.register
+def _(node: Decoded):
+    return node.decoder.format_one(bytes(node.size))
 
 
 class _DisplayLeaf(Leaf):
@@ -142,11 +170,7 @@ def _decode_side(codec: Codec, side: str, chosen: dict[str, Decoder], automatic:
         raise _FieldError(side, path, f"no field {path!r} in the {side} (fields: {fields})")
     if node is codec.node:
         return codec
-    out = copy.copy(codec)
-    out.node = node
-    out._templates = {}
-    out._fills = node.can_fill()
-    return out
+    return codec.with_node(node)
 
 
 def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
@@ -155,7 +179,7 @@ def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
     decoded; the same object when nothing under it changes."""
     decoder = left.pop(path, None)
     chosen = decoder is not None
-    if not chosen and automatic and getattr(node, "auto", None):
+    if not chosen and automatic and node.auto:
         decoder = get(node.auto)
     if decoder is not None:
         size = _size_of(node)
@@ -167,7 +191,7 @@ def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
         except InputError as exc:
             raise _FieldError(side, path, exc.message) from None
         return Decoded(node.offset, node, size, decoder, automatic=not chosen)
-    if not isinstance(node, Struct):
+    if leaf_kind(node) is not LeafKind.STRUCT:
         return node
     members = []
     for name, member in node.members:
@@ -175,16 +199,16 @@ def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
         members.append((name, _decode_node(member, side, inner, left, automatic)))
     if all(new is old for (_, new), (_, old) in zip(members, node.members)):
         return node
-    return dataclasses.replace(node, members=members)
+    return dataclasses.replace(node, members=tuple(members))
 
 
 def _size_of(node: Node) -> int | None:
-    dtype = node.dtype()
+    dtype = layout_dtype(node)
     return None if dtype is None else dtype.itemsize
 
 
 def _field_paths(node: Node, side: str, path: str = "") -> list[str]:
-    if not isinstance(node, Struct):
+    if leaf_kind(node) is not LeafKind.STRUCT:
         return [_joined(side, path)] if path else []
     return [p for name, member in node.members
             for p in _field_paths(member, side, f"{path}.{name}" if path and name else name)]

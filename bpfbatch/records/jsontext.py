@@ -3,8 +3,8 @@
 A record text is the text of one record as a ``%``-format whose placeholders are leaves;
 each leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with
 one numpy operation, so a batch renders with a single ``%`` and the type is never walked per
-record. The layout tree (:mod:`bpfbatch.records.layout`) builds record texts; this module knows
-nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
+record. :mod:`bpfbatch.records.template` builds the record texts of a layout tree; this module
+knows nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
 does (``exact``).
 """
 
@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .columns import char_array_text, raw_bytes, scalars, uints
+from .columns import bits, char_array_text, scalars
 
 # bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of
 # that json_writer.c, reproduced for byte-identical output).
@@ -75,17 +75,9 @@ class HexIntLeaf(Leaf):
         super().__init__(offset)
         self.shift = shift
         self.nbits = nbits
-        self.nbytes = (shift + nbits + 7) // 8
 
     def column(self, rows):
-        if self.nbytes <= 8:
-            bits = uints(rows, self.offset, self.nbytes) >> np.uint64(self.shift)
-            if self.nbits < 64:
-                bits &= np.uint64((1 << self.nbits) - 1)
-            return bits.tolist()
-        mask = (1 << self.nbits) - 1
-        return [(int.from_bytes(raw, "little") >> self.shift) & mask
-                for raw in raw_bytes(rows, self.offset, self.nbytes)]
+        return bits(rows, self.offset, self.shift, self.nbits)
 
 
 class BoolLeaf(Leaf):

@@ -48,20 +48,8 @@ import numpy as np
 
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
-from .decoding import Decoded
-from .layout import (
-    Bits,
-    Bool,
-    Char,
-    CharArray,
-    Enum,
-    Float,
-    Int,
-    Node,
-    Unsupported,
-    leaf_columns,
-    overflows_double,
-)
+from .encode import overflows_double
+from .layout import LeafKind, Node, leaf_columns, leaf_kind
 
 READ_FORMATS = ("jsonl", "json", "csv", "bpftool-json", "parquet", "arrow")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
@@ -648,21 +636,10 @@ def _column_parsers(header: list[str], key_codec: Codec, value_codec: Codec,
 def _cell_parser(node: Node) -> Callable[[str], object]:
     """The reader of a cell of ``node``: the inverse of the CSV renderer's cell. A cell that
     does not read as its type is passed on as text, for the codec to name the field."""
-    if isinstance(node, Decoded):  # its decoder reads the display text
-        return str
-    if isinstance(node, CharArray):
+    kind = leaf_kind(node)
+    if kind is LeafKind.TEXT:
         return functools.partial(_char_array_cell, len(node.elems))
-    if isinstance(node, Char):
-        return str
-    if isinstance(node, (Int, Bits, Enum)):  # a number, or an enumerator's name
-        return _int_cell
-    if isinstance(node, Bool):
-        return _bool_cell
-    if isinstance(node, Float):
-        return _float_cell
-    if isinstance(node, Unsupported):
-        return _unsupported_cell
-    return _json_cell  # arrays, data sections
+    return _CELL_PARSERS.get(kind, _json_cell)  # arrays, data sections: JSON
 
 
 def _char_array_cell(nelems: int, text: str):
@@ -707,3 +684,14 @@ def _json_cell(text: str):
         return _DECODER.decode(text)
     except ValueError:
         return text
+
+
+_CELL_PARSERS = {
+    LeafKind.DISPLAY: str,  # its decoder reads the display text
+    LeafKind.CHAR: str,
+    LeafKind.INTEGER: _int_cell,
+    LeafKind.ENUM: _int_cell,  # a number, or an enumerator's name
+    LeafKind.BOOL: _bool_cell,
+    LeafKind.FLOAT: _float_cell,
+    LeafKind.UNSUPPORTED: _unsupported_cell,
+}

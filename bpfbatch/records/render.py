@@ -35,7 +35,8 @@ from tabulate import tabulate
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, rows
 from .jsontext import RecordText, json_string
-from .layout import Bits, Enum, Int, Node, leaf_columns
+from .layout import LeafKind, Node, leaf_columns, leaf_kind
+from .values import values as layout_values
 
 
 def _byte_list(offset: int, size: int) -> RecordText:
@@ -231,13 +232,16 @@ def _flat_columns(codec: Codec, prefix: str, rows) -> list[tuple[str, list]]:
     """``(name, cells)`` columns of a batch: struct members become ``prefix.field``
     columns (anonymous members add no name); anything else is one cell per row."""
     if isinstance(codec, BtfCodec):
-        return [(name, _cells(node, node.values(rows)))
+        return [(name, _cells(node, layout_values(node, rows)))
                 for name, node in leaf_columns(codec.node, prefix)]
     return [(prefix, [raw.hex() for raw in codec.values(rows)])]
 
 
+_AS_THEY_ARE = (LeafKind.INTEGER, LeafKind.ENUM)  # numbers, or enum names
+
+
 def _cells(node: Node, values: list) -> list:
-    if isinstance(node, (Int, Bits, Enum)):  # numbers, or enum names: as they are
+    if leaf_kind(node) in _AS_THEY_ARE:
         return values
     return [_cell(v) for v in values]
 

@@ -26,6 +26,8 @@ from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import cursor, whole
 from bpfbatch.map.handle import Map
 from bpfbatch.records import read
+from bpfbatch.records.codec import map_codecs
+from bpfbatch.records.decoding import decoded_codecs
 
 from . import harness
 
@@ -52,6 +54,7 @@ def split(m: Map, path: Path, rounds: int) -> list[list[str]]:
     """Median seconds of the JSONL load's parse, encode and syscalls (and orjson's parse of
     the same pieces, arrays of their lines as the loader parses them)."""
     times: dict[str, list[float]] = {"parse": [], "encode": [], "syscalls": [], "orjson": []}
+    codecs = decoded_codecs(*map_codecs(m.info))  # the dump decoded the fields it names
     try:
         import orjson
     except ImportError:
@@ -66,7 +69,7 @@ def split(m: Map, path: Path, rounds: int) -> list[list[str]]:
             for piece in read._jsonl_pieces(str(path), "flows") if orjson else ():
                 orjson.loads("[" + ",".join(piece.splitlines()) + "]")
             fast = time.perf_counter()
-        records = read.read_records(str(path), m.info)
+        records = read.read_records(str(path), m.info, codecs=codecs)
         encoded = time.perf_counter()
         whole.load(m, records.keys, records.values, records.count)
         loaded = time.perf_counter()
