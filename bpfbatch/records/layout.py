@@ -17,11 +17,11 @@ import operator
 import struct
 from collections.abc import Callable, Sequence
 
-import numpy as np
 
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from ..errors import InputError
-from .columns import char_array_text, raw_bytes, scalars
+from ._numpy import np
+from .columns import any_set, byte_list, char_array_text, raw_bytes, scalar_list
 from .decoders import automatic_kind
 from .jsontext import (
     BoolLeaf,
@@ -210,7 +210,7 @@ class Int(Node):
 
     def values(self, rows):
         if self.np_type:
-            return scalars(rows, self.offset, self.np_type).tolist()
+            return scalar_list(rows, self.offset, self.np_type)
         return [int.from_bytes(raw, "little", signed=self.signed)
                 for raw in raw_bytes(rows, self.offset, self.size)]
 
@@ -280,7 +280,7 @@ class Bool(Node):
     size: int
 
     def values(self, rows):
-        return rows[:, self.offset:self.offset + self.size].any(axis=1).tolist()
+        return any_set(rows, self.offset, self.size)
 
     def encode(self, buf, value, path):
         if isinstance(value, str) and value in ("true", "false"):
@@ -311,7 +311,7 @@ class Char(Node):
     """An int with BTF_INT_CHAR encoding: one character."""
 
     def values(self, rows):
-        return [chr(b) for b in rows[:, self.offset].tolist()]
+        return [chr(b) for b in byte_list(rows, self.offset)]
 
     def encode(self, buf, value, path):
         """The one character it prints as (U+0000 to U+00FF: the byte), or a number."""
@@ -354,7 +354,7 @@ class Float(Node):
     def values(self, rows):
         if not self.code:
             return raw_bytes(rows, self.offset, self.size)
-        return scalars(rows, self.offset, self.code).tolist()
+        return scalar_list(rows, self.offset, self.code)
 
     def encode(self, buf, value, path):
         """A number, or ``"NaN"``/``"Infinity"``/``"-Infinity"`` as the JSON output prints
@@ -443,7 +443,7 @@ class Enum(Node):
 
     def values(self, rows):
         names = self.names
-        return [names.get(v, v) for v in scalars(rows, self.offset, self.code).tolist()]
+        return [names.get(v, v) for v in scalar_list(rows, self.offset, self.code)]
 
     def encode(self, buf, value, path):
         if isinstance(value, str):
