@@ -142,8 +142,9 @@ class BtfCodec(Codec):
         self.size = btf.size_of(type_id)
         self.node = build_node(btf, type_id, default_zero=default_zero)
         self._templates: dict[bool, RecordText] = {}
-        self._dtype: np.dtype | None | bool = False  # False: not made yet (it needs numpy)
-        self._fills = self.node.can_fill()
+        # Made on first use: both need numpy, which a small dump does without.
+        self._dtype: np.dtype | None | bool = False  # False: not made yet
+        self._fills: bool | None = None
 
     def values(self, rows):
         return self.node.values(rows)
@@ -154,6 +155,8 @@ class BtfCodec(Codec):
         return bytes(buf)
 
     def _fill(self, rows, values, bad):
+        if self._fills is None:
+            self._fills = self.node.can_fill()
         if self._fills:
             self.node.fill(rows, values, bad)
         return self._fills

@@ -70,11 +70,15 @@ class ByteRows:
         return array if dtype is None else array.astype(dtype)
 
 
+def is_small(nbytes: int) -> bool:
+    """Whether a batch of ``nbytes`` is read without numpy (see :data:`SMALL_BATCH_BYTES`)."""
+    return nbytes <= SMALL_BATCH_BYTES
+
+
 def batch_rows(data, count: int, size: int, *, small: bool | None = None):
     """``count × size`` rows over a buffer holding ``count`` records (zero-copy): a
-    :class:`ByteRows` when ``small`` (default: the batch is at most :data:`SMALL_BATCH_BYTES`),
-    else a numpy array."""
-    if small if small is not None else count * size <= SMALL_BATCH_BYTES:
+    :class:`ByteRows` when ``small`` (default: when :func:`is_small`), else a numpy array."""
+    if small if small is not None else is_small(count * size):
         return ByteRows(data, count, size)
     return np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(count, size)
 

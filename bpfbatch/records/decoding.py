@@ -144,7 +144,7 @@ def _decode_side(codec: Codec, side: str, chosen: dict[str, Decoder], automatic:
     out = copy.copy(codec)
     out.node = node
     out._templates = {}
-    out._fills = node.can_fill()
+    out._fills = None  # asked of the new node on first use
     return out
 
 

@@ -34,7 +34,7 @@ from typing import BinaryIO, NamedTuple
 from ..errors import InputError
 from ._numpy import np
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
-from .columns import SMALL_BATCH_BYTES, ByteRows, batch_rows
+from .columns import ByteRows, batch_rows, is_small
 from .jsontext import RecordText, json_string
 from .layout import Bits, Enum, Int, Node, leaf_columns
 
@@ -87,7 +87,7 @@ class Renderer:
         """The batch's key rows and value rows, both numpy arrays or, for a batch small
         enough to read without numpy, both :class:`~.columns.ByteRows`."""
         count, key_size, value_size = batch.count, self.key.size, self.value.size
-        small = self.reads_byte_rows and count * (key_size + value_size) <= SMALL_BATCH_BYTES
+        small = self.reads_byte_rows and is_small(count * (key_size + value_size))
         return (batch_rows(batch.keys, count, key_size, small=small),
                 batch_rows(batch.values, count, value_size, small=small))
 
