@@ -74,6 +74,7 @@ class Renderer:
         self.value = value
         self.out = out
         self.count = 0
+        self._bytes_read = 0  # of keys and values, the batch being rendered included
 
     def render(self, batch) -> Rendered:
         """``batch`` (a :class:`~bpfbatch.map.cursor.Batch`) formatted, with its record ends."""
@@ -84,10 +85,13 @@ class Renderer:
         return rendered
 
     def _rows(self, batch) -> tuple:
-        """The batch's key rows and value rows, both numpy arrays or, for a batch small
-        enough to read without numpy, both :class:`~.columns.ByteRows`."""
+        """The batch's key rows and value rows: both :class:`~.columns.ByteRows` while the
+        output so far, this batch included, is small (:func:`~.columns.is_small`), both numpy
+        arrays from then on. A small dump never imports numpy; a large one reads at most
+        the small size without it, then pays the import once for all its batches."""
         count, key_size, value_size = batch.count, self.key.size, self.value.size
-        small = self.reads_byte_rows and is_small(count * (key_size + value_size))
+        self._bytes_read += count * (key_size + value_size)
+        small = self.reads_byte_rows and is_small(self._bytes_read)
         return (batch_rows(batch.keys, count, key_size, small=small),
                 batch_rows(batch.values, count, value_size, small=small))
 

@@ -76,6 +76,17 @@ def test_batch_rows_chooses_by_size(monkeypatch):
     assert isinstance(batch_rows(data, 4, 16, small=True), ByteRows)
 
 
+def test_a_large_output_reads_only_its_start_without_numpy(monkeypatch):
+    """The renderer reads batches as ByteRows while the output so far is small, then with
+    numpy for good: a small dump never imports numpy, a large one imports it once."""
+    monkeypatch.setattr(columns, "SMALL_BATCH_BYTES", 100)
+    key, value = RawCodec(4), RawCodec(6)
+    renderer = make_renderer("json", _Info(key, value), key, value, io.BytesIO())
+    kinds = [type(renderer._rows(_Batch(bytes(n * 4), bytes(n * 6), n))[1]).__name__
+             for n in (4, 5, 2, 1)]
+    assert kinds == ["ByteRows", "ByteRows", "ndarray", "ndarray"]  # 40, 90, 110, 120 bytes
+
+
 class _Info:
     """What the renderers read of a map's info."""
 
