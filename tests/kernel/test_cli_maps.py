@@ -180,7 +180,10 @@ print(" ".join(m for m in ("numpy", "pydantic", "rich", "tabulate") if m in sys.
 def heavy_imports(*args: str) -> set[str]:
     proc = subprocess.run([sys.executable, "-c", _IMPORTS, *args], capture_output=True,
                           text=True, check=True)
-    return set(proc.stderr.split())
+    found = set(proc.stderr.split())
+    assert "pydantic" not in found, "typer >= 0.29 imports pydantic: install the typer " \
+        "that pyproject.toml pins (pip install -e .)"
+    return found
 
 
 @pytest.fixture
