@@ -17,7 +17,7 @@ import struct
 from ._numpy import np
 
 #: Records up to this many bytes (keys and values) are read without numpy: ~3,000 records of
-#: a 20-byte layout, which Python renders 1–6 ms slower than numpy (~12 ms for a layout of
+#: a 20-byte layout, which Python renders 1–8 ms slower than numpy (~15 ms for a layout of
 #: 1-byte fields), where importing numpy costs ~80 ms.
 SMALL_BATCH_BYTES = 64 << 10
 

@@ -166,10 +166,6 @@ class HexBytesLeaf(Leaf):
         return b",".join([b'"0x00"'] * self.size)
 
 
-#: ``"0x00"`` to ``"0xff"``, the text of each byte in a raw byte list.
-_HEX_TEXT = [b'"0x%02x"' % b for b in range(256)]
-
-
 @functools.cache
 def _hex_digits():
     """(high, low): the hex digit of each byte value's high and low nibble, as uint8."""
@@ -214,10 +210,14 @@ def _fixed_column(items: list):
 def _joined_rows(items: list, sources: list[ByteRows], count: int) -> list[bytes]:
     """:func:`_fixed_column`'s texts, one row at a time."""
     pieces = [[item] * count if isinstance(item, bytes) else
-              [b",".join([_HEX_TEXT[b] for b in raw])
-               for raw in raw_bytes(sources[item[0]], item[1].offset, item[1].size)]
+              list(map(_hex_list, raw_bytes(sources[item[0]], item[1].offset, item[1].size)))
               for item in items]
     return [b"".join(row) for row in zip(*pieces)] if pieces else [b""] * count
+
+
+def _hex_list(raw: bytes) -> bytes:
+    """``"0x01","0x00",...``: ``raw`` as a raw byte list's body, built by C string calls."""
+    return b'"0x' + raw.hex("|").encode().replace(b"|", b'","0x') + b'"' if raw else b""
 
 
 class RecordText:
