@@ -1,11 +1,11 @@
 """JSON text of whole batches of records: :class:`RecordText` and its :class:`Leaf` columns.
 
 A record text is the text of one record as a ``%``-format whose placeholders are leaves;
-each leaf reads its field from every row of a batch (a ``count × size`` uint8 array, or the
-:class:`~.columns.ByteRows` of a small batch) with one numpy operation, so a batch renders
-with a single ``%`` and the type is never walked per record. The layout tree (:mod:`bpfbatch.records.layout`) builds record texts; this module knows
-nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
-does (``exact``).
+each leaf reads its field from every row of a batch (a ``count × size`` uint8 array with one
+numpy operation, or the :class:`~.columns.ByteRows` of a small dump in a loop), so a batch
+renders with a single ``%`` and the type is never walked per record. The layout tree
+(:mod:`bpfbatch.records.layout`) builds record texts; this module knows nothing of BTF.
+:func:`json_string` writes a string as standard JSON, or as bpftool v7.1 does (``exact``).
 """
 
 from __future__ import annotations

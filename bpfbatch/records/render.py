@@ -141,8 +141,9 @@ class _JsonArray(Renderer):
 def _joined(template: RecordText, keys, values, sep: bytes, *, shift: int = 0
             ) -> tuple[bytes, Sequence[int]]:
     """The rows' texts joined by ``sep``, and where each one ends (plus ``shift``: what
-    precedes the text, or follows each row). JSON text holds no raw newline, so the rows are joined by one first and located by it; a row that does hold one
-    (never seen, but not ours to rule out) makes the batch render row by row."""
+    precedes the text, or follows each row). JSON text holds no raw newline, so the rows are
+    joined by one first and located by it; a row that does hold one (never seen, but not ours
+    to rule out) makes the batch render row by row."""
     count = len(keys)
     text = template.render_joined([keys, values], b"\n")
     newlines = _newlines(text, numpy=not isinstance(keys, ByteRows))
