@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import signal
 import threading
@@ -192,7 +191,9 @@ def map_ids():
 # and callers defer SIGINT/SIGTERM around native calls that may log, so a Ctrl-C is raised
 # after the call instead of vanishing inside the callback.
 _PRINT_FN = ctypes.CFUNCTYPE(c_int, c_int, c_char_p, c_void_p)
-_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+# The C library as the interpreter already has it loaded (dlopen(NULL)); find_library("c")
+# would run ldconfig on every start (~10 ms).
+_libc = ctypes.CDLL(None)
 _libc.vasprintf.argtypes = [POINTER(c_void_p), c_char_p, c_void_p]
 _libc.vasprintf.restype = c_int
 _libc.free.argtypes = [c_void_p]

@@ -49,14 +49,14 @@ the codecs over them.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Sequence
 from itertools import chain
 
-import numpy as np
-
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
-from .columns import raw_bytes
+from ._numpy import np
+from .columns import batch_rows, raw_bytes
 from .encode import Encoder, check_range, encoder, parse_int
 from .fill import can_fill, fill, int_column
 from .jsontext import HexBytesLeaf, RecordText
@@ -73,18 +73,18 @@ class Codec:
 
     size: int
 
-    def values(self, rows: np.ndarray) -> list:
-        """Python values of every row of a ``count × size`` uint8 array (see :func:`rows`),
-        built field by field with vectorised reads."""
+    def values(self, rows) -> list:
+        """Python values of every row of a ``count × size`` uint8 array (see :func:`rows`)
+        or :class:`~.columns.ByteRows`, built field by field with vectorised reads."""
         raise NotImplementedError
 
     def decode(self, data) -> object:
         """Python value of the record at the start of ``data``."""
-        return self.values(rows(data, 1, self.size))[0]
+        return self.values(batch_rows(data, 1, self.size))[0]
 
     def decode_batch(self, data, count: int) -> list:
         """Python values of ``count`` consecutive records in ``data``."""
-        return self.values(rows(data, count, self.size))
+        return self.values(batch_rows(data, count, self.size))
 
     def encode(self, value, path: str = "value") -> bytes:
         raise NotImplementedError
@@ -134,7 +134,7 @@ class Codec:
 
     def render_batch(self, data, count: int, exact: bool = False) -> list[bytes]:
         """JSON text of ``count`` consecutive records in ``data``."""
-        return self.template(exact).render([rows(data, count, self.size)])
+        return self.template(exact).render([batch_rows(data, count, self.size)])
 
 
 def rows(data, count: int, size: int) -> np.ndarray:
@@ -155,8 +155,9 @@ class BtfCodec(Codec):
         """Take ``node`` as the layout tree; what is derived from it is derived again."""
         self.node = node
         self._templates: dict[bool, RecordText] = {}
-        self._dtype = self._make_dtype()
-        self._fills = can_fill(node)
+        # Made on first use: both need numpy, which a small dump does without.
+        self._dtype: np.dtype | None | bool = False  # False: not made yet
+        self._fills: bool | None = None
         self._encoder: Encoder | None = None  # compiled on the first encode
 
     def with_node(self, node, size: int | None = None) -> BtfCodec:
@@ -179,6 +180,8 @@ class BtfCodec(Codec):
         return bytes(buf)
 
     def _fill(self, rows, values, bad):
+        if self._fills is None:
+            self._fills = can_fill(self.node)
         if self._fills:
             fill(self.node, rows, values, bad)
         return self._fills
@@ -199,6 +202,8 @@ class BtfCodec(Codec):
 
     @property
     def dtype(self):
+        if self._dtype is False:
+            self._dtype = self._make_dtype()
         return self._dtype
 
     def __repr__(self) -> str:
@@ -280,9 +285,13 @@ class RawCodec(Codec):
         return f"<RawCodec size {self.size}>"
 
 
-_HEX_VALUE = np.full(256, 255, dtype=np.uint8)
-_HEX_VALUE[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16)
-_HEX_VALUE[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16)
+@functools.cache
+def _hex_values() -> np.ndarray:
+    """Each ASCII byte's value as a hex digit, 255 for a byte that is not one."""
+    values = np.full(256, 255, dtype=np.uint8)
+    values[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16)
+    values[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16)
+    return values
 
 
 def _hex_byte_column(texts: list[str], bad: np.ndarray) -> np.ndarray:
@@ -294,7 +303,7 @@ def _hex_byte_column(texts: list[str], bad: np.ndarray) -> np.ndarray:
         texts = [t if len(t) == 4 and t.isascii() else "0x00" for t in texts]
         joined = "".join(texts)
     chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, 4)
-    high, low = _HEX_VALUE[chars[:, 2]], _HEX_VALUE[chars[:, 3]]
+    high, low = _hex_values()[chars[:, 2]], _hex_values()[chars[:, 3]]
     bad |= (chars[:, 0] != ord("0")) | ((chars[:, 1] | 0x20) != ord("x")) | (high > 15) | (low > 15)
     return (high << 4) | (low & 15)
 

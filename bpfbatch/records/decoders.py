@@ -48,9 +48,8 @@ import time
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
-import numpy as np
-
 from ..errors import InputError, errno_code, errno_name
+from ._numpy import np
 
 __all__ = ["DECODERS", "Decoder", "automatic_kind", "get", "parse_decode_option"]
 

@@ -20,9 +20,8 @@ import dataclasses
 import json
 from collections.abc import Iterable
 
-import numpy as np
-
 from ..errors import InputError
+from ._numpy import np
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .decoders import Decoder, get, parse_decode_option
 from .encode import encoder

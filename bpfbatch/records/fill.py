@@ -18,9 +18,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from . import layout
+from ._numpy import np
 
 __all__ = ["blank", "can_fill", "fill", "int_column"]
 

@@ -1,21 +1,22 @@
 """JSON text of whole batches of records: :class:`RecordText` and its :class:`Leaf` columns.
 
 A record text is the text of one record as a ``%``-format whose placeholders are leaves;
-each leaf reads its field from every row of a batch (a ``count × size`` uint8 array) with
-one numpy operation, so a batch renders with a single ``%`` and the type is never walked per
-record. :mod:`bpfbatch.records.template` builds the record texts of a layout tree; this module
-knows nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool v7.1
-does (``exact``).
+each leaf reads its field from every row of a batch (a ``count × size`` uint8 array with one
+numpy operation, or the :class:`~.columns.ByteRows` of a small dump in a loop), so a batch
+renders with a single ``%`` and the type is never walked per record.
+:mod:`bpfbatch.records.template` builds the record texts of a layout tree; this module
+knows nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool
+v7.1 does (``exact``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
-import numpy as np
-
-from .columns import bits, char_array_text, scalars
+from ._numpy import np
+from .columns import ByteRows, any_set, bits, byte_list, char_array_text, raw_bytes, scalar_list
 
 # bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of
 # that json_writer.c, reproduced for byte-identical output).
@@ -63,7 +64,7 @@ class IntLeaf(Leaf):
         self.dtype = dtype
 
     def column(self, rows):
-        return scalars(rows, self.offset, self.dtype).tolist()
+        return scalar_list(rows, self.offset, self.dtype)
 
 
 class HexIntLeaf(Leaf):
@@ -89,8 +90,7 @@ class BoolLeaf(Leaf):
 
     def column(self, rows):
         width = max(0, min(self.width, rows.shape[1] - self.offset))
-        nonzero = rows[:, self.offset:self.offset + width].any(axis=1)
-        return [_BOOL_TEXT[v] for v in nonzero.tolist()]
+        return [_BOOL_TEXT[v] for v in any_set(rows, self.offset, width)]
 
 
 class CharLeaf(Leaf):
@@ -100,7 +100,7 @@ class CharLeaf(Leaf):
 
     def column(self, rows):
         table = self.table
-        return [table[b] for b in rows[:, self.offset].tolist()]
+        return [table[b] for b in byte_list(rows, self.offset)]
 
 
 class EnumLeaf(Leaf):
@@ -111,7 +111,7 @@ class EnumLeaf(Leaf):
 
     def column(self, rows):
         get = self.names.get
-        return [get(v) or b"%d" % v for v in scalars(rows, self.offset, self.dtype).tolist()]
+        return [get(v) or b"%d" % v for v in scalar_list(rows, self.offset, self.dtype)]
 
 
 class FloatLeaf(Leaf):
@@ -122,7 +122,7 @@ class FloatLeaf(Leaf):
     def column(self, rows):
         # Non-finite values as strings ("NaN", "Infinity"): strict JSON has no literal.
         return [json.dumps(v if math.isfinite(v) else json.dumps(v)).encode()
-                for v in scalars(rows, self.offset, self.dtype).tolist()]
+                for v in scalar_list(rows, self.offset, self.dtype)]
 
 
 class StrLeaf(Leaf):
@@ -136,14 +136,12 @@ class StrLeaf(Leaf):
         self.exact = exact
 
     def column(self, rows):
-        n = self.nelems
-        chunk = np.ascontiguousarray(rows[:, self.offset:self.offset + n])
-        data = chunk.tobytes()
+        chunk = rows[:, self.offset:self.offset + self.nelems]
         out = []
-        for i in range(0, len(data), n):
-            text = char_array_text(data[i:i + n], self.exact)
+        for i, raw in enumerate(raw_bytes(chunk, 0, self.nelems)):
+            text = char_array_text(raw, self.exact)
             if text is None:
-                out.append(self.fallback.render([chunk[i // n:i // n + 1]])[0])
+                out.append(self.fallback.render([chunk[i:i + 1]])[0])
             else:
                 out.append(json_string(text, self.exact))
         return out
@@ -161,14 +159,17 @@ class HexBytesLeaf(Leaf):
         return b",".join([b'"0x00"'] * self.size)
 
 
-_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
-_HEX_HIGH = _HEX_DIGITS[np.arange(256) >> 4]
-_HEX_LOW = _HEX_DIGITS[np.arange(256) & 15]
+@functools.cache
+def _hex_digits():
+    """(high, low): the hex digit of each byte value's high and low nibble, as uint8."""
+    digits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+    return digits[np.arange(256) >> 4], digits[np.arange(256) & 15]
 
 
 def _fixed_column(items: list):
     """A run of literals and raw byte lists rendered as one ``%s`` column: a uint8 block
-    pre-filled with the run's text, whose hex digits are overwritten per batch."""
+    pre-filled with the run's text, whose hex digits are overwritten per batch (a small
+    batch's rows, :class:`ByteRows`, are joined row by row instead)."""
     pattern = b"".join(item if isinstance(item, bytes) else item[1].pattern() for item in items)
     digits = []  # (column of the first high digit, source, leaf)
     pos = 0
@@ -178,23 +179,38 @@ def _fixed_column(items: list):
         else:
             digits.append((pos + 3, item[0], item[1]))
             pos += len(item[1].pattern())
-    row = np.frombuffer(pattern, dtype=np.uint8)
     cache: dict[int, np.ndarray] = {}
 
     def column(sources, count):
+        if isinstance(sources[0], ByteRows):
+            return _joined_rows(items, sources, count)
         block = cache.get(count)
         if block is None:
             cache.clear()
-            block = cache[count] = np.tile(row, (count, 1))
+            block = cache[count] = np.tile(np.frombuffer(pattern, dtype=np.uint8), (count, 1))
+        high, low = _hex_digits()
         for first, source, leaf in digits:
             data = sources[source][:, leaf.offset:leaf.offset + leaf.size]
             end = first + 7 * leaf.size
-            block[:, first:end:7] = _HEX_HIGH[data]
-            block[:, first + 1:end:7] = _HEX_LOW[data]
+            block[:, first:end:7] = high[data]
+            block[:, first + 1:end:7] = low[data]
         # The record text never contains NUL, which numpy's S dtype would strip.
         return block.view(f"S{len(pattern)}")[:, 0].tolist() if len(pattern) else \
             [b""] * count
     return column
+
+
+def _joined_rows(items: list, sources: list[ByteRows], count: int) -> list[bytes]:
+    """:func:`_fixed_column`'s texts, one row at a time."""
+    pieces = [[item] * count if isinstance(item, bytes) else
+              list(map(_hex_list, raw_bytes(sources[item[0]], item[1].offset, item[1].size)))
+              for item in items]
+    return [b"".join(row) for row in zip(*pieces)] if pieces else [b""] * count
+
+
+def _hex_list(raw: bytes) -> bytes:
+    """``"0x01","0x00",...``: ``raw`` as a raw byte list's body, built by C string calls."""
+    return b'"0x' + raw.hex("|").encode().replace(b"|", b'","0x') + b'"' if raw else b""
 
 
 class RecordText:

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
+from collections.abc import Sequence
 from typing import BinaryIO, NamedTuple
 
-import numpy as np
-from tabulate import tabulate
-
 from ..errors import InputError
-from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, rows
+from ._numpy import np
+from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
+from .columns import ByteRows, batch_rows, is_small
 from .jsontext import RecordText, json_string
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
 from .values import values as layout_values
@@ -50,13 +51,13 @@ class Rendered(NamedTuple):
     arrays). Whatever precedes record 0 (``[``, a header) belongs to it."""
 
     data: bytes
-    ends: np.ndarray
+    ends: Sequence[int]  # ascending: a list, or a numpy array for a large batch
 
 
-def _record_ends(lengths: list[int], head: int, per_record: int = 1) -> np.ndarray:
+def _record_ends(lengths: list[int], head: int, per_record: int = 1) -> list[int]:
     """Record ends from the byte lengths of consecutive pieces after a ``head``-byte prefix,
     ``per_record`` pieces to a record (per-CPU rows)."""
-    return (head + np.cumsum(np.array(lengths, dtype=np.int64)))[per_record - 1::per_record]
+    return list(itertools.accumulate(lengths, initial=head))[per_record::per_record]
 
 
 class Renderer:
@@ -65,6 +66,8 @@ class Renderer:
     #: Whether the records :meth:`render` reports as ended can be read from the output as
     #: soon as their bytes are written, before :meth:`trailer`. A deleting command needs it.
     delivers_prefix = True
+    #: Whether a small batch is read as :class:`~.columns.ByteRows` (pyarrow takes arrays).
+    reads_byte_rows = True
 
     def __init__(self, info, key: Codec, value: Codec, out: BinaryIO | None):
         self.info = info
@@ -72,15 +75,26 @@ class Renderer:
         self.value = value
         self.out = out
         self.count = 0
+        self._bytes_read = 0  # of keys and values, the batch being rendered included
 
     def render(self, batch) -> Rendered:
         """``batch`` (a :class:`~bpfbatch.map.cursor.Batch`) formatted, with its record ends."""
         if not batch.count:
-            return Rendered(b"", np.zeros(0, dtype=np.int64))
-        rendered = self._render(batch.count, rows(batch.keys, batch.count, self.key.size),
-                                rows(batch.values, batch.count, self.value.size))
+            return Rendered(b"", [])
+        rendered = self._render(batch.count, *self._rows(batch))
         self.count += batch.count
         return rendered
+
+    def _rows(self, batch) -> tuple:
+        """The batch's key rows and value rows: both :class:`~.columns.ByteRows` while the
+        output so far, this batch included, is small (:func:`~.columns.is_small`), both numpy
+        arrays from then on. A small dump never imports numpy; a large one reads at most
+        the small size without it, then pays the import once for all its batches."""
+        count, key_size, value_size = batch.count, self.key.size, self.value.size
+        self._bytes_read += count * (key_size + value_size)
+        small = self.reads_byte_rows and is_small(self._bytes_read)
+        return (batch_rows(batch.keys, count, key_size, small=small),
+                batch_rows(batch.values, count, value_size, small=small))
 
     def write_batch(self, batch) -> None:
         """Format and write ``batch`` with one write (none for an empty batch)."""
@@ -118,27 +132,45 @@ class _JsonArray(Renderer):
 
     def _render(self, count, keys, values):
         head = self.sep if self.count else self.open
-        text, ends = _joined(self.template, keys, values, self.sep)
-        return Rendered(head + text, ends + len(head))
+        text, ends = _joined(self.template, keys, values, self.sep, shift=len(head))
+        return Rendered(head + text, ends)
 
     def trailer(self):
         return self.end if self.count else self.empty
 
 
-def _joined(template: RecordText, keys, values, sep: bytes) -> tuple[bytes, np.ndarray]:
-    """The rows' texts joined by ``sep``, and where each one ends. JSON text holds no raw
-    newline, so the rows are joined by one first and located by it; a row that does hold one
-    (never seen, but not ours to rule out) makes the batch render row by row."""
+def _joined(template: RecordText, keys, values, sep: bytes, *, shift: int = 0
+            ) -> tuple[bytes, Sequence[int]]:
+    """The rows' texts joined by ``sep``, and where each one ends (plus ``shift``: what
+    precedes the text, or follows each row). JSON text holds no raw newline, so the rows are
+    joined by one first and located by it; a row that does hold one (never seen, but not ours
+    to rule out) makes the batch render row by row."""
     count = len(keys)
     text = template.render_joined([keys, values], b"\n")
-    newlines = np.flatnonzero(np.frombuffer(text, np.uint8) == 0x0A)
+    newlines = _newlines(text, numpy=not isinstance(keys, ByteRows))
     if len(newlines) != count - 1:
         parts = [template.render_joined([keys[i:i + 1], values[i:i + 1]], b"")
                  for i in range(count)]
-        ends = np.cumsum([len(p) for p in parts]) + np.arange(count) * len(sep)
+        ends = [end + i * len(sep) + shift
+                for i, end in enumerate(itertools.accumulate(len(p) for p in parts))]
         return sep.join(parts), ends
-    ends = np.append(newlines, len(text)) + np.arange(count) * (len(sep) - 1)
+    grow = len(sep) - 1  # each separator's bytes beyond the newline it replaces
+    if isinstance(newlines, list):
+        ends = [end + i * grow + shift for i, end in enumerate([*newlines, len(text)])]
+    else:
+        ends = np.append(newlines, len(text)) + np.arange(count) * grow + shift
     return (text if sep == b"\n" else text.replace(b"\n", sep)), ends
+
+
+def _newlines(text: bytes, *, numpy: bool):
+    """Offsets of the newlines in ``text``: a numpy array (one pass in C) or a list."""
+    if numpy:
+        return np.flatnonzero(np.frombuffer(text, np.uint8) == 0x0A)
+    out, at = [], text.find(b"\n")
+    while at >= 0:
+        out.append(at)
+        at = text.find(b"\n", at + 1)
+    return out
 
 
 class BpftoolJson(_JsonArray):
@@ -150,15 +182,14 @@ class BpftoolJson(_JsonArray):
         failed = dict(batch.failed)
         if not failed:
             return super().write_batch(batch)
-        keys = rows(batch.keys, batch.count, self.key.size)
-        values = rows(batch.values, batch.count, self.value.size)
+        keys, values = self._rows(batch)
         pieces, start = [], 0
         for index in [*sorted(failed), batch.count]:
             if index > start:
                 pieces.append(self.template.render_joined([keys[start:index],
                                                            values[start:index]], self.sep))
             if index < batch.count:
-                pieces.append(_error_entry(keys[index].tobytes(), failed[index]))
+                pieces.append(_error_entry(keys[index:index + 1].tobytes(), failed[index]))
             start = index + 1
         self.out.write((self.sep if self.count else self.open) + self.sep.join(pieces))
         self.count += batch.count
@@ -201,8 +232,8 @@ class JsonLines(TypedJson):
     """One typed entry per line, no enclosing array."""
 
     def _render(self, count, keys, values):
-        text, ends = _joined(self.template, keys, values, b"\n")
-        return Rendered(text + b"\n", ends + 1)
+        text, ends = _joined(self.template, keys, values, b"\n", shift=1)
+        return Rendered(text + b"\n", ends)
 
     def trailer(self):
         return b""
@@ -323,6 +354,8 @@ class Table(_Flat):
         if first:
             self.right = [all(type(cell) in (int, float) for cell in column)
                           for column in zip(*table)]
+            from tabulate import tabulate  # here: the other formats need none of it
+
             text = tabulate(table, headers=self.header, tablefmt="simple",
                             disable_numparse=True,
                             colalign=["right" if r else "left" for r in self.right])
@@ -346,6 +379,8 @@ class _Columnar(Renderer):
     through the delivery step's writer too. Its records all end where the batch ends: a record
     batch is read whole or not at all, so it is delivered whole or put back whole."""
 
+    reads_byte_rows = False
+
     def __init__(self, info, key, value, out):
         super().__init__(info, key, value, out)
         from .columnar import Columns
@@ -364,7 +399,7 @@ class _Columnar(Renderer):
     def _render(self, count, keys, values):
         self.writer.write_batch(self.columns.record_batch(keys, values))
         data = self.spool.take()
-        return Rendered(data, np.full(count, len(data), dtype=np.int64))
+        return Rendered(data, [len(data)] * count)
 
     def trailer(self):
         self.writer.close()

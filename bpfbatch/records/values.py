@@ -1,24 +1,23 @@
 """Python values and numpy dtypes of a layout tree (:mod:`~bpfbatch.records.layout`).
 
-:func:`values` reads one node from every row of a batch (a ``count × size`` uint8 array)
-with vectorised reads, field by field, and gives the typed values of the value rule (see
-:mod:`~bpfbatch.records.codec`): ints and bools as they read with their signedness, enum
-names (else the number), printable char arrays as strings, dicts for structs and unions
-(anonymous members' fields inline, as in C), lists for arrays, ``None`` for kinds it cannot
-print. :func:`dtype` is the numpy dtype of a node, ``None`` when numpy cannot hold it
+:func:`values` reads one node from every row of a batch (a ``count × size`` uint8 array, or
+the :class:`~.columns.ByteRows` of a small dump) through :mod:`~.columns`, field by field,
+and gives the typed values of the value rule (see :mod:`~bpfbatch.records.codec`): ints and
+bools as they read with their signedness, enum names (else the number), printable char arrays
+as strings, dicts for structs and unions (anonymous members' fields inline, as in C), lists
+for arrays, ``None`` for kinds it cannot print. :func:`dtype` is the numpy dtype of a node, ``None`` when numpy cannot hold it
 (bitfields, odd floats, data sections).
 
-Both dispatch on the node's type (:class:`~bpfbatch.records.layout.job`); a node kind defined elsewhere (a decoded field, a per-CPU
-sum) registers its own implementation with ``values.register``.
+Both dispatch on the node's type (:class:`~bpfbatch.records.layout.job`); a node kind defined
+elsewhere (a decoded field, a per-CPU sum) registers its own implementation with
+``values.register``.
 """
 
 from __future__ import annotations
 
-
-import numpy as np
-
 from . import layout
-from .columns import bits, char_array_text, raw_bytes, scalars
+from ._numpy import np
+from .columns import any_set, bits, byte_list, char_array_text, raw_bytes, scalar_list
 
 __all__ = ["dtype", "values"]
 
@@ -32,7 +31,7 @@ def values(node: layout.Node, rows: np.ndarray) -> list:
 @values.register
 def _(node: layout.Int, rows):
     if node.np_type:
-        return scalars(rows, node.offset, node.np_type).tolist()
+        return scalar_list(rows, node.offset, node.np_type)
     return [int.from_bytes(raw, "little", signed=node.signed)
             for raw in raw_bytes(rows, node.offset, node.size)]
 
@@ -48,25 +47,25 @@ def _(node: layout.Bits, rows):
 
 @values.register
 def _(node: layout.Bool, rows):
-    return rows[:, node.offset:node.offset + node.size].any(axis=1).tolist()
+    return any_set(rows, node.offset, node.size)
 
 
 @values.register
 def _(node: layout.Char, rows):
-    return [chr(b) for b in rows[:, node.offset].tolist()]
+    return [chr(b) for b in byte_list(rows, node.offset)]
 
 
 @values.register
 def _(node: layout.Float, rows):
     if not node.code:
         return raw_bytes(rows, node.offset, node.size)
-    return scalars(rows, node.offset, node.code).tolist()
+    return scalar_list(rows, node.offset, node.code)
 
 
 @values.register
 def _(node: layout.Enum, rows):
     names = node.names
-    return [names.get(v, v) for v in scalars(rows, node.offset, node.code).tolist()]
+    return [names.get(v, v) for v in scalar_list(rows, node.offset, node.code)]
 
 
 @values.register

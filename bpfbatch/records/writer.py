@@ -9,12 +9,11 @@ refuses part of it, says how many records were completely written
 
 from __future__ import annotations
 
+import bisect
 import errno as E
 import os
 import select
 import stat
-
-import numpy as np
 
 from .. import interrupts
 from ..delivery import Undelivered
@@ -123,7 +122,7 @@ class RecordSink:
             self.output.write(rendered.data)
             self.output.sync()
         except OutputError as refused:
-            complete = int(np.searchsorted(rendered.ends, refused.written, side="right"))
+            complete = bisect.bisect_right(rendered.ends, refused.written)
             raise Undelivered(complete, refused.reason, refused.errno) from None
 
     def finish(self) -> None:

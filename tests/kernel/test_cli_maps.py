@@ -12,6 +12,7 @@ import pytest
 
 import bpfbatch as bpfbatch_pkg
 from bpfbatch._sys.abi import MapType
+from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
 from bpfbatch.map.handle import Map
 
@@ -159,3 +160,88 @@ def test_error_output_failure_is_one_line(filled):
         proc = subprocess.run([sys.executable, "-m", "bpfbatch", "dump", "--map-id",
                                str(filled.info.id)], stdout=full, stderr=subprocess.PIPE, text=True)
     assert_one_line_error(proc, "(ENOSPC)")
+
+
+# -- start-up: what a quick command imports (its time is measured in tools/bench/startup.py) --
+
+#: Run a command as the console script does and print the heavy packages it imported.
+_IMPORTS = """
+import sys
+from bpfbatch.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(" ".join(m for m in ("numpy", "pydantic", "rich", "tabulate") if m in sys.modules),
+      file=sys.stderr)
+"""
+
+
+def heavy_imports(*args: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS, *args], capture_output=True,
+                          text=True, check=True)
+    found = set(proc.stderr.split())
+    assert "pydantic" not in found, "typer >= 0.29 imports pydantic: install the typer " \
+        "that pyproject.toml pins (pip install -e .)"
+    return found
+
+
+@pytest.fixture
+def small_btf_map():
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        value = b.struct("val", [("a", u64), ("b", b.array(b.integer("char", 1), 8))])
+        m = Map.create(MapType.HASH, 4, 16, 257, name=f"bb_start_{os.getpid():x}",
+                       btf_fd=b.load(), btf_key_type_id=u32, btf_value_type_id=value)
+    for i in range(257):
+        m.update(i.to_bytes(4, "little"), i.to_bytes(8, "little") + b"name\0\0\0\0")
+    yield m
+    m.close()
+
+
+def test_quick_commands_on_a_small_map_import_nothing_heavy(small_btf_map):
+    mid = str(small_btf_map.info.id)
+    assert heavy_imports("count", "id", mid) == set()
+    assert heavy_imports("list") == {"tabulate"}
+    assert heavy_imports("list", "-o", "json") == set()
+    for fmt in ("json", "jsonl", "csv", "bpftool-json"):
+        assert heavy_imports("dump", "id", mid, "-o", fmt) == set(), fmt
+    assert heavy_imports("dump", "id", mid, "-o", "table") == {"tabulate"}
+
+
+def test_a_large_batch_is_read_with_numpy_and_prints_the_same(small_btf_map):
+    """257 entries in one batch are under the small-batch size; in batches of 2 they are read
+    the same way; the output is the same whichever way, and bpftool agrees on the keys."""
+    mid = str(small_btf_map.info.id)
+    whole = bpfbatch("dump", "id", mid, "-o", "jsonl", check=True).stdout
+    code = ("import sys; from bpfbatch.records import columns; columns.SMALL_BATCH_BYTES = -1;"
+            "from bpfbatch.cli import main; main(sys.argv[1:])")
+    with_numpy = subprocess.run([sys.executable, "-c", code, "dump", "id", mid, "-o", "jsonl"],
+                                capture_output=True, text=True, check=True).stdout
+    assert with_numpy == whole
+    records = [json.loads(line) for line in whole.splitlines()]
+    assert sorted(r["key"] for r in records) == list(range(257))
+    assert all(r["value"] == {"a": r["key"], "b": "name"} for r in records)
+    theirs = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", mid],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert sorted(e["formatted"]["key"] for e in theirs) == list(range(257))
+
+
+def test_decoded_fields_of_a_small_batch_print_right():
+    """Network-order fields are decoded without asking (``ipv4``, ``be16``); the decoders
+    read numpy arrays, so a small batch's rows become one for them (and only for them)."""
+    with BtfBuilder() as b:
+        u32, u16 = b.integer("u32", 4), b.integer("u16", 2)
+        be32, be16 = b.typedef("__be32", u32), b.typedef("__be16", u16)
+        key = b.struct("flow", [("saddr", be32), ("sport", be16), ("pad", be16)])
+        value = b.integer("u64", 8)
+        m = Map.create(MapType.HASH, 8, 8, 16, name=f"bb_startd_{os.getpid():x}",
+                       btf_fd=b.load(), btf_key_type_id=key, btf_value_type_id=value)
+    with m:
+        m.update(bytes([10, 0, 0, 1, 0x1f, 0x90, 0, 0]), (7).to_bytes(8, "little"))
+        mid = str(m.info.id)
+        assert heavy_imports("count", "id", mid) == set()
+        assert heavy_imports("dump", "id", mid, "-o", "jsonl") == {"numpy"}
+        out = bpfbatch("dump", "id", mid, "-o", "jsonl", check=True).stdout
+        assert json.loads(out) == {"key": {"saddr": "10.0.0.1", "sport": 8080, "pad": 0},
+                                   "value": 7}

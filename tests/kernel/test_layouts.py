@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bpfbatch.map import whole
+from bpfbatch.records import columns
 from bpfbatch.records.read import read_records
 from bpfbatch.btf import INT_BOOL, MODIFIERS, Btf, Kind
 from tools import layoutgen
@@ -115,6 +116,23 @@ def test_bpftool_json_is_byte_identical(layouts):
 
 def test_bpftool_json_is_byte_identical_with_bools(layouts):
     assert _mismatches(layouts, layouts.having("bool")) == []
+
+
+# The comparisons read 4-entry batches, which are small enough to be read without numpy
+# (records.columns.ByteRows); a large batch is read with numpy: both against bpftool, and
+# every text format alike.
+
+def test_bpftool_json_is_byte_identical_when_read_with_numpy(layouts, monkeypatch):
+    monkeypatch.setattr(columns, "SMALL_BATCH_BYTES", -1)
+    assert _mismatches(layouts, list(layouts.maps)) == []
+
+
+@pytest.mark.parametrize("fmt", ["json", "jsonl", "csv", "table"])
+def test_every_format_is_the_same_read_with_or_without_numpy(layouts, monkeypatch, fmt):
+    without = {name: layoutgen.render(m, fmt) for name, m in layouts.maps.items()}
+    monkeypatch.setattr(columns, "SMALL_BATCH_BYTES", -1)
+    assert [name for name, m in layouts.maps.items()
+            if layoutgen.render(m, fmt) != without[name]] == []
 
 
 # -- typed JSON against bpftool's formatted member ------------------------------------------

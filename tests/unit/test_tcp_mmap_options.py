@@ -28,7 +28,7 @@ TOOL = Path(__file__).resolve().parents[2] / "tools" / "tcp_mmap.py"
     (["-s", "-a", "12K"], "-a", "power of two"),
     (["-s", "-M", "40"], "-M", "out of range"),
     (["-s", "-p", "70000"], "-p", "out of range"),
-    (["-s", "-p", "eighty"], "-p", "integer"),
+    (["-s", "-p", "eighty"], "-p", "valid int"),  # typer: "valid int" or "valid integer"
     (["-H", "::1", "-p", "0"], "-p", "out of range"),
     (["-H", "::1", "-n", "0"], "-n", "must be positive"),
     (["-H", "::1", "--connections", "2"], "--connections", "only a server"),
