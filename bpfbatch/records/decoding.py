@@ -62,9 +62,14 @@ class Decoded(Node):
         return True
 
     def fill(self, rows, values, bad):
-        """Each value parsed on its own; one that does not parse is flagged, so that
+        """The column parsed at once where the kind can (see :meth:`Decoder.parse_column`),
+        else each value on its own; one that does not parse is flagged, so that
         :meth:`encode` raises its error with the record's path."""
         start, end = self.offset, self.offset + self.size
+        column = self.decoder.parse_column(values, self.size)
+        if column is not None:
+            rows[:, start:end] = column
+            return
         parse, size = self.decoder.parse, self.size
         for i, value in enumerate(values):
             try:
