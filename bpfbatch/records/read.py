@@ -424,7 +424,7 @@ def _jsonl_chunks(pieces: Iterator[str], source: str,
     """Each piece's lines parsed exactly as ``json.loads`` of every line would (each line one
     JSON value, else an error naming it), but as one JSON array when that is the same; or,
     with ``typed``, encoded by it when it takes the whole piece (see
-    :mod:`~bpfbatch.records.typedjson`).
+    :mod:`~bpfbatch.records.typedjson`), until the first piece it declines.
 
     Lines are split at ``\\n`` only: a JSON string may hold U+2028 and the like, which
     ``str.splitlines`` cuts at."""
@@ -439,10 +439,12 @@ def _jsonl_chunks(pieces: Iterator[str], source: str,
         if not all(map(str.strip, lines, blanks)):  # drop blank lines
             numbers = [n for n, line in zip(numbers, lines) if line.strip(_JSON_BLANKS)]
             lines = [line for line in lines if line.strip(_JSON_BLANKS)]
-        packed = typed.encode(lines) if typed is not None and lines else None
-        if packed is not None:
-            yield numbers, Packed(*packed)
-            continue
+        if typed is not None and lines:
+            packed = typed.encode(lines)
+            if packed is not None:
+                yield numbers, Packed(*packed)
+                continue
+            typed = None  # the rest is likely of the same shape: not parsed twice
         parsed = _parse_joined(lines)
         if parsed is None:  # the per-line parse names the bad line
             parsed = [_decode_json(line, source, n) for n, line in zip(numbers, lines)]

@@ -157,3 +157,19 @@ def test_blocks_the_fast_path_declines_go_the_general_way(tmp_path, monkeypatch)
                                               r"'10\.0\.0\.256'"):
         read.read_records(str(path), INFO, codecs=codecs)
     assert None in taken
+
+
+def test_a_file_the_fast_path_declines_is_parsed_once(tmp_path, monkeypatch):
+    """Integers spelled as text load through the general reader; after the first block the
+    fast path declines it is not tried again (nothing is parsed twice)."""
+    codecs = TAKEN["u32 → u64"]
+    calls = []
+    real = typedjson.TypedLines.encode
+    monkeypatch.setattr(typedjson.TypedLines, "encode",
+                        lambda self, block: calls.append(len(block)) or real(self, block))
+    monkeypatch.setattr(read, "_JSONL_CHUNK", 1 << 12)
+    path = tmp_path / "hex.jsonl"
+    path.write_text("".join(f'{{"key":"0x{i:x}","value":{i}}}\n' for i in range(2000)))
+    records = read.read_records(str(path), INFO, codecs=codecs)
+    assert records.count == 2000 and records.keys[4:8] == (1).to_bytes(4, "little")
+    assert len(calls) == 1
