@@ -91,9 +91,14 @@ def _(node: Decoded):
 
 @fill.register
 def _(node: Decoded, rows, values, bad):
-    """Each value parsed on its own; one that does not parse is flagged, so that
+    """The column parsed at once where the kind can (see :meth:`Decoder.parse_column`), else
+    each value on its own; one that does not parse is flagged, so that
     :func:`~bpfbatch.records.encode.encoder` raises its error with the record's path."""
     start, end = node.offset, node.offset + node.size
+    column = node.decoder.parse_column(values, node.size)
+    if column is not None:
+        rows[:, start:end] = column
+        return
     parse, size = node.decoder.parse, node.size
     for i, value in enumerate(values):
         try:

@@ -50,6 +50,7 @@ from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
 from .encode import overflows_double
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
+from .typedjson import TypedLines, typed_lines
 
 READ_FORMATS = ("jsonl", "json", "csv", "bpftool-json", "parquet", "arrow")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
@@ -137,7 +138,8 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
             chunks, line_of = json_array.chunks(), json_array.line_of
         else:
             chunks = (_csv_chunks(text, source, key_codec, value_codec) if fmt == "csv"
-                      else _jsonl_chunks(pieces, source))
+                      else _jsonl_chunks(pieces, source, with_values and typed_lines(
+                          key_codec, value_codec) or None))
             line_of = lines.__getitem__
         keys: list[bytes] = []
         values: list[bytes] = []
@@ -151,10 +153,13 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
 
                 def where(i, numbers=numbers):
                     return f"{source}:{numbers[i]}"
-            chunk_keys, chunk_values = encoder.encode(entries, where, numbers is None)
+            if isinstance(entries, Packed):
+                chunk_keys, chunk_values = entries.keys, entries.values
+            else:
+                chunk_keys, chunk_values = encoder.encode(entries, where, numbers is None)
             keys.append(chunk_keys)
             values.append(chunk_values)
-            count += len(entries)
+            count += len(numbers) if isinstance(entries, Packed) else len(entries)
     return Records(source, count, b"".join(keys), b"".join(values) if with_values else None,
                    line_of)
 
@@ -375,9 +380,10 @@ def _raw_codecs(info) -> tuple[Codec, Codec]:
 
 
 # -- JSON ----------------------------------------------------------------------------------
-# orjson was measured here and left out: on the demo's flow-table records it parses only
-# ~10% faster than this (the decoder's C scanner shares key strings), and reading integers
-# beyond 64 bits as floats would need a pre-scan of the text that costs more than that.
+# Layouts msgspec can type take the typed path first (:mod:`bpfbatch.records.typedjson`:
+# parse and shape check in C, no dict per record); this general parse reads the rest, and
+# every block the typed path declines. orjson was left out: it reads integers beyond 64
+# bits as floats.
 
 
 #: Bytes of JSONL read, split into lines and parsed as one JSON array at a time: a parse per
@@ -387,12 +393,26 @@ _JSONL_CHUNK = 1 << 19
 #: Entries of other formats encoded together.
 _CHUNK = 4096
 
-Chunk = tuple[Sequence[int] | None, list]  # (line of each entry, or None: ask line_of; entries)
 
 
-def _jsonl_chunks(pieces: Iterator[str], source: str) -> Iterator[Chunk]:
+@dataclasses.dataclass(frozen=True)
+class Packed:
+    """A chunk's records already encoded (by :mod:`~bpfbatch.records.typedjson`)."""
+
+    keys: bytes
+    values: bytes
+
+
+# (line of each entry, or None: ask line_of; entries, or the chunk already encoded)
+Chunk = tuple[Sequence[int] | None, "list | Packed"]
+
+
+def _jsonl_chunks(pieces: Iterator[str], source: str,
+                  typed: TypedLines | None = None) -> Iterator[Chunk]:
     """Each piece's lines parsed exactly as ``json.loads`` of every line would (each line one
-    JSON value, else an error naming it), but as one JSON array when that is the same.
+    JSON value, else an error naming it), but as one JSON array when that is the same; or,
+    with ``typed``, encoded by it when it takes the whole piece (see
+    :mod:`~bpfbatch.records.typedjson`), until the first piece it declines.
 
     Lines are split at ``\\n`` only: a JSON string may hold U+2028 and the like, which
     ``str.splitlines`` cuts at."""
@@ -407,6 +427,12 @@ def _jsonl_chunks(pieces: Iterator[str], source: str) -> Iterator[Chunk]:
         if not all(map(str.strip, lines, blanks)):  # drop blank lines
             numbers = [n for n, line in zip(numbers, lines) if line.strip(_JSON_BLANKS)]
             lines = [line for line in lines if line.strip(_JSON_BLANKS)]
+        if typed is not None and lines:
+            packed = typed.encode(lines)
+            if packed is not None:
+                yield numbers, Packed(*packed)
+                continue
+            typed = None  # the rest is likely of the same shape: not parsed twice
         parsed = _parse_joined(lines)
         if parsed is None:  # the per-line parse names the bad line
             parsed = [_decode_json(line, source, n) for n, line in zip(numbers, lines)]

@@ -1,6 +1,7 @@
 """The bcc drop-ins against the real bcc: same entries and types as bcc's own table API."""
 
 import ctypes
+import gc
 import types
 
 import pytest
@@ -20,6 +21,11 @@ BPF_HASH(counts, u32, u64, 4096);
 BPF_PERCPU_HASH(percpu32, u32, u32, 256);
 BPF_PERCPU_HASH(percpu64, u32, u64, 256);
 BPF_ARRAY(slots, u64, 64);
+BPF_HASH(narrow, u8, s16, 256);
+BPF_HASH(letters, char, long, 256);
+BPF_HASH(wide, s64, double, 256);
+BPF_HASH(halves, u16, float, 256);
+BPF_HASH(flags, u32, bool, 256);
 """
 
 
@@ -63,6 +69,52 @@ def test_items_and_clear_returns_everything_once_and_empties(program):
     assert len({bytes(k) for k, _ in drained}) == 3000
     assert table.items() == []
     assert type(drained[0][0]) is table.Key
+
+
+@pytest.mark.parametrize(("name", "key_of", "leaf_of"), [
+    ("counts", lambda i: i * 7919, lambda i: 2**64 - 1 - i),
+    ("narrow", lambda i: i, lambda i: -i * 128),
+    ("letters", lambda i: bytes([i]), lambda i: -(2**63) + i),
+    ("wide", lambda i: -(2**63) + i, lambda i: i / 3 - 40.5),
+    ("halves", lambda i: 65535 - i, lambda i: i * 0.25),
+    ("flags", lambda i: i, lambda i: i % 2 == 0),
+])
+def test_scalar_tables_give_bccs_types_and_values(program, name, key_of, leaf_of):
+    """Every scalar bcc declares: the same ctypes type per key and leaf as bcc's ``items()``,
+    the same bytes, the same numbers (extremes, negatives, floats)."""
+    table = program[name.encode()]
+    for i in range(256):
+        table[table.Key(key_of(i))] = table.Leaf(leaf_of(i))
+    theirs = table.items()
+    for ours in (batched.items(table, batch_size=50), batched.items_and_clear(table)):
+        assert _plain(ours) == _plain(theirs)
+        assert {(type(k), type(v)) for k, v in ours} == {(table.Key, table.Leaf)}
+        assert sorted((k.value, v.value) for k, v in ours) == sorted(
+            (k.value, v.value) for k, v in theirs)
+    assert table.items() == []
+
+
+def test_collector_state_is_left_as_found(program):
+    """The read-out switches the garbage collector off and back on, and leaves objects the
+    caller froze frozen."""
+    table = program[b"counts"]
+    for i in range(100):
+        table[table.Key(i)] = table.Leaf(i)
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        assert len(batched.items(table)) == 100
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        assert len(batched.items(table)) == 100
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert gc.get_freeze_count() == 0
+    table.clear()
 
 
 def test_clear_empties_hash_like_bcc(program):

@@ -1,13 +1,18 @@
-"""``python -m tools.bench load [--entries N] [--rounds R]``: loading the demo's flow table
-(``struct flow_key`` with an enum and a ``u8[3]`` → ``struct flow_stats``) from Parquet, from
+"""``python -m tools.bench load [--entries N] [--rounds R]``: loading a map from Parquet, from
 JSONL and from a ``bpftool batch file`` of ``map update`` lines, whole processes in the same
-run, interleaved, into an emptied map.
+run, interleaved, into an emptied map; for two tables:
+
+- the demo's flow table (``struct flow_key`` with ``__be32`` addresses and ``__be16`` ports,
+  which the JSON shows decoded, an enum and a ``u8[3]`` → ``struct flow_stats``);
+- a plain ``u32 → u64`` hash with BTF (simple values: ``{"key":1,"value":2}``).
+
+A C loop of ``bpf_map_update_batch`` over the same number of records (``c/write_floor.c``,
+no parsing) shows the kernel's share, which no loader goes below.
 
 The inputs are what ``bpfbatch dump -o parquet`` / ``-o jsonl`` and bpftool's own syntax
-make of the same ``--entries`` flows. A second table splits the JSONL load in this process:
-parse (JSON text → Python records), encode (records → packed bytes) and the batch update
-syscalls; and, when orjson is installed, what orjson takes to parse the same text (the
-question whether a faster parser is worth taking).
+make of the same ``--entries`` entries. A second table per map splits the JSONL load in this
+process, with the codecs the CLI uses: parse (JSON text → Python values), encode (values →
+packed bytes) and the batch update syscalls.
 """
 
 from __future__ import annotations
@@ -17,27 +22,43 @@ import os
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from tabulate import tabulate
 
+from bpfbatch._sys.abi import MapType
+from bpfbatch.btf import BtfBuilder
+from bpfbatch.cli.options import record_codecs
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
-from bpfbatch.map import cursor, whole
+from bpfbatch.map import cursor, whole, writes
 from bpfbatch.map.handle import Map
 from bpfbatch.records import read
-from bpfbatch.records.codec import map_codecs
-from bpfbatch.records.decoding import decoded_codecs
+from bpfbatch.records.typedjson import typed_lines
 
 from . import harness
 
-PARQUET, JSONL = "bpfbatch load flows.parquet", "bpfbatch load flows.jsonl"
+PARQUET, JSONL = "bpfbatch load {}.parquet", "bpfbatch load {}.jsonl"
 BPFTOOL = "bpftool batch file (map update lines)"
+FLOOR = "C bpf_map_update_batch (no parsing: the syscall floor)"
 
 
-def write_inputs(m: Map, tmp: Path) -> tuple[Path, Path, Path]:
+@contextmanager
+def simple_table(entries: int, name: str):
+    """A ``u32 → u64`` hash with BTF, filled with ``entries`` keys."""
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("__u32", 4), b.integer("__u64", 8)
+        with Map.create(MapType.HASH, 4, 8, entries, name=name, btf_fd=b.load(),
+                        btf_key_type_id=u32, btf_value_type_id=u64) as m:
+            keys = np.arange(entries, dtype=np.uint32)
+            writes.update(m, keys, keys.astype(np.uint64) * 1500, entries)
+            yield m
+
+
+def write_inputs(m: Map, tmp: Path, stem: str) -> tuple[Path, Path, Path]:
     """The map's entries as Parquet, JSONL and bpftool ``map update`` lines."""
-    paths = tmp / "flows.parquet", tmp / "flows.jsonl", tmp / "flows.bpftool"
+    paths = tmp / f"{stem}.parquet", tmp / f"{stem}.jsonl", tmp / f"{stem}.bpftool"
     for path, fmt in zip(paths, ("parquet", "jsonl")):
         with path.open("wb") as out:
             subprocess.run([*harness.BPFBATCH, "dump", "--map-id", str(m.info.id), "-o", fmt],
@@ -50,34 +71,69 @@ def write_inputs(m: Map, tmp: Path) -> tuple[Path, Path, Path]:
     return paths
 
 
-def split(m: Map, path: Path, rounds: int) -> list[list[str]]:
-    """Median seconds of the JSONL load's parse, encode and syscalls (and orjson's parse of
-    the same pieces, arrays of their lines as the loader parses them)."""
-    times: dict[str, list[float]] = {"parse": [], "encode": [], "syscalls": [], "orjson": []}
-    codecs = decoded_codecs(*map_codecs(m.info))  # the dump decoded the fields it names
-    try:
-        import orjson
-    except ImportError:
-        orjson = None
+def split(m: Map, path: Path, rounds: int) -> list[str]:
+    """Median seconds of the JSONL load's parse, encode and syscalls, in this process with
+    the CLI's codecs. Parse is the parser alone over every piece of the file (the typed
+    parse when the layout has one, see :mod:`bpfbatch.records.typedjson`); encode is the
+    rest of :func:`~bpfbatch.records.read.read_records`."""
+    times: dict[str, list[float]] = {"parse": [], "encode": [], "syscalls": []}
+    codecs = record_codecs(m.info, None)
     for _ in range(rounds):
         whole.clear(m)
         with read._gc_paused():
             start = time.perf_counter()
-            for _ in read._jsonl_chunks(read._jsonl_pieces(str(path), "flows"), "flows"):
-                pass
+            _parse_only(path, codecs)
             parsed = time.perf_counter()
-            for piece in read._jsonl_pieces(str(path), "flows") if orjson else ():
-                orjson.loads("[" + ",".join(piece.splitlines()) + "]")
-            fast = time.perf_counter()
         records = read.read_records(str(path), m.info, codecs=codecs)
         encoded = time.perf_counter()
         whole.load(m, records.keys, records.values, records.count)
         loaded = time.perf_counter()
         times["parse"].append(parsed - start)
-        times["orjson"].append(fast - parsed)
-        times["encode"].append((encoded - fast) - (parsed - start))
+        times["encode"].append((encoded - parsed) - (parsed - start))
         times["syscalls"].append(loaded - encoded)
-    return [[f"{np.median(t):.3f}" if t else "" for t in times.values()]]
+    return [f"{np.median(t):.3f}" for t in times.values()]
+
+
+def _parse_only(path: Path, codecs) -> None:
+    """The JSONL parse of ``path`` as the load does it, without the encoding: typed (the
+    records as msgspec objects) when the layout has the fast path, else the general one."""
+    typed = typed_lines(*codecs)
+    pieces = read._jsonl_pieces(str(path), "bench")
+    if typed is None:
+        for _ in read._jsonl_chunks(pieces, "bench"):
+            pass
+        return
+    for piece in pieces:
+        if typed.parse([line for line in piece.split("\n") if line.strip()]) is None:
+            raise RuntimeError(f"{path}: the typed parse declined a block")
+
+
+def bench(m: Map, stem: str, title: str, args, tmp: Path, floor: str) -> list[list[str]]:
+    parquet, jsonl, bpftool = write_inputs(m, tmp, stem)
+    map_id = str(m.info.id)
+    empty = lambda: whole.clear(m)  # noqa: E731
+    load = ["load", "--map-id", map_id]
+    ours = JSONL.format(stem)
+    cases = {
+        PARQUET.format(stem): harness.Command([*harness.BPFBATCH, *load, str(parquet)],
+                                              setup=empty),
+        ours: harness.Command([*harness.BPFBATCH, *load, str(jsonl)], setup=empty),
+        BPFTOOL: harness.Command(["bpftool", "batch", "file", str(bpftool)], setup=empty),
+        FLOOR: harness.Command([floor, "update", map_id, str(args.entries), "8192"],
+                               setup=empty),
+    }
+    rows = harness.summarize(harness.interleave(cases, rounds=args.rounds, warmup=0), ours)
+    parts = split(m, jsonl, args.rounds)
+    harness.report(f"load {args.entries:,} {title}", rows, ours, out_dir=args.out,
+                   params={"entries": args.entries, "table": stem})
+    print(tabulate([parts], headers=[f"{ours} in process: parse s", "encode s", "syscalls s"],
+                   tablefmt="github") + "\n")
+    wall = {r["case"]: r["wall_s"] for r in rows}
+    return [[f"{stem}: Parquet load ÷ JSONL load", f"{wall[PARQUET.format(stem)] / wall[ours]:.2f}×",
+             "≤ 0.5×"],
+            [f"{stem}: bpftool batch file ÷ JSONL load", f"{wall[BPFTOOL] / wall[ours]:.1f}×",
+             "≥ 5×"],
+            [f"{stem}: JSONL load ÷ the C syscall floor", f"{wall[ours] / wall[FLOOR]:.1f}×", ""]]
 
 
 def main(argv: list[str]) -> int:
@@ -87,28 +143,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory() as tmp, \
-            create_flow_table(args.entries, name=f"bb_bload{os.getpid()}") as m:
-        fill_flow_table(m, args.entries)
-        parquet, jsonl, bpftool = write_inputs(m, Path(tmp))
-        map_id = str(m.info.id)
-        empty = lambda: whole.clear(m)  # noqa: E731
-        load = ["load", "--map-id", map_id]
-        cases = {
-            PARQUET: harness.Command([*harness.BPFBATCH, *load, str(parquet)], setup=empty),
-            JSONL: harness.Command([*harness.BPFBATCH, *load, str(jsonl)], setup=empty),
-            BPFTOOL: harness.Command(["bpftool", "batch", "file", str(bpftool)], setup=empty),
-        }
-        rows = harness.summarize(harness.interleave(cases, rounds=args.rounds, warmup=0), JSONL)
-        parts = split(m, jsonl, args.rounds)
-    harness.report(f"load {args.entries:,} flows of the demo's flow table", rows, JSONL,
-                   out_dir=args.out, params={"entries": args.entries})
-    print(tabulate(parts, headers=["JSONL load in process: parse s", "encode s", "syscalls s",
-                                   "orjson's parse of the same text s"],
-                   tablefmt="github") + "\n")
-    wall = {r["case"]: r["wall_s"] for r in rows}
-    print(tabulate([
-        ["Parquet load ÷ JSONL load", f"{wall[PARQUET] / wall[JSONL]:.2f}×", "≤ 0.5×"],
-        ["bpftool batch file ÷ JSONL load", f"{wall[BPFTOOL] / wall[JSONL]:.1f}×", "≥ 5×"],
-    ], headers=["target", "measured", "goal"], tablefmt="github"))
+    targets = []
+    with tempfile.TemporaryDirectory() as tmp:
+        floor = harness.build_c("write_floor.c", Path(tmp))
+        with create_flow_table(args.entries, name=f"bb_bload{os.getpid()}") as m:
+            fill_flow_table(m, args.entries)
+            targets += bench(m, "flows", "flows of the demo's flow table", args, Path(tmp),
+                             floor)
+        with simple_table(args.entries, f"bb_bsimple{os.getpid()}") as m:
+            targets += bench(m, "counts", "entries of a u32 → u64 hash", args, Path(tmp), floor)
+    print(tabulate(targets, headers=["target", "measured", "goal"], tablefmt="github"))
     return 0
