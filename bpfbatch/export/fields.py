@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import InputError
 from ..map.handle import MapInfo
 from ..records.codec import Codec, PerCpuCodec
-from ..records.layout import Array, Bits, Bool, CharArray, Enum, Int, Node, Struct, extent
+from ..records.layout import Array, Bits, LeafKind, Node, extent, integer_field, leaf_kind
 from ..records.values import values as layout_values
 from .config import ConfigError, Label, Metric
 
@@ -65,6 +65,11 @@ class Binding:
     bucket: Column | None
     cpus: int                     # per-CPU slots to sum (1 for a plain map)
     cpu_stride: int
+
+
+#: What a metric's value may be: a number as stored (bitfields are refused by name).
+_INTEGERS = frozenset({LeafKind.INTEGER, LeafKind.ENUM, LeafKind.BOOL})
+_AGGREGATES = frozenset({LeafKind.ARRAY, LeafKind.TEXT, LeafKind.STRUCT})
 
 
 def bind(metric: Metric, info: MapInfo, codecs: tuple[Codec, Codec]) -> Binding:
@@ -115,7 +120,8 @@ class _Finder:
             return Column(path, in_key, 0, codec.size)
         walked = []
         for part in parts:
-            members = dict(m for m in node.members if m[0]) if isinstance(node, Struct) else {}
+            members = dict(m for m in node.members if m[0]) \
+                if leaf_kind(node) is LeafKind.STRUCT else {}
             if part not in members:
                 what = f"no field '{part}'" if members else f"'{'.'.join(walked) or path}' " \
                     "is not a struct"
@@ -126,14 +132,13 @@ class _Finder:
         if isinstance(node, Bits):
             self.fail(where, key, f"'{path}' is a bitfield, which cannot be exported")
         start, end = extent(node)
-        signed = isinstance(node, Int) and node.signed or \
-            isinstance(node, Enum) and any(v < 0 for v in node.by_name.values())
-        return Column(path, in_key, start, end - start, signed, node)
+        field = integer_field(node)  # an enum keeps BTF's signedness, as every output does
+        return Column(path, in_key, start, end - start, bool(field and field.signed), node)
 
     def integer(self, path: str, where: str, key: str) -> Column:
         column = self.find(path, where, key)
         node = column.node
-        if node is not None and not isinstance(node, (Int, Enum, Bool)) or \
+        if node is not None and leaf_kind(node) not in _INTEGERS or \
                 column.width not in (1, 2, 4, 8):
             kind = type(node).__name__.lower() if node is not None else f"{column.width}-byte"
             self.fail(where, key, f"'{path}' is a {kind}, not a 1, 2, 4 or 8-byte integer")
@@ -155,7 +160,8 @@ def _label_format(label: Label, column: Column, finder: _Finder, where: str, ind
             finder.fail(where, f"{key}.decoder", f"'{label.field}': {exc.message}")
         return lambda rows: [str(text) for text in decoder.format(rows)]
     if label.values:
-        if column.width not in (1, 2, 4, 8) or isinstance(column.node, (Array, Struct)):
+        if column.width not in (1, 2, 4, 8) or \
+                column.node is not None and leaf_kind(column.node) in _AGGREGATES:
             finder.fail(where, f"{key}.values", f"'{label.field}' is not an integer")
         static = dict(label.values)
         dtype = np.dtype(f"<{'i' if column.signed else 'u'}{column.width}")
@@ -169,7 +175,7 @@ def _label_format(label: Label, column: Column, finder: _Finder, where: str, ind
         dtype = np.dtype(f"<u{column.width}")
         return lambda rows: [str(n) for n in
                              np.ascontiguousarray(rows).view(dtype).reshape(-1).tolist()]
-    if isinstance(node, Struct) or isinstance(node, Array) and not isinstance(node, CharArray):
+    if leaf_kind(node) in (LeafKind.STRUCT, LeafKind.ARRAY):
         finder.fail(where, f"{key}.field", f"'{label.field}' is a {type(node).__name__.lower()}"
                                            ": name a scalar field, or a decoder")
     at_zero = dataclasses.replace(node, offset=0) if not isinstance(node, Array) else \

@@ -332,3 +332,25 @@ def test_check_binds_against_the_live_map_and_names_file_line(pins, tmp_path):
         f"(fields: disk, slot) (map {m.info.id} '{m.info.name}')"]
     assert decoder.returncode == 1 and f"{wrong_decoder}:5:" in decoder.stderr
     assert "needs a field of 16 bytes" in decoder.stderr
+
+
+def test_an_enum_keeps_btfs_signedness_in_static_label_maps(pins):
+    """A signed enum (BTF's kind flag; an ENUM64, the kind libbpf sets it on without a
+    negative enumerator) still reads -1 as -1, as every output does: its static value map
+    matches, and bpftool agrees on the number."""
+    with _typed_map(MapType.HASH, "e",
+                    lambda b: b.enum("level", {"LOW": 1, "HIGH": 2}, 8, signed=True),
+                    lambda b: b.integer("__u64", 8)) as m:
+        m.update_items([(-1, 5), (1, 7), (2, 11)])
+        pin = pins(m, "enum")
+        got = scrape(exporter_for(f"""
+[[metric]]
+name = "level_total"
+type = "counter"
+map = {{ pinned = "{pin}" }}
+labels = [{{ name = "level", field = "key", values = {{ -1 = "unset", 1 = "low" }} }}]
+"""))
+        entries = bpftool(m)
+    assert sorted(map(str, (e["key"] for e in entries))) == ["-1", "HIGH", "LOW"]
+    assert got["level_total"] == {(("level", "unset"),): 5.0, (("level", "low"),): 7.0,
+                                  (("level", "2"),): 11.0}
