@@ -151,7 +151,9 @@ def _parse_be_column(values: list, size: int) -> bytes:
     """Exact ``int``s (no bools, no text) in ``[0, 2**bits)``, as ``_parse_be`` takes them."""
     if set(map(type, values)) - {int}:
         raise TypeError("not only ints")
-    column = np.array(values, dtype=np.uint64)  # OverflowError below 0 or beyond 64 bits
+    if values and min(values) < 0:  # numpy 1.x would wrap it into uint64, not raise
+        raise OverflowError("below 0")
+    column = np.array(values, dtype=np.uint64)  # OverflowError beyond 64 bits
     if len(values) and int(column.max()) >> (8 * size):
         raise OverflowError("beyond the field")
     return column.astype(f">u{size}").tobytes()

@@ -49,6 +49,8 @@ def int_column(values: Sequence, lo: int, hi: int, bad: np.ndarray,
     (exact ``int`` unless told) in ``[lo, hi)``; the others are flagged (and read as 0)."""
     if len(values) and set(map(type, values)) <= types:
         for dtype in (np.int64, np.uint64):  # a given dtype converts twice as fast
+            if dtype is np.uint64 and min(values) < 0:
+                break  # numpy 1.x wraps a negative into uint64 (a warning) instead of raising
             try:
                 column = np.array(values, dtype=dtype)
             except OverflowError:  # beyond this dtype's range
