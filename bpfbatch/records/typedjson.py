@@ -4,8 +4,8 @@ layout, and written column by column into the packed records.
 The general reader (:mod:`bpfbatch.records.read`) parses JSON into dicts with the standard
 library and then encodes them; on a million records the parse alone is most of a load. Here
 each record's shape is a msgspec ``Struct`` compiled from the key and value layouts (field
-names, nesting, list elements; ``int`` for integers, ``int | str`` for enums and decoded
-fields, ``str`` for char arrays), so the text is parsed and its shape checked in C, with no
+names, nested structs, lists of scalars; ``int`` for integers, ``int | str`` for enums and
+decoded fields, ``str`` for char arrays), so the text is parsed and its shape checked in C, with no
 dict per record. The values then go, one column per field, through the layout's own
 vectorised ``fill``, which checks ranges, enumerator names and decoded text exactly as the
 general path does.
@@ -81,10 +81,14 @@ def _(node: layout.CharArray, name):
 
 @_compile.register
 def _(node: layout.Array, name):
+    """A list of scalars (or of lists of them), which the layout's ``fill`` takes as it is;
+    arrays of structs are left to the general reader (``fill`` expects dicts, msgspec gives
+    Structs)."""
     if not node.elems:
         raise _Unsupported
-    elem_type, _ = _compile(node.elems[0], name)
-    if any(_compile(e, name)[0] != elem_type for e in node.elems[1:]):
+    elem_type, elem_field = _compile(node.elems[0], name)
+    if elem_field.fields is not None or any(
+            _compile(e, name)[0] != elem_type for e in node.elems[1:]):
         raise _Unsupported
     return list[elem_type], _Field(node)
 

@@ -62,6 +62,8 @@ NOT_TAKEN = {
     "128-bit ints": codecs_of(LAYOUTS["u32"], LAYOUTS["int128"]),
     "anonymous members": codecs_of(LAYOUTS["u32"], LAYOUTS["mixed"]),
     "--default-zero": codecs_of(LAYOUTS["u32"], LAYOUTS["flow"], default_zero=True),
+    "arrays of structs": codecs_of(LAYOUTS["u32"], lambda b: b.array(b.struct(
+        "pt", [("a", b.integer("__u32", 4)), ("b", b.integer("__u32", 4))]), 2)),
 }
 
 
