@@ -116,11 +116,11 @@ def _decoded(keys, values, count: int, key_type, leaf_type, convert) -> list[tup
 
 
 #: The native ctypes scalars an ``array.array`` reads with the same bytes, by type code
-#: (``c_bool`` and ``c_char`` are not among them: their constructors do not keep every byte).
+#: (``c_bool`` and ``c_char`` are not among them: their constructors do not keep every byte;
+#: nor ``c_float``: through a Python float a signalling NaN comes back quieted).
 _SCALAR_CODES = {t: t._type_ for t in (
     ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short, ctypes.c_ushort, ctypes.c_int, ctypes.c_uint,
-    ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_float,
-    ctypes.c_double)}
+    ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_double)}
 
 
 def _objects(ctype, buffer, count: int):
