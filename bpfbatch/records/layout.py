@@ -12,8 +12,9 @@ new job is a new module, not a method added to every class:
 * :mod:`~bpfbatch.records.fill` — a whole batch encoded column by column;
 * :mod:`~bpfbatch.records.template` — JSON text as template leaves (bpftool's or typed).
 
-The questions consumers ask of the tree are answered here, documented, so that none of them
-tests node classes: :func:`leaf_kind` (what a field holds, in the terms the output formats
+The questions consumers ask of the tree are answered here, documented, so that they need
+not test node classes (a few still name one where no question fits yet: a bitfield refused
+by the exporter, a decoded or per-CPU node): :func:`leaf_kind` (what a field holds, in the terms the output formats
 and readers need), :func:`scalar_type` (the numpy type of a field numpy holds as stored),
 :func:`integer_field` (a field as an integer of 1, 2, 4 or 8 bytes), :func:`extent` (the bytes
 a node covers), :meth:`Struct.fields` (every field by name, as C names them),
