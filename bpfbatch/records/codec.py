@@ -56,7 +56,7 @@ from itertools import chain
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
 from ._numpy import np
-from .columns import batch_rows, raw_bytes
+from .columns import batch_rows, raw_bytes, rows
 from .encode import Encoder, check_range, encoder, parse_int
 from .fill import can_fill, fill, int_column
 from .jsontext import HexBytesLeaf, RecordText
@@ -136,10 +136,6 @@ class Codec:
         """JSON text of ``count`` consecutive records in ``data``."""
         return self.template(exact).render([batch_rows(data, count, self.size)])
 
-
-def rows(data, count: int, size: int) -> np.ndarray:
-    """``count × size`` uint8 view of a buffer holding ``count`` records (zero-copy)."""
-    return np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(count, size)
 
 
 class BtfCodec(Codec):

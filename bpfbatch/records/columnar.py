@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import BpfBatchError, InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
+from .columns import store
 from .decoding import Decoded
 from .fill import fill
 from .layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
@@ -81,7 +82,7 @@ class Columns:
     def record_batch(self, key_rows: np.ndarray, value_rows: np.ndarray) -> pa.RecordBatch:
         """The Arrow record batch of the entries whose packed keys and values are the rows of
         ``key_rows`` and ``value_rows`` (``count × size`` uint8, see
-        :func:`~bpfbatch.records.codec.rows`)."""
+        :func:`~bpfbatch.records.columns.rows`)."""
         count = len(key_rows)
         arrays = []
         for name, node in self.fields:
@@ -196,7 +197,7 @@ class Columns:
             return
         if kind is LeafKind.ENUM:
             numbers = _enum_numbers(pa, node, column, where)
-            _put(rows_, node.offset, node.code, _in_range(numbers, node.size, True, where))
+            store(rows_, node.offset, node.code, _in_range(numbers, node.size, True, where))
             return
         if kind is LeafKind.TEXT:
             n = len(node.elems)
@@ -223,7 +224,7 @@ class Columns:
             rows_[:, node.offset:node.offset + len(node.elems) * width] = (
                 flat.astype(scalar_type(elem)).view(np.uint8).reshape(len(column), -1))
             return
-        _put(rows_, node.offset, scalar_type(node),
+        store(rows_, node.offset, scalar_type(node),
              _checked(node, _numpy(pa, column, where), where))
 
 
@@ -324,12 +325,6 @@ def _numbers(pa, node: Node, column: np.ndarray):
 def _plain(pa, array):
     """A dictionary array as its values (per-CPU enum columns are interleaved as text)."""
     return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
-
-
-def _put(rows_, offset: int, np_type: str, column: np.ndarray) -> None:
-    """Store ``column`` as ``np_type`` words at ``offset`` of every row."""
-    width = np.dtype(np_type).itemsize
-    rows_[:, offset:offset + width] = column.astype(np_type).view(np.uint8).reshape(-1, width)
 
 
 def _numpy(pa, column, where: str) -> np.ndarray:

@@ -76,12 +76,24 @@ def is_small(nbytes: int) -> bool:
     return nbytes <= SMALL_BATCH_BYTES
 
 
+def rows(data, count: int, size: int) -> np.ndarray:
+    """``count × size`` uint8 view of a buffer holding ``count`` records (zero-copy)."""
+    return np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(count, size)
+
+
 def batch_rows(data, count: int, size: int, *, small: bool | None = None):
     """``count × size`` rows over a buffer holding ``count`` records (zero-copy): a
-    :class:`ByteRows` when ``small`` (default: when :func:`is_small`), else a numpy array."""
+    :class:`ByteRows` when ``small`` (default: when :func:`is_small`), else :func:`rows`."""
     if small if small is not None else is_small(count * size):
         return ByteRows(data, count, size)
-    return np.frombuffer(data, dtype=np.uint8, count=count * size).reshape(count, size)
+    return rows(data, count, size)
+
+
+def store(rows: np.ndarray, offset: int, np_type: str, column: np.ndarray) -> None:
+    """Write ``column`` as little-endian ``np_type`` words at ``offset`` of every row (an
+    integer column is cut to the word's two's-complement bits)."""
+    width = np.dtype(np_type).itemsize
+    rows[:, offset:offset + width] = column.astype(np_type).view(np.uint8).reshape(-1, width)
 
 
 _PRINTABLE = bytes(range(0x20, 0x7F))

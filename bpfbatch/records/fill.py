@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from . import layout
 from ._numpy import np
+from .columns import store
 
 __all__ = ["blank", "can_fill", "fill", "int_column"]
 
@@ -85,7 +86,7 @@ def _is_double(value) -> bool:
 
 def _put(rows: np.ndarray, offset: int, size: int, column: np.ndarray) -> None:
     """Store an integer column as ``size``-byte little-endian words at ``offset``."""
-    rows[:, offset:offset + size] = column.astype(f"<u{size}").view(np.uint8).reshape(-1, size)
+    store(rows, offset, f"<u{size}", column)
 
 
 @layout.job
