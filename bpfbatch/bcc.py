@@ -11,19 +11,24 @@ commands::
     for k, v in batched.items_and_clear(b["counts"]):   # was: items() then clear()
         ...
 
-They return what bcc returns: ``(table.Key, table.Leaf)`` ctypes objects, and for per-CPU
-tables the per-CPU array ``table[key]`` gives (``table.sLeaf × CPUs``, or the reducer's result
-when the table was opened with one). The bcc module itself is not imported here.
+:func:`items` and :func:`items_and_clear` return what bcc's ``items()`` returns:
+``(table.Key, table.Leaf)`` ctypes objects, and for per-CPU tables the per-CPU array
+``table[key]`` gives (``table.sLeaf × CPUs``, or the reducer's result when the table was
+opened with one). :func:`items_lookup_batch` and :func:`items_lookup_and_delete_batch` return
+what bcc's batch calls of those names return: what indexing a ctypes array of ``Key`` and of
+``Leaf`` gives, a plain number for a scalar (``int`` where ``items()`` gives ``c_uint``), which
+is cheaper to build. The bcc module itself is not imported here.
 """
 
 from __future__ import annotations
 
-import array
 import ctypes
 import gc
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from functools import reduce
 from itertools import repeat
+from operator import attrgetter
 
 from . import interrupts
 from ._sys import abi
@@ -36,7 +41,7 @@ from .map.handle import Map
 def items(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
     """``table.items()`` with ``BPF_MAP_LOOKUP_BATCH``: a snapshot per bucket, not of the
     whole table (neither is bcc's)."""
-    return _collect(table, delete=False, batch_size=batch_size)
+    return _collect(table, _objects_of(table), delete=False, batch_size=batch_size)
 
 
 def items_and_clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
@@ -49,22 +54,25 @@ def items_and_clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tu
     (:func:`bpfbatch.map.whole.put_back`: a key a BPF program re-created meanwhile keeps its
     new value), and each batch is deleted and kept with the signals deferred.
     """
-    with _open(table) as map:
-        if map.info.type in abi.ELEMENTS_ALWAYS_EXIST:
-            entries = _collect(table, delete=False, batch_size=batch_size)
-            whole.clear(map, batch_size=batch_size)
-            return entries
-        _check_types(table, map)
-        taken: list[tuple[bytes, bytes, int]] = []
-        try:
-            whole.drain(map, lambda b: taken.append((bytes(b.keys), bytes(b.values), b.count)),
-                        batch_size=batch_size)
-            return _entries(table, taken)
-        except BaseException:
-            with interrupts.deferred():
-                for keys, values, count in taken:
-                    whole.put_back(map, Batch(count, memoryview(keys), memoryview(values)))
-            raise
+    return _drain(table, _objects_of(table), batch_size=batch_size)
+
+
+def items_lookup_batch(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
+    """bcc's ``table.items_lookup_batch()``: the same ``(key, leaf)`` pairs of the same types
+    (see :func:`_array_items`). bcc's is a generator that reads the table at its first
+    ``next()``; this reads it before returning, and returns a list (iterated the same way),
+    so that what :func:`items_lookup_and_delete_batch` hands over stays whole in the
+    caller's hands. A snapshot per bucket, as :func:`items`."""
+    return _collect(table, _array_items_of(table), delete=False, batch_size=batch_size)
+
+
+def items_lookup_and_delete_batch(table, *,
+                                  batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
+    """bcc's ``table.items_lookup_and_delete_batch()``: the pairs of
+    :func:`items_lookup_batch`, drained with the guarantee of :func:`items_and_clear`
+    (nothing lost if it raises; arrays, which bcc's call refuses, are read, then zeroed, as
+    bcc's ``del table[key]`` zeroes an array's element)."""
+    return _drain(table, _array_items_of(table), batch_size=batch_size)
 
 
 def clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
@@ -79,11 +87,37 @@ def _open(table) -> Map:
     return Map(table.map_fd, owned=False)
 
 
-def _collect(table, *, delete: bool, batch_size: int) -> list[tuple]:
+#: Makes the ``(key, leaf)`` pairs of a batch's ``keys`` and ``values`` bytes, ``count`` of
+#: each: an iterable that reads the bytes as it goes, so it is consumed before the cursor's
+#: next step reuses its buffers, and that keeps copies only.
+_Builder = Callable[[memoryview | bytes, memoryview | bytes, int], Iterable[tuple]]
+
+
+def _collect(table, build: _Builder, *, delete: bool, batch_size: int) -> list[tuple]:
     with _open(table) as map:
         _check_types(table, map)
-        return _entries(table, ((batch.keys, batch.values, batch.count) for batch in
+        return _entries(build, ((batch.keys, batch.values, batch.count) for batch in
                                 BatchCursor(map, delete=delete, batch_size=batch_size)))
+
+
+def _drain(table, build: _Builder, *, batch_size: int) -> list[tuple]:
+    """Every entry of ``table``, deleted (arrays: zeroed) — or, if this raises, none."""
+    with _open(table) as map:
+        if map.info.type in abi.ELEMENTS_ALWAYS_EXIST:
+            entries = _collect(table, build, delete=False, batch_size=batch_size)
+            whole.clear(map, batch_size=batch_size)
+            return entries
+        _check_types(table, map)
+        taken: list[tuple[bytes, bytes, int]] = []
+        try:
+            whole.drain(map, lambda b: taken.append((bytes(b.keys), bytes(b.values), b.count)),
+                        batch_size=batch_size)
+            return _entries(build, taken)
+        except BaseException:
+            with interrupts.deferred():
+                for keys, values, count in taken:
+                    whole.put_back(map, Batch(count, memoryview(keys), memoryview(values)))
+            raise
 
 
 def _check_types(table, map: Map) -> None:
@@ -93,48 +127,80 @@ def _check_types(table, map: Map) -> None:
                          f"{map.info.key_size}/{map.info.value_stride}", obj=map.info.label)
 
 
-def _entries(table, batches) -> list[tuple]:
-    """bcc's ``(Key, Leaf)`` objects of ``(keys, values, count)`` batches."""
-    key_type, leaf_type = table.Key, table.Leaf
-    convert = _leaf_converter(table)
+def _entries(build: _Builder, batches) -> list[tuple]:
+    """The pairs ``build`` makes of each ``(keys, values, count)`` batch, in order."""
     out: list[tuple] = []
     with _collector_paused():
         for keys, values, count in batches:
-            out += _decoded(keys, values, count, key_type, leaf_type, convert)
+            out += build(keys, values, count)
     return out
 
 
-def _decoded(keys, values, count: int, key_type, leaf_type, convert) -> list[tuple]:
-    """``(Key, Leaf)`` objects of the ``count`` entries of a batch's ``keys`` and ``values``,
-    each a copy (a cursor's buffers are reused by its next step), as bcc's ``items()`` builds
-    them: also a scalar key or leaf is its ctypes object (``c_uint``), not the ``int`` a ctypes
-    array hands out. Built by ``map()`` over the batch, so no Python bytecode runs per entry
-    (unless a per-CPU leaf needs ``convert``)."""
-    built_keys = _objects(key_type, keys, count)
-    leaves = _objects(leaf_type, values, count)
-    return list(zip(built_keys, map(convert, leaves) if convert else leaves))
+def _objects_of(table) -> _Builder:
+    """``(Key, Leaf)`` objects as bcc's ``items()`` builds them: also a scalar key or leaf is
+    its ctypes object (``c_uint``), not the ``int`` a ctypes array hands out; a per-CPU leaf
+    as ``table[key]`` gives it. Built by ``map()`` over the batch, so no Python bytecode runs
+    per entry (unless a per-CPU leaf needs converting)."""
+    key_type, leaf_type, convert = table.Key, table.Leaf, _leaf_converter(table)
+
+    def build(keys, values, count: int):
+        leaves = _objects(leaf_type, values, count)
+        return zip(_objects(key_type, keys, count), map(convert, leaves) if convert else leaves)
+    return build
 
 
-#: The native ctypes scalars an ``array.array`` reads with the same bytes, by type code
-#: (``c_bool`` and ``c_char`` are not among them: their constructors do not keep every byte;
-#: nor ``c_float``: through a Python float a signalling NaN comes back quieted).
-_SCALAR_CODES = {t: t._type_ for t in (
+def _array_items_of(table) -> _Builder:
+    """``(key, leaf)`` pairs as bcc's batch calls hand them out (see :func:`_array_items`);
+    a per-CPU leaf is the raw ``Leaf`` array, reducer or not, as there."""
+    key_type, leaf_type = table.Key, table.Leaf
+
+    def build(keys, values, count: int):
+        return zip(_array_items(key_type, keys, count), _array_items(leaf_type, values, count))
+    return build
+
+
+#: The native ctypes scalars whose value a ``memoryview`` cast to their type code reads as
+#: ctypes reads it (``c_bool`` and ``c_char`` are left to ctypes itself).
+_NUMBER_CODES = {t: t._type_ for t in (
     ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short, ctypes.c_ushort, ctypes.c_int, ctypes.c_uint,
-    ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_double)}
+    ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong, ctypes.c_float,
+    ctypes.c_double)}
+#: Those that can be built from their number with every byte kept (not ``c_float``: through a
+#: Python float a signalling NaN comes back quieted).
+_CONSTRUCTIBLE = {t: code for t, code in _NUMBER_CODES.items() if t is not ctypes.c_float}
 
 
 def _objects(ctype, buffer, count: int):
     """``count`` objects of ``ctype`` copied out of ``buffer``, in order.
 
-    A native scalar is built from its number (``c_uint(n)`` over an ``array.array`` of the
-    bytes), about a fifth cheaper than ``from_buffer_copy`` (which parses an argument tuple and
+    A native scalar is built from its number (``c_uint(n)`` over the buffer cast to its type
+    code), about a fifth cheaper than ``from_buffer_copy`` (which parses an argument tuple and
     takes a buffer per object); anything else by ``from_buffer_copy`` of a ``bytes`` copy, whose
     buffer it takes about twice as fast as a memoryview's."""
-    size, data = ctypes.sizeof(ctype), bytes(buffer)
-    code = _SCALAR_CODES.get(ctype)
+    code = _CONSTRUCTIBLE.get(ctype)
     if code is not None:
-        return map(ctype, array.array(code, data))
+        return map(ctype, memoryview(buffer).cast(code))
+    size, data = ctypes.sizeof(ctype), bytes(buffer)
     return map(ctype.from_buffer_copy, repeat(data), range(0, count * size, size))
+
+
+def _array_items(ctype, buffer, count: int):
+    """What ``array[i]`` gives for each of the ``count`` items of a ``ctype`` array over
+    ``buffer``, as bcc's batch calls hand them out: a fundamental scalar type's number (an
+    ``int``, a ``float``, a ``bool``, a one-byte ``bytes`` for ``c_char``), anything else (a
+    struct, a per-CPU array, a subclass of a scalar) an object of ``ctype``. Numbers are read
+    by a ``memoryview`` cast, which makes no ctypes object at all; the objects are copies
+    (bcc's share one array's memory: the same type and bytes)."""
+    code = _NUMBER_CODES.get(ctype)
+    if code is not None:
+        return memoryview(buffer).cast(code)
+    objects = _objects(ctype, buffer, count)
+    if ctype.__base__ is ctypes._SimpleCData:  # ctypes hands out such an item's value
+        return map(_VALUE, objects)
+    return objects
+
+
+_VALUE = attrgetter("value")
 
 
 @contextmanager

@@ -2,7 +2,9 @@
 
 import ctypes
 import gc
+import struct
 import types
+from collections import Counter
 
 import pytest
 
@@ -71,20 +73,30 @@ def test_items_and_clear_returns_everything_once_and_empties(program):
     assert type(drained[0][0]) is table.Key
 
 
-@pytest.mark.parametrize(("name", "key_of", "leaf_of"), [
-    ("counts", lambda i: i * 7919, lambda i: 2**64 - 1 - i),
-    ("narrow", lambda i: i, lambda i: -i * 128),
-    ("letters", lambda i: bytes([i]), lambda i: -(2**63) + i),
-    ("wide", lambda i: -(2**63) + i, lambda i: i / 3 - 40.5),
-    ("halves", lambda i: 65535 - i, lambda i: i * 0.25),
-    ("flags", lambda i: i, lambda i: i % 2 == 0),
-])
-def test_scalar_tables_give_bccs_types_and_values(program, name, key_of, leaf_of):
+#: Every scalar bcc declares, filled with extremes, negatives and floats: table → (key of i,
+#: leaf of i) for i in 0..255.
+SCALARS = {
+    "counts": (lambda i: i * 7919, lambda i: 2**64 - 1 - i),
+    "narrow": (lambda i: i, lambda i: -i * 128),
+    "letters": (lambda i: bytes([i]), lambda i: -(2**63) + i),
+    "wide": (lambda i: -(2**63) + i, lambda i: i / 3 - 40.5),
+    "halves": (lambda i: 65535 - i, lambda i: i * 0.25),
+    "flags": (lambda i: i, lambda i: i % 2 == 0),
+}
+
+
+def _fill_scalars(table, name):
+    key_of, leaf_of = SCALARS[name]
+    for i in range(256):
+        table[table.Key(key_of(i))] = table.Leaf(leaf_of(i))
+
+
+@pytest.mark.parametrize("name", SCALARS)
+def test_scalar_tables_give_bccs_types_and_values(program, name):
     """Every scalar bcc declares: the same ctypes type per key and leaf as bcc's ``items()``,
     the same bytes, the same numbers (extremes, negatives, floats)."""
     table = program[name.encode()]
-    for i in range(256):
-        table[table.Key(key_of(i))] = table.Leaf(leaf_of(i))
+    _fill_scalars(table, name)
     theirs = table.items()
     for ours in (batched.items(table, batch_size=50), batched.items_and_clear(table)):
         assert _plain(ours) == _plain(theirs)
@@ -179,3 +191,83 @@ def test_table_types_that_do_not_match_the_map_are_an_input_error(program):
     wrong = types.SimpleNamespace(map_fd=table.map_fd, Key=ctypes.c_uint64, Leaf=table.Leaf)
     with pytest.raises(InputError, match=r"table types are 8/8 bytes, the map's key/value are 4/8"):
         batched.items(wrong)
+
+
+# -- the batch-call drop-ins against bcc's own batch calls --------------------------------------
+
+def _fill(table, name):
+    """``name``'s table filled as above; the float table also holds a signalling NaN, the
+    per-CPU ones a different value on every CPU."""
+    if name in SCALARS:
+        _fill_scalars(table, name)
+        if name == "halves":
+            table[table.Key(65535)] = table.Leaf.from_buffer_copy(bytes.fromhex("0100807f"))
+    elif name == "flows":
+        _fill_flows(table, 300)
+    elif name == "slots":
+        for i in range(64):
+            table[table.Key(i)] = table.Leaf(i * 11)
+    else:
+        for i in range(50):
+            table[table.Key(i)] = table.Leaf(*[i * 10 + cpu for cpu in range(table.total_cpu)])
+
+
+_CDATA = (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)
+
+
+def _handed_out(pairs) -> Counter:
+    """What a batch call handed out, comparable across calls: each item's exact type with
+    its bytes (a ctypes object) or value (a float by its bits, so NaNs compare)."""
+    def item(x):
+        if isinstance(x, _CDATA):
+            return type(x), bytes(x)
+        return type(x), struct.pack("d", x) if isinstance(x, float) else x
+    return Counter((item(k), item(v)) for k, v in pairs)
+
+
+@pytest.mark.parametrize("name", [*SCALARS, "flows", "percpu32", "percpu64", "slots"])
+def test_batch_calls_hand_out_what_bccs_batch_calls_do(program, name):
+    """bcc's ``items_lookup_batch()`` and ``items_lookup_and_delete_batch()`` against ours on
+    the same entries: the same items of the same types (``int`` for a ``u32`` key, the raw
+    per-CPU array), the same values bit for bit, and the table empty after the drain."""
+    table = program[name.encode()]
+    _fill(table, name)
+    theirs = _handed_out(table.items_lookup_batch())
+    ours = batched.items_lookup_batch(table, batch_size=7)
+    assert type(ours) is list and _handed_out(ours) == theirs
+    if name == "counts":
+        assert {(type(k), type(v)) for k, v in ours} == {(int, int)}
+    if name == "slots":  # bcc's drain refuses arrays; ours reads, then zeroes
+        assert _handed_out(batched.items_lookup_and_delete_batch(table)) == theirs
+        assert {v.value for _, v in table.items()} == {0}
+        return
+    assert _handed_out(table.items_lookup_and_delete_batch()) == theirs
+    assert table.items() == []
+    _fill(table, name)
+    assert _handed_out(batched.items_lookup_and_delete_batch(table, batch_size=7)) == theirs
+    assert table.items() == []
+
+
+@pytest.mark.parametrize(("drain", "builder"), [("items_and_clear", "_objects"),
+                                                ("items_lookup_and_delete_batch", "_array_items")])
+def test_a_drain_that_fails_while_building_puts_everything_back(program, monkeypatch, drain,
+                                                                builder):
+    """An error while the drained bytes become objects (here a MemoryError on the third
+    batch) leaves the table as it was, as bcc's per-key ``items()`` sees it."""
+    table = program[b"counts"]
+    for i in range(3000):
+        table[table.Key(i)] = table.Leaf(i * 3)
+    before = _plain(table.items())
+    build, calls = getattr(batched, builder), []
+
+    def failing(*args):
+        calls.append(args)
+        if len(calls) == 5:  # a key and a leaf per batch
+            raise MemoryError
+        return build(*args)
+    monkeypatch.setattr(batched, builder, failing)
+    with pytest.raises(MemoryError):
+        getattr(batched, drain)(table, batch_size=100)
+    assert len(calls) == 5
+    assert _plain(table.items()) == before
+    table.clear()

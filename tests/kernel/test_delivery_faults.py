@@ -226,13 +226,16 @@ def test_exec_delete_output_signalled(sweep_map, tmp_path, mode):
     assert not bad(outcomes), bad(outcomes)
 
 
-# -- the library: bcc.items_and_clear ------------------------------------------------------
+# -- the library: bcc.items_and_clear, bcc.items_lookup_and_delete_batch ----------------------
 
-ITEMS_AND_CLEAR = r"""
+BCC_DRAIN = r"""
 import ctypes, sys
 import numpy as np
 from bpfbatch import bcc as batched
 from bpfbatch.map.handle import Map
+
+drain = getattr(batched, sys.argv[3])
+number = lambda item: getattr(item, "value", item)  # a c_uint64 (items()'s type) or an int
 
 class Table:  # what bpfbatch.bcc reads of a bcc table: its fd and its ctypes types
     Key, Leaf = ctypes.c_uint32, ctypes.c_uint64
@@ -243,12 +246,12 @@ table.map_fd = m.fd
 print("go", flush=True)
 status = 0
 try:
-    got = batched.items_and_clear(table)
+    got = drain(table)
 except KeyboardInterrupt:
     status = 130
 while "got" in dir():  # handed over; a signal landing now must not cost it
     try:
-        np.save(sys.argv[2], np.array([(k.value, v.value) for k, v in got], np.uint64))
+        np.save(sys.argv[2], np.array([(number(k), number(v)) for k, v in got], np.uint64))
         break
     except KeyboardInterrupt:
         status = 130
@@ -256,17 +259,18 @@ sys.exit(status)
 """
 
 
-def test_items_and_clear_interrupted_keeps_what_it_did_not_hand_over(big, tmp_path):
+@pytest.mark.parametrize("drain", ["items_and_clear", "items_lookup_and_delete_batch"])
+def test_bcc_drain_interrupted_keeps_what_it_did_not_hand_over(big, tmp_path, drain):
     outcomes = []
     for i, delay in enumerate([0.02, 0.1, 0.25, 0.5]):
         fill(big, BIG)
         out = tmp_path / f"got{i}.npy"
-        rc, stderr = run_script_with_signal(ITEMS_AND_CLEAR, [big.info.id, out], big, delay)
+        rc, stderr = run_script_with_signal(BCC_DRAIN, [big.info.id, out, drain], big, delay)
         got = np.load(out) if out.exists() else np.empty((0, 2), np.uint64)
         o = judge(big, BIG, (got[:, 0], got[:, 1]), rc, stderr)
         o.said_delivered = o.delivered  # a library call: nothing to say, only to keep
         outcomes.append(o)
-    report("bcc.items_and_clear 1M, SIGINT sweep", outcomes)
+    report(f"bcc.{drain} 1M, SIGINT sweep", outcomes)
     assert not bad(outcomes), bad(outcomes)
 
 
