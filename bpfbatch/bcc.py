@@ -168,6 +168,7 @@ _NUMBER_CODES = {t: t._type_ for t in (
 #: Those that can be built from their number with every byte kept (not ``c_float``: through a
 #: Python float a signalling NaN comes back quieted).
 _CONSTRUCTIBLE = {t: code for t, code in _NUMBER_CODES.items() if t is not ctypes.c_float}
+_VALUE = attrgetter("value")
 
 
 def _objects(ctype, buffer, count: int):
@@ -198,9 +199,6 @@ def _array_items(ctype, buffer, count: int):
     if ctype.__base__ is ctypes._SimpleCData:  # ctypes hands out such an item's value
         return map(_VALUE, objects)
     return objects
-
-
-_VALUE = attrgetter("value")
 
 
 @contextmanager

@@ -22,7 +22,7 @@ class Count(ctypes.c_uint):  # a subclass: ctypes hands out the object, not the 
 TYPES = [ctypes.c_byte, ctypes.c_ubyte, ctypes.c_short, ctypes.c_ushort, ctypes.c_int,
          ctypes.c_uint, ctypes.c_long, ctypes.c_ulong, ctypes.c_longlong, ctypes.c_ulonglong,
          ctypes.c_float, ctypes.c_double, ctypes.c_char, ctypes.c_bool, Flow, Count,
-         ctypes.c_uint64 * 3]
+         ctypes.c_uint64 * 3, ctypes.c_char * 5]
 
 
 @st.composite
