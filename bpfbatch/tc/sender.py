@@ -34,7 +34,8 @@ that while many messages travel per ``sendmsg``:
   to one of their successes would go unseen — none of the forms tested here gets one.
 
 The one remaining difference from tc: an add that is undone was in the kernel for the time
-between the ``sendmsg`` and its undo (microseconds), visible to traffic and to other netlink
+between the ``sendmsg`` and its undo (microseconds; an undone filter's actions until the kernel
+released them, the grace period the undo waits out), visible to traffic and to other netlink
 listeners (which also see the undo's delete notification).
 
 One more, only with ``force`` and ``coalesce`` together: a u32 key node may be undone while the
