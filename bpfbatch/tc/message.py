@@ -152,6 +152,7 @@ def _action_ref(order: int, kind_tlv: bytes, index: int) -> bytes:
 
 
 def _actions_request(msg_type: int, refs) -> Message:
+    """An actions request (delete, get) naming each action by a :func:`_action_ref` nest."""
     tab = _TLV.pack(4 + sum(map(len, refs)), S.TCA_ACT_TAB) + b"".join(refs)
     return Message(msg_type, 0, S.TCAMSG.pack(0) + tab)
 
