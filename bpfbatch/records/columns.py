@@ -125,11 +125,8 @@ def scalar_list(rows, offset: int, dtype: str) -> list:
     return [unpack(data, at + i * stride)[0] for i in range(rows.count)]
 
 
-def uints(rows, offset: int, nbytes: int) -> list[int] | np.ndarray:
-    """``nbytes`` (≤ 8) little-endian bytes at ``offset`` of every row as unsigned ints:
-    a uint64 array for numpy rows, a list for :class:`ByteRows`."""
-    if isinstance(rows, ByteRows):
-        return [int.from_bytes(raw, "little") for raw in raw_bytes(rows, offset, nbytes)]
+def _uints(rows: np.ndarray, offset: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` (≤ 8) little-endian bytes at ``offset`` of every numpy row, as uint64."""
     wide = np.zeros((rows.shape[0], 8), dtype=np.uint8)
     wide[:, :nbytes] = rows[:, offset:offset + nbytes]
     return wide.view("<u8")[:, 0]
@@ -137,10 +134,11 @@ def uints(rows, offset: int, nbytes: int) -> list[int] | np.ndarray:
 
 def bits(rows, offset: int, shift: int, nbits: int) -> list[int]:
     """The ``nbits`` bits ``shift`` bits into the byte at ``offset`` of every row, unsigned
-    (a bitfield, or an integer of any width)."""
+    (a bitfield, or an integer of any width). Numpy rows up to 8 bytes wide are read as one
+    uint64 column; :class:`ByteRows` (and wider fields) byte string by byte string."""
     nbytes = (shift + nbits + 7) // 8
     if nbytes <= 8 and not isinstance(rows, ByteRows):
-        column = uints(rows, offset, nbytes) >> np.uint64(shift)
+        column = _uints(rows, offset, nbytes) >> np.uint64(shift)
         if nbits < 64:
             column &= np.uint64((1 << nbits) - 1)
         return column.tolist()

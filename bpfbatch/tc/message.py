@@ -109,7 +109,8 @@ def attrs(data, offset: int, end: int):
         offset += (size + 3) & ~3
 
 
-def _find(data, offset: int, end: int, wanted: int) -> tuple[int, int] | None:
+def find_attr(data, offset: int, end: int, wanted: int) -> tuple[int, int] | None:
+    """``(payload_offset, payload_end)`` of the first attribute of type ``wanted``, or None."""
     return next(((start, stop) for type_, start, stop in attrs(data, offset, end) if type_ == wanted),
                 None)
 
@@ -119,30 +120,48 @@ def _padded_tlv(data, span: tuple[int, int]) -> bytes:
     return bytes(data[span[0] - 4:span[0] - 4 + ((span[1] - span[0] + 7) & ~3)])
 
 
-def _strz(data, span: tuple[int, int] | None) -> str | None:
+def attr_str(data, span: tuple[int, int] | None) -> str | None:
+    """A string attribute's text (its payload up to the NUL), None for no attribute."""
     return None if span is None else bytes(data[span[0]:span[1]]).rstrip(b"\0").decode(errors="replace")
 
 
 def _action_refs(body) -> tuple[bytes, ...] | None:
     """Per action of an actions message: a ``(KIND, INDEX)`` nest naming it; None if any
     action leaves its index to the kernel."""
-    tab = _find(body, S.TCAMSG.size, len(body), S.TCA_ACT_TAB)
+    tab = find_attr(body, S.TCAMSG.size, len(body), S.TCA_ACT_TAB)
     if tab is None:
         return None
     refs = []
     for order, start, stop in attrs(body, *tab):
-        kind = _find(body, start, stop, S.ActAttr.KIND)
-        options = _find(body, start, stop, S.ActAttr.OPTIONS)
-        parms = options and _find(body, options[0], options[1], 2)  # TCA_{GACT,MIRRED}_PARMS
+        kind = find_attr(body, start, stop, S.ActAttr.KIND)
+        options = find_attr(body, start, stop, S.ActAttr.OPTIONS)
+        parms = options and find_attr(body, options[0], options[1], 2)  # TCA_{GACT,MIRRED}_PARMS
         if kind is None or not parms or parms[1] - parms[0] < 4:
             return None
         index = _U32.unpack_from(body, parms[0])[0]
         if index == 0:
             return None
-        kind_tlv = _padded_tlv(body, kind)
-        refs.append(_TLV.pack(4 + len(kind_tlv) + 8, order) + kind_tlv
-                    + _TLV.pack(8, S.ActAttr.INDEX) + _U32.pack(index))
+        refs.append(_action_ref(order, _padded_tlv(body, kind), index))
     return tuple(refs) or None
+
+
+def _action_ref(order: int, kind_tlv: bytes, index: int) -> bytes:
+    """The nest naming one action (its KIND attribute, whole, and its index) at ``order``."""
+    return (_TLV.pack(4 + len(kind_tlv) + 8, order) + kind_tlv
+            + _TLV.pack(8, S.ActAttr.INDEX) + _U32.pack(index))
+
+
+def _actions_request(msg_type: int, refs) -> Message:
+    """An actions request (delete, get) naming each action by a :func:`_action_ref` nest."""
+    tab = _TLV.pack(4 + sum(map(len, refs)), S.TCA_ACT_TAB) + b"".join(refs)
+    return Message(msg_type, 0, S.TCAMSG.pack(0) + tab)
+
+
+def action_get(kind: str, index: int) -> Message:
+    """The request reading back action ``kind`` ``index`` (``tc actions get``)."""
+    name = kind.encode() + b"\0"
+    kind_tlv = _TLV.pack(4 + len(name), S.ActAttr.KIND) + name + b"\0" * (-len(name) % 4)
+    return _actions_request(S.Msg.GETACTION, (_action_ref(1, kind_tlv, index),))
 
 
 def undo_of(message: Message) -> Undo | None:
@@ -154,20 +173,19 @@ def undo_of(message: Message) -> Undo | None:
         refs = _action_refs(body)
         if refs is None:
             return None
-        tab = _TLV.pack(4 + sum(map(len, refs)), S.TCA_ACT_TAB) + b"".join(refs)
-        return Undo((Message(S.Msg.DELACTION, 0, S.TCAMSG.pack(0) + tab),))
+        return Undo((_actions_request(S.Msg.DELACTION, refs),))
     if msg_type != S.Msg.NEWTFILTER:
         return None
     _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
-    kind = _find(body, S.TCMSG.size, len(body), S.TCA.KIND)
+    kind = find_attr(body, S.TCMSG.size, len(body), S.TCA.KIND)
     if kind is None:
         return None
-    kind_name = _strz(body, kind)
+    kind_name = attr_str(body, kind)
     echo = handle == 0 or info >> 16 == 0
     u32_instance = None
     if kind_name == "u32":
-        options = _find(body, S.TCMSG.size, len(body), S.TCA.OPTIONS)
-        if options is not None and _find(body, options[0], options[1], S.U32Attr.DIVISOR):
+        options = find_attr(body, S.TCMSG.size, len(body), S.TCA.OPTIONS)
+        if options is not None and find_attr(body, options[0], options[1], S.U32Attr.DIVISOR):
             return None  # a hash table: deleting it may take the whole instance along
         if info >> 16 == 0:
             return None  # a new instance at a priority the kernel picks: nothing to track
@@ -183,8 +201,13 @@ def filter_delete(header, request_body) -> Message:
     """The request deleting the filter a ``tcmsg`` ``header`` names (ifindex, handle, parent,
     info), in the chain and of the kind ``request_body`` (the add) carries."""
     end = len(request_body)
-    chain = _find(request_body, S.TCMSG.size, end, S.TCA.CHAIN)
-    kind = _find(request_body, S.TCMSG.size, end, S.TCA.KIND)
+    chain = find_attr(request_body, S.TCMSG.size, end, S.TCA.CHAIN)
+    kind = find_attr(request_body, S.TCMSG.size, end, S.TCA.KIND)
     return Message(S.Msg.DELTFILTER, 0, bytes(header[:S.TCMSG.size])
                    + (_padded_tlv(request_body, chain) if chain else b"")
                    + _padded_tlv(request_body, kind))
+
+
+def filter_get(delete: Message) -> Message:
+    """The request reading back the filter a :func:`filter_delete` message names."""
+    return Message(S.Msg.GETTFILTER, 0, delete.body)

@@ -37,23 +37,26 @@ REPLY_TRUESIZE = 2048
 SNDBUF_RESERVE = 32
 
 _ERR = struct.Struct("=i")
-#: Message types the kernel echoes back for NLM_F_ECHO requests (the sender asks for filters).
-ECHOED = (S.Msg.NEWTFILTER,)
+#: Replies carrying an object as the kernel dumps it: the echo of a filter add sent with
+#: NLM_F_ECHO and the answer to a filter get (both RTM_NEWTFILTER), and the answer to an
+#: action get (RTM_GETACTION: the kernel answers with the request's type).
+OBJECT_REPLIES = (S.Msg.NEWTFILTER, S.Msg.GETACTION)
 _TLV = struct.Struct("=HH")
 
 
 class Reply:
     """One reply: an NLMSG_ERROR (``seq``, ``error`` 0 or a positive errno, the extack
-    ``message`` — an error's text, or a warning on success), or the kernel's echo of a request
-    sent with NLM_F_ECHO (``echo``: the echoed ``tcmsg`` header; ``error`` 0)."""
+    ``message`` — an error's text, or a warning on success), or an object the kernel sent back
+    (``dump``: the body after the netlink header, ``tcmsg``/``tcamsg`` and attributes, of an
+    echo or of a get's answer; ``error`` 0)."""
 
-    __slots__ = ("seq", "error", "message", "echo")
+    __slots__ = ("seq", "error", "message", "dump")
 
-    def __init__(self, seq: int, error: int, message: str | None, echo: bytes | None = None):
+    def __init__(self, seq: int, error: int, message: str | None, dump: bytes | None = None):
         self.seq = seq
         self.error = error
         self.message = message
-        self.echo = echo
+        self.dump = dump
 
 
 class RtnlSocket:
@@ -118,10 +121,10 @@ class RtnlSocket:
 
 
 def parse_reply(data: memoryview | bytes) -> Reply:
-    """Decode an NLMSG_ERROR reply (error code and the extack message, if any) or an echo."""
+    """Decode an NLMSG_ERROR reply (error code and the extack message, if any) or an object."""
     length, msg_type, flags, seq, _pid = S.NLMSGHDR.unpack_from(data, 0)
-    if msg_type in ECHOED and length >= 16 + S.TCMSG.size:
-        return Reply(seq, 0, None, bytes(data[16:16 + S.TCMSG.size]))
+    if msg_type in OBJECT_REPLIES:
+        return Reply(seq, 0, None, bytes(data[16:length]))
     if msg_type != S.NLMSG_ERROR:
         raise from_errno("receive netlink reply", errno.EPROTO,
                          detail=f"unexpected reply type {msg_type} for seq {seq}")

@@ -17,8 +17,11 @@ that while many messages travel per ``sendmsg``:
   to it) may follow others; any other message (replace, change, delete, qdisc, class, u32 hash
   tables) starts a new ``sendmsg``, so nothing that could fail was sent before it.
 * When message k of a ``sendmsg`` fails without ``force``, the messages after it that the
-  kernel applied are undone, last first (a filter bound to an action added just before it goes
-  before that action), and sending stops: lines 1..k-1 applied, as tc leaves them.
+  kernel applied are undone, last first, and sending stops: lines 1..k-1 applied, as tc leaves
+  them. Filters go first; the kernel lets go of their actions only after an RCU grace period,
+  so the undo waits for that (:mod:`.release`) before it deletes undone actions (one a filter
+  was bound to could not be deleted yet) and before it returns (the actions an undone filter
+  created would still hold their indexes).
 * With ``coalesce``, a :class:`~.message.Joined` message carries several ``actions add``
   lines with explicit indexes (up to 32 actions, TCA_ACT_MAX_PRIO; grouped before encoding by
   :mod:`.coalesce`), which the kernel applies all or nothing. When a joined message fails — in
@@ -31,7 +34,8 @@ that while many messages travel per ``sendmsg``:
   to one of their successes would go unseen — none of the forms tested here gets one.
 
 The one remaining difference from tc: an add that is undone was in the kernel for the time
-between the ``sendmsg`` and its undo (microseconds), visible to traffic and to other netlink
+between the ``sendmsg`` and its undo (microseconds; an undone filter's actions until the kernel
+released them, the grace period the undo waits out), visible to traffic and to other netlink
 listeners (which also see the undo's delete notification).
 
 One more, only with ``force`` and ``coalesce`` together: a u32 key node may be undone while the
@@ -52,8 +56,9 @@ from typing import NamedTuple
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
 from . import specs as S
 from .message import (BY_INDEX, UNKNOWN, Joined, LineError, Message, Parsed, Undo, filter_delete,
-                      undo_of)
+                      filter_get, undo_of)
 from .netlink import Reply, RtnlSocket
+from .release import filter_actions, releases, wait_released
 
 #: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
 #: the kernel's per-message work, small enough to stay cache-friendly.
@@ -339,12 +344,12 @@ class Sender:
                 if self.report.stopped or self._error is not None or self._aborted:
                     continue  # packed after a stop or an abort: never sent
                 buf, last_offset, entries, offsets, last_seq, acked_inside, has_joined = batch
-                acks, echoes = self._transmit(buf, last_offset, len(entries), last_seq)
+                acks, dumps = self._transmit(buf, last_offset, len(entries), last_seq)
                 if len(acks) == 1 and not acks[len(entries) - 1].error and not acked_inside:
                     self._all_applied(entries, acks[len(entries) - 1], has_joined)
                 else:
                     self._settle([_entry_at(e, buf, o) for e, o in zip(entries, offsets)],
-                                 acks, echoes)
+                                 acks, dumps)
             except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
             finally:
@@ -353,12 +358,12 @@ class Sender:
     def _transmit(self, buf: bytearray, last_offset: int, count: int, last: int
                   ) -> tuple[dict[int, Reply], dict[int, Reply]]:
         """Send ``count`` messages numbered up to ``last``; their ACK/error replies and their
-        echoes, by position."""
+        dumps, by position."""
         buf[last_offset + _FLAGS_OFFSET] |= S.NLM_F_ACK
         self._sock.send(buf)
         first = last - count + 1
         acks: dict[int, Reply] = {}
-        echoes: dict[int, Reply] = {}
+        dumps: dict[int, Reply] = {}
         while True:
             reply = self._sock.next_reply()
             if reply is None:
@@ -367,12 +372,12 @@ class Sender:
             if not first <= reply.seq <= last:
                 raise from_errno("read netlink replies", _errno.EPROTO,
                                  detail=f"reply for unknown seq {reply.seq}")
-            if reply.echo is not None:
-                echoes[reply.seq - first] = reply
+            if reply.dump is not None:
+                dumps[reply.seq - first] = reply
                 continue
             acks[reply.seq - first] = reply
             if reply.seq == last:
-                return acks, echoes
+                return acks, dumps
 
     def _all_applied(self, entries: list[int | _Entry], last_ack: Reply, has_joined: bool) -> None:
         """The common case: nothing failed; the last message's ACK may carry a warning."""
@@ -385,7 +390,7 @@ class Sender:
         if last.__class__ is not int and last.flags & S.NLM_F_ACK and last_ack.message:
             self._warn(last.lines[-1], last_ack.message)
 
-    def _settle(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply]) -> None:
+    def _settle(self, entries: list[_Entry], acks: dict[int, Reply], dumps: dict[int, Reply]) -> None:
         """Account a sent batch in line order; undo and re-send as the module docs say."""
         report = self.report
         for position, entry in enumerate(entries):
@@ -399,7 +404,7 @@ class Sender:
                 continue
             later = entries[position + 1:]
             if entry.split is not None:  # joined: its lines one by one, then the rest again
-                self._undo(later, acks, echoes, position + 1)
+                self._undo(later, acks, dumps, position + 1)
                 self._resend([_entry(line, part, BY_INDEX, self._may_undo)
                               for line, part in zip(entry.lines, entry.split())])
                 if later and not report.stopped:
@@ -410,12 +415,14 @@ class Sender:
             self._fail(self._kernel_failure(entry, reply))
             if not self._force:
                 report.stopped = True
-                self._undo(later, acks, echoes, position + 1)
+                self._undo(later, acks, dumps, position + 1)
                 return
 
-    def _undo(self, entries: list[_Entry], acks: dict[int, Reply], echoes: dict[int, Reply],
+    def _undo(self, entries: list[_Entry], acks: dict[int, Reply], dumps: dict[int, Reply],
               first_position: int) -> None:
-        """Undo, last first, those of ``entries`` (at ``first_position``...) the kernel applied."""
+        """Undo, last first, those of ``entries`` (at ``first_position``...) the kernel applied:
+        the filters, then — once the kernel has released what those filters held
+        (:mod:`.release`) — the actions."""
         undos: list[tuple[tuple[int, ...], Message]] = []
         for position in range(first_position + len(entries) - 1, first_position - 1, -1):
             reply = acks.get(position)
@@ -427,28 +434,49 @@ class Sender:
                 raise BpfBatchError(f"line {entry.lines[0]} was applied after a failure and "
                                     "cannot be undone", obj=self.report.source)
             if undo.echo:
-                echo = echoes.get(position)
+                echo = dumps.get(position)
                 if echo is None:
                     raise BpfBatchError(f"no echo for line {entry.lines[0]}: cannot undo it",
                                         obj=self.report.source)
-                undos.append((entry.lines, filter_delete(echo.echo, entry.message.body)))
+                undos.append((entry.lines, filter_delete(echo.dump, entry.message.body)))
             else:  # rebuilt from the message itself: a template's undo names its own indexes
                 undos += [(entry.lines, message) for message in undo_of(entry.message).messages]
             self.report.undone += len(entry.lines)
+        filters = [undo for undo in undos if undo[1].msg_type == S.Msg.DELTFILTER]
+        if filters:
+            held = [action for answer in self._query([filter_get(m) for _, m in filters])
+                    if answer is not None and answer.dump is not None
+                    for action in filter_actions(answer.dump)]
+            self._apply(filters)
+            wait_released(self._query, releases(held), source=self.report.source)
+        self._apply([undo for undo in undos if undo[1].msg_type != S.Msg.DELTFILTER])
+
+    def _apply(self, undos: list[tuple[tuple[int, ...], Message]]) -> None:
+        """Send undo requests in one sendmsg; any refusal is an error naming its line."""
         if not undos:
             return
-        failed, _ = self._send_now([message for _, message in undos], 0)
-        for position, reply in failed.items():
+        acks, _ = self._send_now([message for _, message in undos])
+        for position, reply in acks.items():
             if reply.error:
                 lines = undos[position][0]
                 raise from_errno("undo tc batch line", reply.error, obj=f"{self.report.source}:{lines[0]}",
                                  detail=reply.message or "the delete was refused")
 
+    def _query(self, requests: list[Message]) -> list[Reply | None]:
+        """Send get requests (as many per sendmsg as replies surely fit); per request, the
+        object the kernel answered with, or its error reply."""
+        answers: list[Reply | None] = []
+        for start in range(0, len(requests), self._max_messages):
+            acks, dumps = self._send_now(requests[start:start + self._max_messages])
+            answers += [dumps.get(i) or acks.get(i)
+                        for i in range(min(self._max_messages, len(requests) - start))]
+        return answers
+
     def _resend(self, entries: list[_Entry]) -> None:
         """Send ``entries`` again as a batch of their own and settle it."""
-        acks, echoes = self._send_now([entry.message for entry in entries],
+        acks, dumps = self._send_now([entry.message for entry in entries],
                                       flags=[entry.flags for entry in entries])
-        self._settle(entries, acks, echoes)
+        self._settle(entries, acks, dumps)
 
     def _send_now(self, messages: list[Message], extra: int = 0, *, flags: list[int] | None = None
                   ) -> tuple[dict[int, Reply], dict[int, Reply]]:

@@ -15,8 +15,10 @@ class Msg(IntEnum):
     DELTCLASS = 41
     NEWTFILTER = 44
     DELTFILTER = 45
+    GETTFILTER = 46
     NEWACTION = 48
     DELACTION = 49
+    GETACTION = 50
 
 
 # nlmsghdr flags

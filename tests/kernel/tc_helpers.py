@@ -13,7 +13,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,17 +108,61 @@ def _scrub(value):
     return value
 
 
-def tc_state(netns: str, *queries: list[str]) -> dict:
-    """``tc -j <query>`` for each query, counters and timestamps removed; tc's plain text
-    where it prints no JSON (iproute2 6.1's htb classes)."""
+def _read_state(netns: str, queries) -> dict:
     state = {}
     for query in queries:
         out = run(["ip", "netns", "exec", netns, "tc", "-j", *query]).stdout.strip()
         try:
-            state[" ".join(query)] = _scrub(json.loads(out)) if out else []
+            state[" ".join(query)] = json.loads(out) if out else []
         except json.JSONDecodeError:
             state[" ".join(query)] = out.splitlines()
     return state
+
+
+def tc_state(netns: str, *queries: list[str]) -> dict:
+    """``tc -j <query>`` for each query, counters and timestamps removed; tc's plain text
+    where it prints no JSON (iproute2 6.1's htb classes)."""
+    return _scrub(_read_state(netns, queries))
+
+
+def _actions_in(value) -> Iterator[dict]:
+    """Every action object in a ``tc -j`` answer (a listed action, or one inside a filter)."""
+    if isinstance(value, dict):
+        if "kind" in value and "index" in value:
+            yield value
+        else:
+            for inner in value.values():
+                yield from _actions_in(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _actions_in(inner)
+
+
+def _bindings_matched(state: dict) -> bool:
+    """Whether every listed action is bound exactly as often as the listed filters hold it."""
+    held = Counter((a["kind"], a["index"]) for query, value in state.items()
+                   if query.startswith("filter") for a in _actions_in(value))
+    return all(a["bind"] == held[a["kind"], a["index"]] for query, value in state.items()
+               if query.startswith("actions") for a in _actions_in(value))
+
+
+#: How long the kernel may take to release actions before :func:`released_state` stops waiting
+#: and returns what it reads (the comparison then shows the actions still held).
+_RELEASE_WAIT = 30.0
+
+
+def released_state(netns: str, *queries: list[str]) -> dict:
+    """:func:`tc_state` once the kernel has released the actions of filters deleted, replaced
+    or changed. It does so after an RCU grace period, so right after ``tc -b`` (ours or tc's)
+    returns, such actions may still be listed, still bound, held by no filter. The state is
+    read until every listed action's bind count equals the number of listed filters holding
+    it: ``queries`` must list every filter of ``netns`` that holds actions."""
+    deadline = time.monotonic() + _RELEASE_WAIT
+    while True:
+        state = _read_state(netns, queries)
+        if _bindings_matched(state) or time.monotonic() > deadline:
+            return _scrub(state)
+        time.sleep(0.01)
 
 
 def action_indexes(netns: str, kind: str = "mirred") -> list[int]:

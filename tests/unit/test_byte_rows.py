@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from bpfbatch.records import columns
 from bpfbatch.records.codec import PerCpuCodec, RawCodec
-from bpfbatch.records.columns import (ByteRows, any_set, batch_rows, byte_list, raw_bytes,
-                                      scalar_list, uints)
+from bpfbatch.records.columns import (ByteRows, any_set, batch_rows, bits, byte_list, raw_bytes,
+                                      scalar_list)
 from bpfbatch.records.render import RENDERERS, make_renderer
 from tests.unit.test_codecs_batch import compile_types, flow, mixed, with_union
 
@@ -54,8 +54,9 @@ def test_every_column_read_is_the_same_without_numpy(batch, offset, dtype, width
     assert any_set(rows, offset, width) == any_set(array, offset, width)
     if offset < array.shape[1]:
         assert byte_list(rows, offset) == byte_list(array, offset)
-    if 1 <= width <= 8 and offset + width <= array.shape[1]:
-        assert uints(rows, offset, width) == uints(array, offset, width).tolist()
+    if 1 <= width <= 8 and offset + width <= array.shape[1]:  # whole bytes, then a bitfield
+        assert bits(rows, offset, 0, 8 * width) == bits(array, offset, 0, 8 * width)
+        assert bits(rows, offset, 3, 8 * width - 3) == bits(array, offset, 3, 8 * width - 3)
     if offset + np.dtype(dtype).itemsize <= array.shape[1]:
         got, want = scalar_list(rows, offset, dtype), scalar_list(array, offset, dtype)
         assert [repr(v) for v in got] == [repr(v) for v in want]  # NaNs, -0.0 too
