@@ -172,7 +172,7 @@ try:
     main(sys.argv[1:])
 except SystemExit as exc:
     assert not exc.code, exc.code
-print(" ".join(m for m in ("numpy", "pydantic", "rich", "tabulate") if m in sys.modules),
+print(" ".join(m for m in ("numpy", "pydantic", "rich", "tabulate", "typer") if m in sys.modules),
       file=sys.stderr)
 """
 
