@@ -30,24 +30,29 @@ __all__ = ["main", "run_command", "typer_main"]
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``)."""
     args = list(argv) if argv is not None else sys.argv[1:]
-    from .fastpath import parse
-
-    call = parse(args)
-    if call is None:
-        typer_main(args)
-    else:
-        _run(call)
+    _run(lambda: _fast_or_typer(args))
 
 
 def typer_main(args: list[str]) -> None:
     """``bpfbatch ARGS`` read by typer: every command, help, completion and usage error."""
+    _run(lambda: _by_typer(args))
+
+
+def _fast_or_typer(args: list[str]) -> object:
+    from .fastpath import parse
+
+    call = parse(args)  # inside _run: it imports the command's module, which may fail
+    return _by_typer(args) if call is None else call()
+
+
+def _by_typer(args: list[str]) -> object:
     if args[:1] == ["tc"]:  # iproute2's spelling: tc -force -b FILE, -n NS, -batch ...
         from .tc import iproute2_argv
 
         args = ["tc", *iproute2_argv(args[1:])]
     from .app import app
 
-    _run(_typer_usage(lambda: app(args=args, prog_name="bpfbatch", standalone_mode=False)))
+    return _typer_call(lambda: app(args=args, prog_name="bpfbatch", standalone_mode=False))
 
 
 def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> None:
@@ -63,21 +68,19 @@ def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> Non
     for name in path:
         command = LazyCommands.get_command(command, ctx, name) if command is group \
             else command.get_command(ctx, name)
-    _run(_typer_usage(lambda: command.main(args=list(argv), prog_name=prog_name,
-                                           standalone_mode=False, **CONTEXT), prog_name),
+    _run(lambda: _typer_call(lambda: command.main(args=list(argv), prog_name=prog_name,
+                                                  standalone_mode=False, **CONTEXT), prog_name),
          prog_name)
 
 
-def _typer_usage(call: Callable[[], object], prog: str = "bpfbatch") -> Callable[[], object]:
-    """``call`` (a typer/click invocation) with its usage errors said in one line."""
+def _typer_call(call: Callable[[], object], prog: str = "bpfbatch") -> object:
+    """``call()``, a typer/click invocation, with its usage errors said in one line."""
     from .app import UsageError
 
-    def run() -> object:
-        try:
-            return call()
-        except UsageError as exc:
-            _usage_error(exc, prog)
-    return run
+    try:
+        return call()
+    except UsageError as exc:
+        _usage_error(exc, prog)
 
 
 def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
