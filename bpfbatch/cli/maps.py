@@ -7,7 +7,6 @@ their options from the same declarations typer's commands are built from (:mod:`
 
 from __future__ import annotations
 
-import json
 import sys
 
 from ..errors import InputError
@@ -80,6 +79,8 @@ def list_maps(output: str, map_type: str | None, match: str | None, bpffs: bool,
 
 
 def _print_records(records: list[dict], output: str) -> None:
+    import json  # not at the top: count does not print JSON
+
     if output == "json":
         json.dump(records, sys.stdout)
         sys.stdout.write("\n")

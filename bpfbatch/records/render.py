@@ -23,7 +23,6 @@ columns, with one row per CPU for per-CPU maps.
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
 import json
@@ -327,6 +326,8 @@ class _Flat(Renderer):
 
 class Csv(_Flat):
     def _format(self, table, first):
+        import csv  # only -o csv needs it: not imported by every dump
+
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
 
