@@ -98,12 +98,11 @@ def _print_records(records: list[dict], output: str) -> None:
             writer.writeheader()
             writer.writerows(rows)
             return
-        from tabulate import tabulate
+        from ..records.table import simple
 
-        print(tabulate([[row[h] for h in headers] for row in rows],
-                       headers=[_SHOW_COLUMNS.get(h, h) for h in headers], tablefmt="simple",
-                       disable_numparse=True,
-                       colalign=[_align(rows, h) for h in headers] if rows else None))
+        print(simple([[row[h] for h in headers] for row in rows],
+                     [_SHOW_COLUMNS.get(h, h) for h in headers],
+                     [_right(rows, h) for h in headers]))
 
 
 #: Table headings of the ``bpftool map show`` fields.
@@ -112,8 +111,8 @@ _SHOW_COLUMNS = {"id": "id", "type": "type", "name": "name", "flags": "flags",
                  "bytes_memlock": "memlock", "frozen": "frozen", "btf_id": "btf_id"}
 
 
-def _align(rows: list[dict], column: str) -> str:
-    return "right" if all(type(r[column]) is int for r in rows) else "left"
+def _right(rows: list[dict], column: str) -> bool:
+    return bool(rows) and all(type(r[column]) is int for r in rows)
 
 
 @commands.command("count", *MAP, BATCH_SIZE)

@@ -36,6 +36,7 @@ from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
 from .columns import ByteRows, batch_rows, is_small
 from .jsontext import RecordText, json_string
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
+from .table import simple
 from .values import values as layout_values
 
 
@@ -341,10 +342,11 @@ class Csv(_Flat):
 
 
 class Table(_Flat):
-    """Aligned columns, numbers to the right: tabulate lays out the first batch under the
-    header; later batches keep its column widths and alignments (a longer cell widens only
-    its own row), so the table reads as one while memory stays per batch. A column is
-    numeric when every cell of the first batch is a number."""
+    """Aligned columns, numbers to the right: tabulate's simple table (:mod:`.table`) lays
+    out the first batch under the header; later batches keep its column widths and
+    alignments (a longer cell widens only its own row), so the table reads as one while
+    memory stays per batch. A column is numeric when every cell of the first batch is a
+    number."""
 
     def __init__(self, info, key, value, out):
         super().__init__(info, key, value, out)
@@ -355,11 +357,7 @@ class Table(_Flat):
         if first:
             self.right = [all(type(cell) in (int, float) for cell in column)
                           for column in zip(*table)]
-            from tabulate import tabulate  # here: the other formats need none of it
-
-            text = tabulate(table, headers=self.header, tablefmt="simple",
-                            disable_numparse=True,
-                            colalign=["right" if r else "left" for r in self.right])
+            text = simple(table, self.header, self.right)
             lines = text.split("\n")
             self.widths = [len(dashes) for dashes in lines[1].split("  ")]
             if len(lines) != len(table) + 2:  # a multi-line cell: the batch is one piece
