@@ -1,8 +1,10 @@
-"""layout.job reads a registered function's first annotation itself (not through
-typing.get_type_hints, for start-up): it must pick the class singledispatch would."""
+"""layout.job keeps its own registry (singledispatch's register imports typing, which start-up
+cannot afford): it must pick the implementation singledispatch would, and read a registered
+function's annotation as typing.get_type_hints does."""
 
 from __future__ import annotations
 
+import functools
 import typing
 
 import pytest
@@ -20,7 +22,7 @@ def test_every_registration_in_the_records_modules_names_the_class_singledispatc
             for obj in vars(module).values() if isinstance(obj, layout.job)]
     checked = 0
     for job in jobs:
-        for cls, func in job._generic.registry.items():
+        for cls, func in job._registry.items():
             if cls is object or not getattr(func, "__annotations__", None):
                 continue
             first = next(iter(func.__annotations__.values()))
@@ -42,13 +44,31 @@ def test_the_annotation_reader(func, expected):
     assert layout._annotated_class(func) is expected
 
 
-def test_a_union_annotation_is_left_to_singledispatch():
-    @layout.job
-    def kind(node) -> str:
-        return "other"
+def test_an_annotation_naming_no_class_is_refused():
+    kind = layout.job(lambda node: "other")
+    with pytest.raises(TypeError, match="names no class"):
+        kind.register(_union)
 
-    @kind.register
-    def _(node: layout.Int | layout.Bits) -> str:
-        return "integer"
 
-    assert kind.dispatch(layout.Bits) is kind.dispatch(layout.Int) is not kind.dispatch(object)
+class _Unregistered(layout.Node):
+    pass
+
+
+class _UnregisteredArray(layout.CharArray):
+    pass
+
+
+def test_dispatch_is_singledispatchs_over_the_node_classes():
+    """For every pair (registered classes, node class) the same implementation."""
+    node_classes = [cls for module in (layout, decoding, cpusum) for cls in vars(module).values()
+                    if isinstance(cls, type) and issubclass(cls, layout.Node)]
+    assert {decoding.Decoded, cpusum._Summed, layout.CharArray} <= set(node_classes)
+    node_classes += [_Unregistered, _UnregisteredArray]  # inherit their parents' choice
+    for job in (values.values, values.dtype, encode.encoder, fill.fill, template.emit,
+                layout.leaf_kind):
+        reference = functools.singledispatch(job._registry[object])
+        for cls, func in job._registry.items():
+            if cls is not object:
+                reference.register(cls, func)
+        for cls in node_classes:
+            assert job.dispatch(cls) is reference.dispatch(cls), (job.__name__, cls)
