@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
 
 from ..delivery import Delivery, PutBackFn
 from ..errors import InputError
@@ -26,6 +25,10 @@ from .codec import map_codecs
 from .decoding import decoded_codecs
 from .render import RENDERERS, Renderer, check_format, make_renderer
 from .writer import FdWriter, RecordSink
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = ["RENDERERS", "Output", "check_format", "delivery", "limited", "run", "stdout"]
 
