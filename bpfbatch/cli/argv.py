@@ -3,11 +3,13 @@
 Which commands exist and in which module (:data:`COMMANDS`), the global flags that also work
 after the command (:func:`take_global_flags`), and bpftool's ``MAP`` keywords right after the
 command (:func:`bpftool_map_form`). Both parsers apply exactly these functions to the same
-argv, so the two cannot disagree about them. Imports nothing: the thin entry point reads this
-before it knows whether typer is needed.
+argv, so the two cannot disagree about them. Imports nothing but sys: the thin entry point
+reads this before it knows whether typer is needed.
 """
 
 from __future__ import annotations
+
+import sys
 
 #: command name → (module under bpfbatch.cli, one-line help for ``bpfbatch --help``).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,8 +61,6 @@ GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "-q": "quiet", "--quiet
 def set_global_flag(which: str) -> None:
     """Apply a global flag (a :data:`GLOBAL_FLAGS` value): ``verbose`` sends libbpf's log to
     stderr, ``quiet`` silences progress and summary lines."""
-    import sys
-
     if which == "verbose":
         from .._sys import libbpf
 
