@@ -1,10 +1,15 @@
-"""The ``bpfbatch`` command: the typer app with its lazy command registry (:mod:`.app`),
-shared options (:mod:`.options`), and one module per command group.
+"""The ``bpfbatch`` command: a thin entry point (:func:`main`), the typer app with its lazy
+command registry (:mod:`.app`), shared options (:mod:`.options`), and one module per command
+group.
 
-:func:`main` is the only place that turns a failure into an exit status and one line on
-stderr, ``bpfbatch: error: ...``: a usage error (unknown option, missing argument) exits 2,
-a :class:`~bpfbatch.errors.BpfBatchError` or a failed write of the output 1, an interruption
-130. Command modules stay thin (check options → call the library → render).
+:func:`main` runs ``count``, ``list`` and ``dump`` through :mod:`.fastpath` when it
+understands their argv completely — typer's import alone is about half of their start-up
+budget — and everything else through typer (:func:`typer_main`). It is the only place that
+turns a failure into an exit status and one line on stderr, ``bpfbatch: error: ...``: a
+usage error (unknown option, missing argument) exits 2, a
+:class:`~bpfbatch.errors.BpfBatchError` or a failed write of the output 1, an interruption
+130. Command modules stay thin (check options → call the library → render), and their bodies
+are the same functions on either path. Importing this package imports no typer.
 """
 
 from __future__ import annotations
@@ -14,24 +19,40 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..errors import BpfBatchError, Interrupted, OutputError, errno_name
-from .app import MAP_KEYWORDS, app
 
-__all__ = ["app", "main", "run_command"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .app import UsageError
 
-try:  # typer ≥ 0.20 carries its own click
-    from typer._click.exceptions import NoArgsIsHelpError, UsageError
-except ImportError:  # pragma: no cover - older typer over click
-    from click.exceptions import NoArgsIsHelpError, UsageError
+__all__ = ["main", "run_command", "typer_main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``)."""
     args = list(argv) if argv is not None else sys.argv[1:]
+    _run(lambda: _fast_or_typer(args))
+
+
+def typer_main(args: list[str]) -> None:
+    """``bpfbatch ARGS`` read by typer: every command, help, completion and usage error."""
+    _run(lambda: _by_typer(args))
+
+
+def _fast_or_typer(args: list[str]) -> object:
+    from .fastpath import parse
+
+    call = parse(args)  # inside _run: it imports the command's module, which may fail
+    return _by_typer(args) if call is None else call()
+
+
+def _by_typer(args: list[str]) -> object:
     if args[:1] == ["tc"]:  # iproute2's spelling: tc -force -b FILE, -n NS, -batch ...
         from .tc import iproute2_argv
 
-        args[1:] = iproute2_argv(args[1:])
-    _run(lambda: app(args=args, prog_name="bpfbatch", standalone_mode=False))
+        args = ["tc", *iproute2_argv(args[1:])]
+    from .app import app
+
+    return _typer_call(lambda: app(args=args, prog_name="bpfbatch", standalone_mode=False))
 
 
 def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> None:
@@ -39,7 +60,7 @@ def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> Non
     ``prog_name`` (``tcptop.py -h`` shows ``Usage: tcptop.py [OPTIONS] ...``)."""
     import typer
 
-    from .app import CONTEXT, LazyCommands
+    from .app import CONTEXT, LazyCommands, app
 
     group = typer.main.get_group(app)
     ctx = group.make_context("bpfbatch", list(path), resilient_parsing=True)
@@ -47,15 +68,24 @@ def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> Non
     for name in path:
         command = LazyCommands.get_command(command, ctx, name) if command is group \
             else command.get_command(ctx, name)
-    _run(lambda: command.main(args=list(argv), prog_name=prog_name, standalone_mode=False,
-                              **CONTEXT), prog_name)
+    _run(lambda: _typer_call(lambda: command.main(args=list(argv), prog_name=prog_name,
+                                                  standalone_mode=False, **CONTEXT), prog_name),
+         prog_name)
+
+
+def _typer_call(call: Callable[[], object], prog: str = "bpfbatch") -> object:
+    """``call()``, a typer/click invocation, with its usage errors said in one line."""
+    from .app import UsageError
+
+    try:
+        return call()
+    except UsageError as exc:
+        _usage_error(exc, prog)
 
 
 def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
     try:
         status = call()
-    except UsageError as exc:
-        _usage_error(exc, prog)
     except KeyboardInterrupt:
         status = 130
     except OutputError as exc:
@@ -85,6 +115,9 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
 def _usage_error(exc: UsageError, prog: str) -> None:
     """One line, exit 2, naming the command; a bare number where a map was expected gets
     bpftool's forms as a hint. No arguments at all prints the help instead."""
+    from .app import NoArgsIsHelpError
+    from .argv import MAP_KEYWORDS
+
     ctx = exc.ctx
     if isinstance(exc, NoArgsIsHelpError) and ctx is not None:
         print(ctx.get_help(), file=sys.stderr)

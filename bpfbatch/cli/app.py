@@ -5,9 +5,11 @@ asked): ``bpfbatch tc`` never imports the map side, and so works on a machine wi
 libbpf.so.1, and no command pays for the others' imports. ``bpfbatch --help`` lists the
 commands from :data:`COMMANDS` without importing any of them.
 
-Each command module defines its commands on its own ``commands = typer.Typer()``; the
-registry names the module and the one-line help shown in the list (a unit test keeps it
-equal to the command's own).
+Each command module defines its commands on its own ``commands``: a ``typer.Typer()``, or
+declarations (:class:`~.options.Commands`) that :func:`.typed.typer_app` turns into one. The
+registry (:data:`.argv.COMMANDS`) names the module and the one-line help shown in the list (a
+unit test keeps it equal to the command's own). Options given after the command's name pass
+through :mod:`.argv`'s conventions, the ones the thin entry point applies too.
 """
 
 from __future__ import annotations
@@ -18,52 +20,19 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-#: command name → (module under bpfbatch.cli, one-line help for ``bpfbatch --help``).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "list": ("maps", "List the maps on the system, like bpftool map show."),
-    "dump": ("maps", "Print a map's elements, typed from its BTF, read with batched lookups."),
-    "count": ("maps", "Count a map's elements with one batched pass (bpftool has no count)."),
-    "load": ("write", "Write records from FILE into the map in batches."),
-    "delete": ("write", "Delete the keys of FILE's records."),
-    "clear": ("write", "Remove every element (arrays: set every element to zero)."),
-    "drain": ("write", "Print and delete every element (LOOKUP_AND_DELETE)."),
-    "lookup": ("elements", "Print the element of KEY (like bpftool map lookup); a missing key "
-                           "is an error."),
-    "update": ("elements", "Write one element (like bpftool map update); a per-CPU VALUE is "
-                           "one value for every CPU or a list of one per CPU."),
-    "getnext": ("elements", "Print the key after KEY, or the first key (like bpftool map "
-                            "getnext)."),
-    "pin": ("elements", "Pin the map at PATH on bpffs (like bpftool map pin)."),
-    "freeze": ("elements", "Make the map read-only for user space, for good (like bpftool map "
-                           "freeze)."),
-    "peek": ("elements", "Print the next value of a queue or stack without taking it (bpftool "
-                         "map peek)."),
-    "push": ("elements", "Add VALUE to a queue or stack (bpftool map push)."),
-    "pop": ("elements", "Take the next value out of a queue or stack and print it (bpftool map "
-                        "pop)."),
-    "exec": ("exec", "Run a predicate over every element of a map, in the kernel or emulated "
-                     "in user space, and count, dump or delete what it selects."),
-    "prune": ("exec", "Delete flow-table elements idle for longer than --older-than."),
-    "prune-demo": ("exec", "A real flow table kept trimmed."),
-    "top": ("top", "bcc-style top tools over batched, loss-free interval read-outs."),
-    "tc": ("tc", "Send a tc batch file: the kernel ends as tc -b leaves it, many messages "
-                 "per sendmsg."),
-    "tcp-mmap": ("tcp_mmap", "TCP receive zero-copy (mmap + TCP_ZEROCOPY_RECEIVE) and its "
-                             "sender, after the kernel selftest tcp_mmap."),
-    "export": ("export", "Serve BPF maps as Prometheus metrics, each map read in batches once "
-                         "per scrape."),
-    "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "
-                     "reading."),
-    "bench": ("bench", "Time lookup, lookup_and_delete and delete of a hash map per key and "
-                       "in batches of 10, 1000 and all."),
-}
+from . import argv
+from .argv import COMMANDS
+from .options import Commands
 
+try:  # typer ≥ 0.20 carries its own click
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer over click
+    from click.exceptions import NoArgsIsHelpError, UsageError
+
+__all__ = ["CONTEXT", "LazyCommands", "NoArgsIsHelpError", "UsageError", "app", "version_text"]
 
 #: What every command's context gets: ``-h`` beside ``--help``.
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-
-#: bpftool's ``MAP`` keywords → the option each one stands for (``dump id 42``).
-MAP_KEYWORDS = {"id": "--map-id", "pinned": "--pinned", "name": "--name"}
 
 
 class LazyCommands(TyperGroup):
@@ -78,9 +47,9 @@ class LazyCommands(TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if command is None:
             return name, command, rest
-        rest = _take_global_flags(ctx, command, rest)
-        if _takes_map(command) and len(rest) >= 2 and rest[0] in MAP_KEYWORDS:
-            rest = [MAP_KEYWORDS[rest[0]], *rest[1:]]
+        rest = _take_global_flags(command, rest)
+        if _takes_map(command):
+            rest = argv.bpftool_map_form(rest)
         return name, command, rest
 
     def list_commands(self, ctx) -> list[str]:
@@ -92,8 +61,12 @@ class LazyCommands(TyperGroup):
         module_name, short_help = COMMANDS[name]
         if self._listing and f"{__package__}.{module_name}" not in sys.modules:
             return typer.core.TyperCommand(name, help=short_help)  # for the list only
-        module = importlib.import_module(f".{module_name}", __package__)
-        return _plain_help(typer.main.get_group(module.commands).get_command(ctx, name))
+        commands = importlib.import_module(f".{module_name}", __package__).commands
+        if isinstance(commands, Commands):
+            from .typed import typer_app
+
+            commands = typer_app(commands)
+        return _plain_help(typer.main.get_group(commands).get_command(ctx, name))
 
     def format_help(self, ctx, formatter) -> None:
         self._listing = True
@@ -124,16 +97,12 @@ def _takes_map(command) -> bool:
 
 def _set_verbose(ctx, param, value: bool) -> None:
     if value:
-        from .._sys import libbpf
-
-        libbpf.set_log_sink(lambda line: sys.stderr.write(line))
+        argv.set_global_flag("verbose")
 
 
 def _set_quiet(ctx, param, value: bool) -> None:
     if value:
-        from . import options
-
-        options.QUIET = True
+        argv.set_global_flag("quiet")
 
 
 def _show_version(ctx, param, value: bool) -> None:
@@ -158,27 +127,16 @@ def version_text() -> str:
     return f"bpfbatch {__version__} ({libbpf}, Linux {os.uname().release})"
 
 
-#: The global flags and what setting them does; accepted after the command too.
-_GLOBAL_FLAGS = {"-v": _set_verbose, "--verbose": _set_verbose,
-                 "-q": _set_quiet, "--quiet": _set_quiet}
-
-
-def _take_global_flags(ctx, command, args: list[str]) -> list[str]:
+def _take_global_flags(command, args: list[str]) -> list[str]:
     """``args`` without the global flags given after the command (each applied), skipping
     the values of the command's own options and everything after ``--``."""
     if hasattr(command, "commands") and args and args[0] in command.commands:
-        return [args[0], *_take_global_flags(ctx, command.commands[args[0]], args[1:])]
-    takes_value = {opt for param in command.params if not getattr(param, "is_flag", True)
+        return [args[0], *_take_global_flags(command.commands[args[0]], args[1:])]
+    value_flags = {opt for param in command.params if not getattr(param, "is_flag", True)
                    for opt in getattr(param, "opts", ())}
-    kept, previous = [], None
-    for i, arg in enumerate(args):
-        if arg == "--":
-            return kept + args[i:]
-        if arg in _GLOBAL_FLAGS and previous not in takes_value:
-            _GLOBAL_FLAGS[arg](ctx, None, True)
-        else:
-            kept.append(arg)
-        previous = arg
+    kept, flags = argv.take_global_flags(args, value_flags)
+    for flag in flags:
+        argv.set_global_flag(flag)
     return kept
 
 

@@ -18,7 +18,8 @@ import typer
 
 from .._sys import abi
 from ..errors import InputError, NotFoundError
-from .options import Decode, MapId, Name, Pinned, check_output, open_map, record_codecs, say
+from .options import check_output, open_map, record_codecs, say
+from .typed import Decode, MapId, Name, Pinned
 
 commands = typer.Typer()
 

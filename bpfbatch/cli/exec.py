@@ -16,7 +16,8 @@ import typer
 
 from ..errors import InputError
 from .progress import counted, progress
-from .options import OUTPUT_FORMATS, Decode, MapId, Name, Pinned, check_output, open_map, say
+from .options import OUTPUT_FORMATS, check_output, open_map, say
+from .typed import Decode, MapId, Name, Pinned
 
 commands = typer.Typer()
 

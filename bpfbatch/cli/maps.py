@@ -1,31 +1,31 @@
-"""Map commands: ``list``, ``dump``, ``count`` (MAP addressing: :mod:`.options`)."""
+"""Map commands: ``list``, ``dump``, ``count`` (MAP addressing: :mod:`.options`).
+
+Declared as data (:class:`~.options.Commands`), not as typer functions: these are the quick
+commands the thin entry point (:mod:`.fastpath`) runs without importing typer, and it parses
+their options from the same declarations typer's commands are built from (:mod:`.typed`).
+"""
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Annotated, Optional
-
-import typer
 
 from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
 from ..map.handle import MapInfo, iter_infos, pinned_paths, require
-from .progress import progress
 from .options import (
-    DEFAULT_BATCH,
-    BatchSize,
-    Decode,
-    MapId,
-    Name,
-    Output,
-    Pinned,
+    BATCH_SIZE,
+    DECODE,
+    MAP,
+    OUTPUT,
+    Commands,
+    Option,
     check_output,
     open_map,
 )
+from .progress import progress
 
-commands = typer.Typer()
+commands = Commands()
 
 def _show_record(info: MapInfo) -> dict:
     """The fields of ``bpftool -j map show``, same names and order; like bpftool, ``btf_id``
@@ -43,19 +43,19 @@ def _show_record(info: MapInfo) -> dict:
 LIST_FORMATS = ("table", "json", "jsonl", "csv")
 
 
-@commands.command("list")
-def list_maps(
-    output: Annotated[str, typer.Option("-o", "--output", help="table, json, jsonl or csv")]
-        = "table",
-    map_type: Annotated[Optional[str], typer.Option(
-        "--type", help="Only maps of this type (hash, percpu_array, ... as listed).")] = None,
-    match: Annotated[Optional[str], typer.Option(
-        "--match", help="Only maps whose name matches this shell pattern (flow*).")] = None,
-    bpffs: Annotated[bool, typer.Option(
-        "-f", "--bpffs", help="Show where each map is pinned on bpffs (bpftool -f).")] = False,
-    pinned_only: Annotated[bool, typer.Option(
-        "--pinned-only", help="Only maps pinned on bpffs (implies -f).")] = False,
-) -> None:
+@commands.command(
+    "list",
+    Option("output", "-o", "--output", default="table", help="table, json, jsonl or csv"),
+    Option("map_type", "--type", help="Only maps of this type (hash, percpu_array, ... as "
+                                      "listed)."),
+    Option("match", "--match", help="Only maps whose name matches this shell pattern (flow*)."),
+    Option("bpffs", "-f", "--bpffs", kind=bool, default=False,
+           help="Show where each map is pinned on bpffs (bpftool -f)."),
+    Option("pinned_only", "--pinned-only", kind=bool, default=False,
+           help="Only maps pinned on bpffs (implies -f)."),
+)
+def list_maps(output: str, map_type: str | None, match: str | None, bpffs: bool,
+              pinned_only: bool) -> None:
     """List the maps on the system, like bpftool map show."""
     import fnmatch
 
@@ -79,6 +79,8 @@ def list_maps(
 
 
 def _print_records(records: list[dict], output: str) -> None:
+    import json  # not at the top: count does not print JSON
+
     if output == "json":
         json.dump(records, sys.stdout)
         sys.stdout.write("\n")
@@ -96,12 +98,11 @@ def _print_records(records: list[dict], output: str) -> None:
             writer.writeheader()
             writer.writerows(rows)
             return
-        from tabulate import tabulate
+        from ..records.table import simple
 
-        print(tabulate([[row[h] for h in headers] for row in rows],
-                       headers=[_SHOW_COLUMNS.get(h, h) for h in headers], tablefmt="simple",
-                       disable_numparse=True,
-                       colalign=[_align(rows, h) for h in headers] if rows else None))
+        print(simple([[row[h] for h in headers] for row in rows],
+                     [_SHOW_COLUMNS.get(h, h) for h in headers],
+                     [_right(rows, h) for h in headers]))
 
 
 #: Table headings of the ``bpftool map show`` fields.
@@ -110,13 +111,12 @@ _SHOW_COLUMNS = {"id": "id", "type": "type", "name": "name", "flags": "flags",
                  "bytes_memlock": "memlock", "frozen": "frozen", "btf_id": "btf_id"}
 
 
-def _align(rows: list[dict], column: str) -> str:
-    return "right" if all(type(r[column]) is int for r in rows) else "left"
+def _right(rows: list[dict], column: str) -> bool:
+    return bool(rows) and all(type(r[column]) is int for r in rows)
 
 
-@commands.command("count")
-def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-          batch_size: BatchSize = DEFAULT_BATCH) -> None:
+@commands.command("count", *MAP, BATCH_SIZE)
+def count(map_id: int | None, pinned: str | None, name: str | None, batch_size: int) -> None:
     """Count a map's elements with one batched pass (bpftool has no count)."""
     check_batch_size(batch_size)
     with open_map(map_id, pinned, name, read_only=True) as m:
@@ -125,17 +125,15 @@ def count(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     print(total)
 
 
-@commands.command("dump")
-def dump(
-    map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-    output: Output = "json",
-    batch_size: BatchSize = DEFAULT_BATCH,
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N elements.")] = None,
-    decode: Decode = None,
-    sum_cpus: Annotated[bool, typer.Option(
-        "--sum", help="Per-CPU maps: one value per key, integer fields summed over the "
-                      "CPUs.")] = False,
-) -> None:
+@commands.command(
+    "dump", *MAP, OUTPUT, BATCH_SIZE,
+    Option("limit", "--limit", kind=int, help="Stop after N elements."),
+    DECODE,
+    Option("sum_cpus", "--sum", kind=bool, default=False,
+           help="Per-CPU maps: one value per key, integer fields summed over the CPUs."),
+)
+def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
+         batch_size: int, limit: int | None, decode: list[str] | None, sum_cpus: bool) -> None:
     """Print a map's elements, typed from its BTF, read with batched lookups.
 
     Not an atomic snapshot: each hash bucket is read atomically, the map as a whole is not.

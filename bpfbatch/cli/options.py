@@ -1,9 +1,14 @@
-"""Options every map command shares, and the CLI's wording of library errors.
+"""Options every map command shares, declared as data, and the CLI's wording of library errors.
 
 ``MAP := --map-id N | --pinned PATH | --name NAME`` (bpftool's ``id | pinned | name``; the
 name is an exact match and must be unambiguous). ``--batch-size`` and ``-o/--output`` are
 checked here, before any map is opened, so a typo never half-runs a command (``exec
 --action delete`` deletes nothing when ``-o`` is wrong).
+
+An option is an :class:`Option`, a command declared this way a :class:`Command`: the one
+declaration that both the typer commands (:mod:`.typed` builds their signatures from it) and
+the thin entry point's parser (:mod:`.fastpath`) read, so the two cannot drift apart. This
+module imports neither typer nor the library (the thin entry point imports it).
 
 The library names its parameters in errors (``batch_size: must be a positive number``);
 :data:`FLAGS` says which flag each one is on the command line, and :func:`as_flags` (applied
@@ -13,37 +18,93 @@ by :func:`bpfbatch.cli.main` to every error) rewords an error with it.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Optional
-
-import typer
+from collections.abc import Callable
 
 from ..errors import BpfBatchError, InputError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..map.handle import Map
 
-MapId = Annotated[Optional[int], typer.Option(
-    "--map-id", help="Map id (as bpftool map show lists); or, right after the command, "
-                     "bpftool's id N, pinned PATH, name NAME.")]
-Pinned = Annotated[Optional[str], typer.Option("--pinned", help="Path of a map pinned on bpffs.")]
-Name = Annotated[Optional[str], typer.Option("--name", help="Exact map name; must match one map.")]
-BatchSize = Annotated[int, typer.Option("--batch-size", help="Elements per batch syscall.")]
+
+class Option:
+    """One option: the keyword its command's body takes (``param``), its flags as click
+    spells them (``-o`` or ``--output``), its ``kind`` — ``int``, ``str``, ``bool`` (a flag:
+    present means True) or ``list`` (a repeatable ``str``, ``None`` when not given) — its
+    default and help. ``default=None`` makes the value optional."""
+
+    __slots__ = ("param", "flags", "kind", "default", "help", "metavar")
+
+    def __init__(self, param: str, *flags: str, kind: type = str, default: object = None,
+                 help: str = "", metavar: str | None = None) -> None:
+        for flag in flags:
+            if not (len(flag) == 2 and flag[0] == "-" and flag[1] != "-"
+                    or flag[:2] == "--" and len(flag) > 2):
+                raise ValueError(f"{flag}: an option is spelled -X or --name")
+        self.param, self.flags, self.kind = param, flags, kind
+        self.default, self.help, self.metavar = default, help, metavar
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind is not bool
+
+
+class Command:
+    """A command declared as data: ``body(**values)`` gets one keyword per option, the
+    option's default where it was not given."""
+
+    __slots__ = ("name", "body", "options")
+
+    def __init__(self, name: str, body: Callable[..., None], options: tuple[Option, ...]) -> None:
+        self.name, self.body, self.options = name, body, options
+
+    @property
+    def value_flags(self) -> set[str]:
+        """The flags whose option takes a value: the token after one is that value."""
+        return {flag for option in self.options if option.takes_value for flag in option.flags}
+
+    @property
+    def takes_map(self) -> bool:
+        """Whether bpftool's ``id N | pinned PATH | name NAME`` may follow the name."""
+        return any(option.param == "map_id" for option in self.options)
+
+
+class Commands(dict):
+    """A command module's declared commands, name → :class:`Command`; :meth:`command`
+    declares one over its body."""
+
+    def command(self, name: str, *options: Option) -> Callable:
+        def declare(body: Callable[..., None]) -> Callable[..., None]:
+            self[name] = Command(name, body, options)
+            return body
+        return declare
+
+
+MAP_ID = Option("map_id", "--map-id", kind=int,
+                help="Map id (as bpftool map show lists); or, right after the command, "
+                     "bpftool's id N, pinned PATH, name NAME.")
+PINNED = Option("pinned", "--pinned", help="Path of a map pinned on bpffs.")
+NAME = Option("name", "--name", help="Exact map name; must match one map.")
+#: ``MAP``: the three ways to name a map, one of which :func:`open_map` wants.
+MAP = (MAP_ID, PINNED, NAME)
+
 #: The renderers' names (records.render.RENDERERS, spelled out so that starting a command does
 #: not import the codecs; tests/unit check the two agree).
 OUTPUT_FORMATS = "table, json, jsonl, csv, bpftool-json, parquet or arrow"
-Output = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_FORMATS)]
+OUTPUT = Option("output", "-o", "--output", default="json", help=OUTPUT_FORMATS)
 
 #: The decoders' kinds (records.decoders.DECODERS, spelled out for the same reason).
 DECODE_KINDS = "ipv4, ipv6, mac, be16, be32, be64, hex, str, ksym, ifname, errno, age"
-Decode = Annotated[Optional[list[str]], typer.Option(
-    "--decode", metavar="FIELD=KIND",
-    help=f"Show FIELD (key.x, or a value field) as KIND: {DECODE_KINDS}. Repeatable. "
-         "__be16/__be32 fields and struct in6_addr are decoded without asking; "
-         "--decode none turns that off.")]
+DECODE = Option("decode", "--decode", kind=list, metavar="FIELD=KIND",
+                help=f"Show FIELD (key.x, or a value field) as KIND: {DECODE_KINDS}. "
+                     "Repeatable. __be16/__be32 fields and struct in6_addr are decoded "
+                     "without asking; --decode none turns that off.")
 
 #: Elements per batch syscall by default (``bpfbatch.map.handle.DEFAULT_BATCH``, spelled out
 #: so that options import nothing native; tests/unit check the two agree).
 DEFAULT_BATCH = 8192
+BATCH_SIZE = Option("batch_size", "--batch-size", kind=int, default=DEFAULT_BATCH,
+                    help="Elements per batch syscall.")
 
 #: Library parameter → the flag that sets it.
 FLAGS = {

@@ -19,19 +19,8 @@ from ..map import cursor, writes
 from ..map.cursor import check_batch_size
 from ..map.handle import require
 from .progress import progress
-from .options import (
-    DEFAULT_BATCH,
-    BatchSize,
-    Decode,
-    MapId,
-    Name,
-    Output,
-    Pinned,
-    check_output,
-    record_codecs,
-    open_map,
-    say,
-)
+from .options import DEFAULT_BATCH, check_output, open_map, record_codecs, say
+from .typed import BatchSize, Decode, MapId, Name, Output, Pinned
 
 commands = typer.Typer()
 

@@ -35,7 +35,6 @@ import errno as E
 import queue
 import threading
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 from .._sys import abi
 from .._sys.libbpf import lib
@@ -50,6 +49,7 @@ from ..errors import (
 from . import probes
 from .handle import DEFAULT_BATCH, Map, require
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
     import numpy as np
 

@@ -16,7 +16,6 @@ import dataclasses
 import errno
 import os
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
@@ -24,6 +23,7 @@ from .._sys.libbpf import check, lib
 from ..errors import (FILE_MODE, FROZEN, BpfBatchError, InputError, KernelError, NotFoundError,
                       NotSupportedError, from_errno)
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
     import numpy as np
     import pandas

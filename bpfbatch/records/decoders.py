@@ -41,13 +41,10 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-import ipaddress
 import itertools
 import re
-import socket
 import time
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 
 from ..errors import InputError, errno_code, errno_name
 from ._numpy import np
@@ -98,7 +95,7 @@ class Decoder:
         try:
             raw = self._parse(value, size, _now(now)) if self.clocked else \
                 self._parse(value, size)
-        except (ValueError, TypeError, OverflowError, OSError, InvalidOperation) as exc:
+        except (ValueError, TypeError, OverflowError, OSError) as exc:
             detail = f" ({exc})" if isinstance(exc, OSError) else ""
             raise InputError(f"not a {self.kind} value: {value!r}{detail}", obj=path) from None
         if len(raw) != size:
@@ -166,25 +163,34 @@ def _format_ipv4(raw: np.ndarray) -> list:
 
 
 def _parse_ipv4(value, size: int) -> bytes:
+    import ipaddress  # here: only loading an address needs it
+
     return ipaddress.IPv4Address(_text(value)).packed
 
 
-def _parse_ip_column(family: int) -> Callable[[list, int], bytes]:
-    """``inet_pton`` over a column: for IPv4 it takes exactly the dotted quads
-    ``ipaddress`` does (four decimal parts of 0..255, no leading zeros, nothing around),
-    for IPv6 it is ``_parse_ipv6`` itself; anything else raises."""
+def _parse_ip_column(family: str) -> Callable[[list, int], bytes]:
+    """``inet_pton`` over a column (``family``: ``socket``'s ``AF_INET`` or ``AF_INET6``):
+    for IPv4 it takes exactly the dotted quads ``ipaddress`` does (four decimal parts of
+    0..255, no leading zeros, nothing around), for IPv6 it is ``_parse_ipv6`` itself;
+    anything else raises."""
     def parse(values: list, size: int) -> bytes:
-        return b"".join(map(socket.inet_pton, itertools.repeat(family), values))
+        import socket  # here, as below: a dump that decodes no address does not import it
+
+        return b"".join(map(socket.inet_pton, itertools.repeat(getattr(socket, family)), values))
     return parse
 
 
 def _format_ipv6(raw: np.ndarray) -> list:
+    import socket
+
     ntop = socket.inet_ntop
     data = raw.tobytes()
     return [ntop(socket.AF_INET6, data[i:i + 16]) for i in range(0, len(data), 16)]
 
 
 def _parse_ipv6(value, size: int) -> bytes:
+    import socket
+
     return socket.inet_pton(socket.AF_INET6, _text(value))
 
 
@@ -302,6 +308,8 @@ def _parse_ksym(value, size: int) -> bytes:
 
 
 def _format_ifname(raw: np.ndarray) -> list:
+    import socket
+
     out = []
     for index in _host_ints(raw).tolist():
         try:
@@ -312,6 +320,8 @@ def _format_ifname(raw: np.ndarray) -> list:
 
 
 def _parse_ifname(value, size: int) -> bytes:
+    import socket
+
     if isinstance(value, str) and not value.strip().lstrip("-").isdigit():
         return socket.if_nametoindex(value).to_bytes(size, "little")
     return _to_bytes(_int_of(value), size, "little")
@@ -343,9 +353,6 @@ def _parse_errno(value, size: int) -> bytes:
 
 # -- age -----------------------------------------------------------------------------------
 
-_NS = Decimal(10**9)
-
-
 def _now(now: int | None) -> int:
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC) if now is None else now
 
@@ -358,12 +365,17 @@ def _format_age(raw: np.ndarray, now: int) -> list:
 def _parse_age(value, size: int, now: int) -> bytes:
     """The timestamp ``value`` seconds before now; ``repr`` of a float is the shortest text
     that reads back as it, so the decimal of it is the age ``format`` meant, to the ns."""
+    from decimal import Decimal, InvalidOperation  # here: only loading an age needs it
+
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise TypeError(value)
-    seconds = Decimal(repr(value) if isinstance(value, float) else str(value).strip())
+    try:
+        seconds = Decimal(repr(value) if isinstance(value, float) else str(value).strip())
+    except InvalidOperation:
+        raise ValueError(value) from None
     if not seconds.is_finite():
         raise ValueError(value)
-    stamp = now - int((seconds * _NS).to_integral_value())
+    stamp = now - int((seconds * Decimal(10**9)).to_integral_value())
     return stamp.to_bytes(size, "little") if stamp >= 0 else \
         _to_bytes(stamp, size, "little", signed=True)
 
@@ -371,9 +383,9 @@ def _parse_age(value, size: int, now: int) -> bytes:
 #: Every display kind by name: the one place kinds are defined.
 DECODERS: dict[str, Decoder] = {d.kind: d for d in (
     Decoder("ipv4", "IPv4 address, network order", (4,), _format_ipv4, _parse_ipv4,
-            _parse_column=_parse_ip_column(socket.AF_INET)),
+            _parse_column=_parse_ip_column("AF_INET")),
     Decoder("ipv6", "IPv6 address (struct in6_addr)", (16,), _format_ipv6, _parse_ipv6,
-            _parse_column=_parse_ip_column(socket.AF_INET6)),
+            _parse_column=_parse_ip_column("AF_INET6")),
     Decoder("mac", "Ethernet address", (6,), _format_mac, _parse_mac),
     Decoder("be16", "16-bit integer in network byte order", (2,), _format_be, _parse_be, True,
             _parse_column=_parse_be_column),

@@ -28,9 +28,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+from collections import namedtuple
 from collections.abc import Callable
 from functools import cached_property
-from typing import NamedTuple
 
 from ..btf import INT_BOOL, INT_CHAR, INT_SIGNED, MODIFIERS, Btf, Kind
 from .decoders import automatic_kind
@@ -38,34 +38,54 @@ from .decoders import automatic_kind
 
 class job:  # noqa: N801 - used as a decorator, like functools.singledispatch
     """A function over layout nodes whose implementation is chosen by the node's class, as
-    :func:`functools.singledispatch` chooses it (subclasses inherit, ``register`` adds a
-    class, also by annotation), with the choice kept in a plain dict: singledispatch's
-    weak-keyed cache costs a weak reference per call, which shows on trees of thousands of
-    nodes (long arrays)."""
+    :func:`functools.singledispatch` chooses it for these classes — the first class of the
+    node's MRO that has one (subclasses inherit); ``register`` adds a class, also by
+    annotation — kept in plain dicts: singledispatch's weak-keyed cache costs a weak
+    reference per call, which shows on trees of thousands of nodes (long arrays), and its
+    ``register`` imports typing, ~2 ms of every typed dump's start-up."""
 
     def __init__(self, default: Callable):
-        self._generic = functools.singledispatch(default)
+        self._registry: dict[type, Callable] = {object: default}
         self._chosen: dict[type, Callable] = {}
         functools.update_wrapper(self, default)
 
     def register(self, cls, func: Callable | None = None):
         """``@job.register`` on a function whose first parameter is annotated with a node
-        class, ``@job.register(cls)``, or ``job.register(cls, func)``."""
+        class (``Int`` or ``layout.Int``), ``@job.register(cls)``, or
+        ``job.register(cls, func)``."""
         if func is None and isinstance(cls, type):
             return lambda f: self.register(cls, f)
+        if func is None:
+            cls, func = _annotated_class(cls), cls
+            if cls is None:
+                raise TypeError(f"{func.__qualname__}: its first annotation names no class")
+        self._registry[cls] = func
         self._chosen.clear()
-        return self._generic.register(cls, func)
+        return func
 
     def dispatch(self, cls: type) -> Callable:
         """The implementation for nodes of class ``cls``."""
-        return self._generic.dispatch(cls)
+        return next(self._registry[base] for base in cls.__mro__ if base in self._registry)
 
     def __call__(self, node, *args):
         try:
             chosen = self._chosen[node.__class__]
         except KeyError:
-            chosen = self._chosen[node.__class__] = self._generic.dispatch(node.__class__)
+            chosen = self._chosen[node.__class__] = self.dispatch(node.__class__)
         return chosen(node, *args)
+
+
+def _annotated_class(func: Callable) -> type | None:
+    """The class that ``func``'s first annotation names (``Int``, ``layout.Int``), looked up
+    in ``func``'s module as ``typing.get_type_hints`` would; ``None`` for anything else."""
+    annotation = next(iter(func.__annotations__.values()), None)
+    if not isinstance(annotation, str) or not annotation.replace(".", "_").isidentifier():
+        return annotation if isinstance(annotation, type) else None
+    head, *attributes = annotation.split(".")
+    named = func.__globals__.get(head)
+    for attribute in attributes:
+        named = getattr(named, attribute, None)
+    return named if isinstance(named, type) else None
 
 
 # (size, signed) -> numpy spelling of the plain integers.
@@ -295,9 +315,11 @@ def scalar_type(node: Node) -> str | None:
     return None
 
 
-class IntegerField(NamedTuple):
+# collections', not typing's NamedTuple: importing typing costs ~2 ms of start-up
+class IntegerField(namedtuple("IntegerField", "offset size signed")):
     """A field read as an integer: ``size`` bytes (1, 2, 4 or 8) at ``offset``."""
 
+    __slots__ = ()
     offset: int
     size: int
     signed: bool

@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
 
 from ..delivery import Delivery, PutBackFn
 from ..errors import InputError
 from .codec import map_codecs
-from .cpusum import summed
 from .decoding import decoded_codecs
 from .render import RENDERERS, Renderer, check_format, make_renderer
 from .writer import FdWriter, RecordSink
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 __all__ = ["RENDERERS", "Output", "check_format", "delivery", "limited", "run", "stdout"]
 
@@ -44,6 +46,8 @@ def _display_codecs(fmt: str, info, btf, decode: Iterable[str] | None, sum_cpus:
         if fmt == "bpftool-json":
             raise InputError("bpftool-json is bpftool's output byte for byte; use "
                              "another format to sum", obj="--sum")
+        from .cpusum import summed  # only --sum needs it: not imported by every dump
+
         value_codec = summed(value_codec)
     return key_codec, value_codec
 

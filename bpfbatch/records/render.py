@@ -23,13 +23,12 @@ columns, with one row per CPU for per-CPU maps.
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
 import json
 import os
+from collections import namedtuple
 from collections.abc import Sequence
-from typing import BinaryIO, NamedTuple
 
 from ..errors import InputError
 from ._numpy import np
@@ -37,7 +36,12 @@ from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
 from .columns import ByteRows, batch_rows, is_small
 from .jsontext import RecordText, json_string
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
+from .table import simple
 from .values import values as layout_values
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 
 def _byte_list(offset: int, size: int) -> RecordText:
@@ -45,13 +49,16 @@ def _byte_list(offset: int, size: int) -> RecordText:
     return RawCodec(size).template().shifted(offset)
 
 
-class Rendered(NamedTuple):
-    """A batch as bytes: ``ends[i]`` is the offset in ``data`` just past record ``i`` (past
-    its line end in the line formats; before the separator that follows it in the JSON
-    arrays). Whatever precedes record 0 (``[``, a header) belongs to it."""
+# collections', not typing's NamedTuple: importing typing costs ~2 ms of start-up
+class Rendered(namedtuple("Rendered", "data ends")):
+    """A batch as bytes, ``data``: ``ends[i]`` is the offset in ``data`` just past record
+    ``i`` (past its line end in the line formats; before the separator that follows it in the
+    JSON arrays), ascending: a list, or a numpy array for a large batch. Whatever precedes
+    record 0 (``[``, a header) belongs to it."""
 
+    __slots__ = ()
     data: bytes
-    ends: Sequence[int]  # ascending: a list, or a numpy array for a large batch
+    ends: Sequence[int]
 
 
 def _record_ends(lengths: list[int], head: int, per_record: int = 1) -> list[int]:
@@ -327,6 +334,8 @@ class _Flat(Renderer):
 
 class Csv(_Flat):
     def _format(self, table, first):
+        import csv  # only -o csv needs it: not imported by every dump
+
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
 
@@ -340,10 +349,11 @@ class Csv(_Flat):
 
 
 class Table(_Flat):
-    """Aligned columns, numbers to the right: tabulate lays out the first batch under the
-    header; later batches keep its column widths and alignments (a longer cell widens only
-    its own row), so the table reads as one while memory stays per batch. A column is
-    numeric when every cell of the first batch is a number."""
+    """Aligned columns, numbers to the right: tabulate's simple table (:mod:`.table`) lays
+    out the first batch under the header; later batches keep its column widths and
+    alignments (a longer cell widens only its own row), so the table reads as one while
+    memory stays per batch. A column is numeric when every cell of the first batch is a
+    number."""
 
     def __init__(self, info, key, value, out):
         super().__init__(info, key, value, out)
@@ -354,11 +364,7 @@ class Table(_Flat):
         if first:
             self.right = [all(type(cell) in (int, float) for cell in column)
                           for column in zip(*table)]
-            from tabulate import tabulate  # here: the other formats need none of it
-
-            text = tabulate(table, headers=self.header, tablefmt="simple",
-                            disable_numparse=True,
-                            colalign=["right" if r else "left" for r in self.right])
+            text = simple(table, self.header, self.right)
             lines = text.split("\n")
             self.widths = [len(dashes) for dashes in lines[1].split("  ")]
             if len(lines) != len(table) + 2:  # a multi-line cell: the batch is one piece

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bpfbatch.cli.app import COMMANDS
+from bpfbatch.cli.argv import COMMANDS
 
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bpfbatch.cli import app
+from bpfbatch.cli.app import app
 from bpfbatch.errors import InputError
 from bpfbatch.loader import PROGS_DIR, BpfObject
 from bpfbatch.top import screen, slabratetop, tcptop

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from bpfbatch.btf import Btf, BtfBuilder
-from bpfbatch.cli import app
+from bpfbatch.cli.app import app
 from bpfbatch.cli.options import as_flags
 from bpfbatch.errors import InputError
 from bpfbatch.labs import covertable

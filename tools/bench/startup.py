@@ -13,7 +13,7 @@ The budget table says PASS or FAIL per command against 0.75× the baseline's med
 time, with the ratio of the median CPU times (user + sys) beside it: on a loaded machine a
 wall time is largely time spent waiting for a CPU, and the CPU ratio is the one to read (the
 fastest run is no better: numpy's import is bimodal here). Each command also runs once more under
-``python -X importtime``, and the table names the heavy imports (numpy, pydantic, rich) it
+``python -X importtime``, and the table names the heavy imports (numpy, pydantic, rich, typer) it
 pulled in, the usual reason for a FAIL; ``python -X importtime -m bpfbatch ...`` shows the
 rest. Exits 1 when a command is over budget.
 """
@@ -40,7 +40,7 @@ BASELINE = 'python -c "import numpy"'
 BUDGET = 0.75
 ENTRIES = 16
 #: Imports a quick command on a small map must not need.
-HEAVY = ("numpy", "pydantic", "rich")
+HEAVY = ("numpy", "pydantic", "rich", "typer")
 
 
 def small_map() -> Map:

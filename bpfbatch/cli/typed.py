@@ -1,0 +1,61 @@
+"""typer's view of the declared options and commands (:mod:`.options`).
+
+:func:`annotation` turns an :class:`~.options.Option` into the ``Annotated[...,
+typer.Option(...)]`` a typer function's parameter carries, and :func:`typer_app` turns a
+module's declared :class:`~.options.Commands` into a ``typer.Typer`` whose commands call the
+same bodies the thin entry point calls: typer builds its parser, help and completion from a
+signature made of the declarations, exactly as if each body had been written as a typer
+function. The aliases below are those annotations for the commands still written as typer
+functions (``map_id: MapId = None``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, Optional
+
+import typer
+
+from .options import BATCH_SIZE, DECODE, MAP_ID, NAME, OUTPUT, PINNED, Command, Commands, Option
+
+#: An option's kind → the type typer reads (``None``: ``default=None`` makes it Optional).
+_TYPES = {int: int, str: str, bool: bool, list: list[str]}
+
+
+def annotation(option: Option):
+    """``Annotated[type, typer.Option(*flags, help=..., metavar=...)]`` for ``option``."""
+    kind = _TYPES[option.kind]
+    info = typer.Option(*option.flags, help=option.help,
+                        **({"metavar": option.metavar} if option.metavar else {}))
+    return Annotated[Optional[kind] if option.default is None else kind, info]
+
+
+def typer_app(commands: Commands) -> typer.Typer:
+    """A ``typer.Typer`` with one command per declaration in ``commands``."""
+    app = typer.Typer()
+    for command in commands.values():
+        app.command(command.name)(_signed(command))
+    return app
+
+
+def _signed(command: Command):
+    """A function typer can read: the declared options as its keyword parameters, the body's
+    docstring as its help; calling it calls ``command.body`` with what typer parsed."""
+    def run(**values) -> None:
+        command.body(**values)
+
+    run.__name__ = run.__qualname__ = command.body.__name__
+    run.__doc__ = command.body.__doc__
+    run.__signature__ = inspect.Signature([
+        inspect.Parameter(option.param, inspect.Parameter.KEYWORD_ONLY, default=option.default,
+                          annotation=annotation(option))
+        for option in command.options])
+    return run
+
+
+MapId = annotation(MAP_ID)
+Pinned = annotation(PINNED)
+Name = annotation(NAME)
+BatchSize = annotation(BATCH_SIZE)
+Output = annotation(OUTPUT)
+Decode = annotation(DECODE)
