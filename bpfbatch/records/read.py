@@ -50,7 +50,7 @@ from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
 from .encode import overflows_double
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
-from .typedjson import TypedLines, typed_lines
+from .typedjson import TypedLines, record_lines, typed_lines
 
 READ_FORMATS = ("jsonl", "json", "csv", "bpftool-json", "parquet", "arrow")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
@@ -318,14 +318,14 @@ def _bounded(stream, source: str) -> bytes:
     return b"".join(blocks)
 
 
-def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator[str]:
-    """The text of a JSONL input in pieces of about ``_JSONL_CHUNK`` bytes, each ending with a
-    line break, so a regular file is never in memory whole (it would be twice while
-    decoding); ``data``, when the input was already read, or a stream's bytes (bounded, see
-    :func:`_read_bytes`) are cut from memory.
+def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator[bytes]:
+    """The bytes of a JSONL input in pieces of about ``_JSONL_CHUNK`` bytes, each ending with
+    a line break, so a regular file is never in memory whole; ``data``, when the input was
+    already read, or a stream's bytes (bounded, see :func:`_read_bytes`) are cut from memory.
 
     Every piece is checked to be UTF-8 before this returns, so that error comes first, as
-    when the text is read at once."""
+    when the text is read at once (a piece is cut at a line break, never inside a
+    character; an ASCII piece, the usual one, is UTF-8 without decoding it)."""
     try:
         if data is not None:
             stream = io.BytesIO(data)
@@ -336,27 +336,28 @@ def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator
             if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
                 with stream:
                     stream = io.BytesIO(_bounded(stream, source))
-        for _ in _decoded_pieces(stream, source):
-            pass
+        offset = 0
+        for piece in _pieces(stream, source):
+            if not piece.isascii():
+                _decode(piece, offset, source)
+            offset += len(piece)
         stream.seek(0)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
-    return _decoded_pieces(stream, source, close=True)
+    return _pieces(stream, source, close=True)
 
 
-def _decoded_pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[str]:
-    offset, pending = 0, []
+def _pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[bytes]:
+    pending = []
     try:
         for block in iter(lambda: data.read(_JSONL_CHUNK), b""):
             cut = block.rfind(b"\n") + 1
             pending.append(memoryview(block)[:cut] if cut else block)
             if cut:
-                piece = b"".join(pending)
-                yield _decode(piece, offset, source)
-                offset += len(piece)
+                yield b"".join(pending)
                 pending = [block[cut:]]
         if any(pending):
-            yield _decode(b"".join(pending), offset, source)
+            yield b"".join(pending)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
     finally:
@@ -407,37 +408,51 @@ class Packed:
 Chunk = tuple[Sequence[int] | None, "list | Packed"]
 
 
-def _jsonl_chunks(pieces: Iterator[str], source: str,
+def _jsonl_chunks(pieces: Iterator[bytes], source: str,
                   typed: TypedLines | None = None) -> Iterator[Chunk]:
-    """Each piece's lines parsed exactly as ``json.loads`` of every line would (each line one
-    JSON value, else an error naming it), but as one JSON array when that is the same; or,
-    with ``typed``, encoded by it when it takes the whole piece (see
-    :mod:`~bpfbatch.records.typedjson`), until the first piece it declines.
+    """Each piece's lines (UTF-8, see :func:`_jsonl_pieces`) parsed exactly as ``json.loads``
+    of every line would (each line one JSON value, else an error naming it), but as one JSON
+    array when that is the same; or, with ``typed``, encoded by it when it takes the whole
+    piece (see :mod:`~bpfbatch.records.typedjson`) — in one parse when the piece is one
+    record a line and nothing else, else line by line — until the first piece it declines.
 
     Lines are split at ``\\n`` only: a JSON string may hold U+2028 and the like, which
     ``str.splitlines`` cuts at."""
-    first = 1  # line number of the piece's first line
+    end = 1  # line number of the next piece's first line
     for piece in pieces:
-        lines = piece.split("\n")
-        if lines[-1] == "":  # the piece's final line break ends its last line
-            lines.pop()
-        numbers: Sequence[int] = range(first, first + len(lines))
-        first += len(lines)
-        blanks = itertools.repeat(_JSON_BLANKS)
-        if not all(map(str.strip, lines, blanks)):  # drop blank lines
-            numbers = [n for n, line in zip(numbers, lines) if line.strip(_JSON_BLANKS)]
-            lines = [line for line in lines if line.strip(_JSON_BLANKS)]
-        if typed is not None and lines:
-            packed = typed.encode(lines)
+        first = end
+        block = record_lines(piece) if typed is not None else None
+        if block is None:
+            numbers, lines, end = _nonblank_lines(piece.decode("utf-8"), first)
+        else:  # the lines are not split unless the typed path declines them
+            numbers, lines, end = range(first, first + block.count), None, first + block.count
+        if typed is not None and (block or lines):
+            packed = typed.encode(block or lines)
             if packed is not None:
                 yield numbers, Packed(*packed)
                 continue
             typed = None  # the rest is likely of the same shape: not parsed twice
+        if lines is None:
+            numbers, lines, _ = _nonblank_lines(piece.decode("utf-8"), first)
         parsed = _parse_joined(lines)
         if parsed is None:  # the per-line parse names the bad line
             parsed = [_decode_json(line, source, n) for n, line in zip(numbers, lines)]
         if parsed:
             yield numbers, parsed
+
+
+def _nonblank_lines(text: str, first: int) -> tuple[Sequence[int], list[str], int]:
+    """``(line numbers, lines, next line number)`` of the lines of ``text`` (whose first is
+    line ``first``) that are not blank."""
+    lines = text.split("\n")
+    if lines[-1] == "":  # the text's final line break ends its last line
+        lines.pop()
+    end = first + len(lines)
+    numbers: Sequence[int] = range(first, end)
+    if not all(map(str.strip, lines, itertools.repeat(_JSON_BLANKS))):  # drop blank lines
+        numbers = [n for n, line in zip(numbers, lines) if line.strip(_JSON_BLANKS)]
+        lines = [line for line in lines if line.strip(_JSON_BLANKS)]
+    return numbers, lines, end
 
 
 #: What ``json.loads`` skips around a value: a line of nothing else is blank.

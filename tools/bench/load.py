@@ -35,7 +35,7 @@ from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import cursor, whole, writes
 from bpfbatch.map.handle import Map
 from bpfbatch.records import read
-from bpfbatch.records.typedjson import typed_lines
+from bpfbatch.records.typedjson import record_lines, typed_lines
 
 from . import harness
 
@@ -104,7 +104,9 @@ def _parse_only(path: Path, codecs) -> None:
             pass
         return
     for piece in pieces:
-        if typed.parse([line for line in piece.split("\n") if line.strip()]) is None:
+        block = record_lines(piece) or [line for line in piece.decode().split("\n")
+                                        if line.strip()]
+        if typed.parse(block) is None:
             raise RuntimeError(f"{path}: the typed parse declined a block")
 
 
