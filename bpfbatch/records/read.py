@@ -324,8 +324,8 @@ def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator
     already read, or a stream's bytes (bounded, see :func:`_read_bytes`) are cut from memory.
 
     Every piece is checked to be UTF-8 before this returns, so that error comes first, as
-    when the text is read at once (a piece is cut at a line break, never inside a
-    character; an ASCII piece, the usual one, is UTF-8 without decoding it)."""
+    when the text is read at once (ASCII input, the usual one, is UTF-8 without decoding
+    it)."""
     try:
         if data is not None:
             stream = io.BytesIO(data)
@@ -336,11 +336,12 @@ def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator
             if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
                 with stream:
                     stream = io.BytesIO(_bounded(stream, source))
-        offset = 0
-        for piece in _pieces(stream, source):
-            if not piece.isascii():
+        if not all(block.isascii() for block in iter(lambda: stream.read(_JSONL_CHUNK), b"")):
+            stream.seek(0)
+            offset = 0
+            for piece in _pieces(stream, source):  # cut at line breaks: never in a character
                 _decode(piece, offset, source)
-            offset += len(piece)
+                offset += len(piece)
         stream.seek(0)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
