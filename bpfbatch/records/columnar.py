@@ -198,7 +198,8 @@ class Columns:
             return
         if kind is LeafKind.ENUM:
             numbers = _enum_numbers(pa, node, column, where)
-            store(rows_, node.offset, node.code, _in_range(numbers, node.size, True, where))
+            store(rows_, node.offset, node.code,
+                  _in_range(numbers, node.size, node.signed, where))
             return
         if kind is LeafKind.TEXT:
             n = len(node.elems)
@@ -221,9 +222,9 @@ class Columns:
                                  obj=where)
             elem = node.elems[0]
             flat = _checked(elem, _numpy(pa, column.flatten(), where), where)
-            width = _width(elem)
-            rows_[:, node.offset:node.offset + len(node.elems) * width] = (
-                flat.astype(scalar_type(elem)).view(np.uint8).reshape(len(column), -1))
+            width = len(node.elems) * _width(elem)
+            rows_[:, node.offset:node.offset + width] = (
+                flat.astype(scalar_type(elem)).view(np.uint8).reshape(len(column), width))
             return
         store(rows_, node.offset, scalar_type(node),
              _checked(node, _numpy(pa, column, where), where))
