@@ -141,15 +141,16 @@ def record_lines(piece: bytes) -> RecordLines | None:
     a ``{`` (with only white space between) is never inside one value, and a line break is
     never inside a string, so each line then holds whole values; a parse that finds as many
     values as there are lines has found one on each."""
-    data = np.frombuffer(piece, dtype=np.uint8)
-    breaks = int(np.count_nonzero(data == 0x0A))
     ended = piece.endswith(b"}\n")
     if not (piece.startswith(b"{") and (ended or piece.endswith(b"}"))):
         return None
-    inner = breaks - 1 if ended else breaks  # line breaks between two lines
-    if piece.count(b"}\n{") != inner:
+    data = np.frombuffer(piece, dtype=np.uint8)
+    inner = np.flatnonzero(data == 0x0A)  # line breaks between two lines
+    if ended:
+        inner = inner[:-1]
+    if not ((data[inner - 1] == 0x7D).all() and (data[inner + 1] == 0x7B).all()):
         return None
-    return RecordLines(piece, inner + 1)
+    return RecordLines(piece, len(inner) + 1)
 
 
 class TypedLines:
