@@ -141,10 +141,11 @@ class Columns:
 
     # -- Arrow -> bytes ------------------------------------------------------------------
 
-    def packed(self, table: pa.Table, source: str) -> tuple[int, bytes, bytes]:
-        """``(count, keys, values)`` of ``table``, whose columns must be exactly this
-        layout's; a missing or unknown column, a null, or a value that does not fit its field
-        is an :class:`InputError` naming the column (and the record, counted from 1)."""
+    def packed(self, table: pa.Table, source: str) -> tuple[int, bytearray, bytearray]:
+        """``(count, keys, values)`` of ``table`` (writable buffers), whose columns must be
+        exactly this layout's; a missing or unknown column, a null, or a value that does not
+        fit its field is an :class:`InputError` naming the column (and the record, counted
+        from 1)."""
         pa = self.pa
         names = [name for name, _ in self.fields]
         unknown = [c for c in table.column_names if c not in names]
@@ -155,8 +156,9 @@ class Columns:
         if missing:
             raise InputError(f"missing column {missing[0]!r}", obj=source)
         count = table.num_rows
-        key_rows = np.zeros((count, self.key_size), np.uint8)
-        value_rows = np.zeros((count, self.value_size), np.uint8)
+        keys, values = bytearray(count * self.key_size), bytearray(count * self.value_size)
+        key_rows = np.frombuffer(keys, np.uint8).reshape(count, self.key_size)
+        value_rows = np.frombuffer(values, np.uint8).reshape(count, self.value_size)
         for name, node in self.fields:
             column = table.column(name).combine_chunks()
             where = f"{source}: column {name}"
@@ -170,7 +172,7 @@ class Columns:
                 items = self._cpu_items(column, count, where)
                 for c in range(self.ncpus):
                     self._write(node, value_rows[:, c * self.stride:], items[c::self.ncpus], where)
-        return count, key_rows.tobytes(), value_rows.tobytes()
+        return count, keys, values
 
     def _cpu_items(self, column, count: int, where: str):
         pa = self.pa
@@ -231,7 +233,7 @@ class Columns:
 
 
 def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
-                ) -> tuple[int, bytes, bytes]:
+                ) -> tuple[int, bytearray, bytearray]:
     """``(count, keys, values)`` of a ``parquet`` file or an ``arrow`` IPC stream (``-``:
     stdin), packed for the map whose codecs are ``key`` and ``value``."""
     columns = Columns(key, value)

@@ -61,12 +61,13 @@ _COLUMNAR = ("parquet", "arrow")
 
 @dataclasses.dataclass(frozen=True)
 class Records:
-    """``count`` records packed for the kernel, and where each came from."""
+    """``count`` records packed for the kernel, and where each came from. The buffers are
+    writable: the batch write takes their addresses without copying them first."""
 
     source: str
     count: int
-    keys: bytes
-    values: bytes | None  # None when only keys were asked for
+    keys: bytearray
+    values: bytearray | None  # None when only keys were asked for
     line_of: Callable[[int], int]  # record index -> line in the source
 
     def where(self, index: int) -> str:
@@ -160,7 +161,8 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
             keys.append(chunk_keys)
             values.append(chunk_values)
             count += len(numbers) if isinstance(entries, Packed) else len(entries)
-    return Records(source, count, b"".join(keys), b"".join(values) if with_values else None,
+    return Records(source, count, bytearray().join(keys),
+                   bytearray().join(values) if with_values else None,
                    line_of)
 
 
