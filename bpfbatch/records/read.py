@@ -41,7 +41,7 @@ import re
 import stat
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import BinaryIO
 
 import numpy as np
@@ -139,8 +139,8 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
             chunks, line_of = json_array.chunks(), json_array.line_of
         else:
             chunks = (_csv_chunks(text, source, key_codec, value_codec) if fmt == "csv"
-                      else _jsonl_chunks(pieces, source, with_values and typed_lines(
-                          key_codec, value_codec) or None))
+                      else _jsonl_chunks_of(path, source, data, pieces, with_values and
+                                            typed_lines(key_codec, value_codec) or None))
             line_of = lines.__getitem__
         keys: list[bytes] = []
         values: list[bytes] = []
@@ -350,10 +350,14 @@ def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator
     return _pieces(stream, source, close=True)
 
 
-def _pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[bytes]:
+def _pieces(data: BinaryIO, source: str, close: bool = False,
+            size: int | None = None) -> Iterator[bytes]:
+    """``data`` (its next ``size`` bytes, default: all) in pieces cut after a line break."""
     pending = []
+    left = size if size is not None else math.inf
     try:
-        for block in iter(lambda: data.read(_JSONL_CHUNK), b""):
+        while block := data.read(min(_JSONL_CHUNK, left)):
+            left -= len(block)
             cut = block.rfind(b"\n") + 1
             pending.append(memoryview(block)[:cut] if cut else block)
             if cut:
@@ -366,6 +370,17 @@ def _pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[bytes]
     finally:
         if close:
             data.close()
+
+
+def range_pieces(path: str, source: str, start: int, stop: int) -> Iterator[bytes]:
+    """The pieces of bytes ``[start, stop)`` of a regular file, both at the start of a line
+    (its UTF-8 already checked by :func:`_jsonl_pieces`)."""
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 -- closed by the generator
+        stream.seek(start)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+    return _pieces(stream, source, close=True, size=stop - start)
 
 
 def _decode(piece: bytes, offset: int, source: str) -> str:
@@ -411,37 +426,64 @@ class Packed:
 Chunk = tuple[Sequence[int] | None, "list | Packed"]
 
 
-def _jsonl_chunks(pieces: Iterator[bytes], source: str,
-                  typed: TypedLines | None = None) -> Iterator[Chunk]:
-    """Each piece's lines (UTF-8, see :func:`_jsonl_pieces`) parsed exactly as ``json.loads``
-    of every line would (each line one JSON value, else an error naming it), but as one JSON
-    array when that is the same; or, with ``typed``, encoded by it when it takes the whole
-    piece (see :mod:`~bpfbatch.records.typedjson`) — in one parse when the piece is one
-    record a line and nothing else, else line by line — until the first piece it declines.
+def _jsonl_chunks(pieces: Iterator[bytes], source: str, typed: TypedLines | None = None,
+                  first: int = 1) -> Generator[Chunk, None, int]:
+    """Each piece's lines (UTF-8, see :func:`_jsonl_pieces`; the first is line ``first``)
+    parsed exactly as ``json.loads`` of every line would (each line one JSON value, else an
+    error naming it), but as one JSON array when that is the same; or, with ``typed``,
+    encoded by it (:func:`typed_piece`) until the first piece it declines. Returns the
+    number of the line after the last.
 
     Lines are split at ``\\n`` only: a JSON string may hold U+2028 and the like, which
     ``str.splitlines`` cuts at."""
-    end = 1  # line number of the next piece's first line
+    end = first  # line number of the next piece's first line
     for piece in pieces:
-        first = end
-        block = record_lines(piece) if typed is not None else None
-        if block is None:
-            numbers, lines, end = _nonblank_lines(piece.decode("utf-8"), first)
-        else:  # the lines are not split unless the typed path declines them
-            numbers, lines, end = range(first, first + block.count), None, first + block.count
-        if typed is not None and (block or lines):
-            packed = typed.encode(block or lines)
+        start, lines = end, None
+        if typed is not None:
+            numbers, lines, end, packed = typed_piece(piece, start, typed)
             if packed is not None:
-                yield numbers, Packed(*packed)
+                yield numbers, packed
                 continue
             typed = None  # the rest is likely of the same shape: not parsed twice
         if lines is None:
-            numbers, lines, _ = _nonblank_lines(piece.decode("utf-8"), first)
+            numbers, lines, end = _nonblank_lines(piece.decode("utf-8"), start)
         parsed = _parse_joined(lines)
         if parsed is None:  # the per-line parse names the bad line
             parsed = [_decode_json(line, source, n) for n, line in zip(numbers, lines)]
         if parsed:
             yield numbers, parsed
+    return end
+
+
+def _jsonl_chunks_of(path: str, source: str, data: bytes | None, pieces: Iterator[bytes],
+                     typed: TypedLines | None) -> Iterator[Chunk]:
+    """The chunks of a JSONL input: a large regular file with a typed layout in two halves
+    at once (:mod:`~bpfbatch.records.halves`), anything else piece after piece."""
+    if typed is None or data is not None or path == "-":
+        return _jsonl_chunks(pieces, source, typed)
+    from . import halves
+
+    if not halves.worth_splitting(path):
+        return _jsonl_chunks(pieces, source, typed)
+    pieces.close()  # its file, that is: the halves open their own
+    return halves.chunks(path, source, typed)
+
+
+def typed_piece(piece: bytes, first: int, typed: TypedLines
+                ) -> tuple[Sequence[int], list[str] | None, int, Packed | None]:
+    """``(line numbers, lines, next line number, packed)`` of a piece whose first line is
+    ``first``, encoded by ``typed`` (see :mod:`~bpfbatch.records.typedjson`): in one parse
+    when the piece is one record a line and nothing else (then ``lines`` is ``None``: they
+    were not split), else line by line; ``packed`` is ``None`` when it declines."""
+    block = record_lines(piece)
+    if block is None:
+        numbers, lines, end = _nonblank_lines(piece.decode("utf-8"), first)
+    else:
+        numbers, lines, end = range(first, first + block.count), None, first + block.count
+    if not (block or lines):
+        return numbers, lines, end, Packed(b"", b"")
+    packed = typed.encode(block or lines)
+    return numbers, lines, end, None if packed is None else Packed(*packed)
 
 
 def _nonblank_lines(text: str, first: int) -> tuple[Sequence[int], list[str], int]:
