@@ -160,7 +160,8 @@ class Columns:
         key_rows = np.frombuffer(keys, np.uint8).reshape(count, self.key_size)
         value_rows = np.frombuffer(values, np.uint8).reshape(count, self.value_size)
         for name, node in self.fields:
-            column = table.column(name).combine_chunks()
+            chunked = table.column(name)  # combine_chunks of no chunk imports pandas
+            column = chunked.combine_chunks() if chunked.num_chunks else pa.nulls(0, chunked.type)
             where = f"{source}: column {name}"
             if column.null_count:
                 raise InputError(f"null in record {_first_null(pa, column) + 1}", obj=where)

@@ -87,8 +87,9 @@ def test_a_parquet_load_imports_no_pandas(tmp_path):
     """pa.array, Array.to_numpy and pq.read_table import pandas (~0.3 s) on first use;
     dumping and loading go without them."""
     keys, values = np.zeros((2, 4), np.uint8), np.zeros((2, VALUE.size), np.uint8)
-    pq.write_table(pa.Table.from_batches([COLUMNS.record_batch(keys, values)]),
-                   tmp_path / "t.parquet")
+    batch = COLUMNS.record_batch(keys, values)
+    pq.write_table(pa.Table.from_batches([batch]), tmp_path / "t.parquet")
+    pq.write_table(pa.Table.from_batches([], batch.schema), tmp_path / "empty.parquet")
     code = (
         "import sys\n"
         "import numpy as np\n"
@@ -96,6 +97,9 @@ def test_a_parquet_load_imports_no_pandas(tmp_path):
         "from bpfbatch.records.columnar import read_packed\n"
         f"count, _, _ = read_packed({str(tmp_path / 't.parquet')!r}, 'parquet', 'in',\n"
         "                           t.KEY, t.VALUE)\n"
+        f"empty, _, _ = read_packed({str(tmp_path / 'empty.parquet')!r}, 'parquet', 'in',\n"
+        "                           t.KEY, t.VALUE)\n"
+        "assert empty == 0\n"
         "t.COLUMNS.record_batch(np.zeros((2, 4), np.uint8), np.zeros((2, t.VALUE.size), np.uint8))\n"
         "assert count == 2\n"
         "print('pandas' in sys.modules)\n")
