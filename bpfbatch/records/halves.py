@@ -16,15 +16,17 @@ it sees that this process is gone.
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import stat
 import struct
 from array import array
 from collections.abc import Generator
+from typing import BinaryIO
 
 from ._numpy import np
-from .read import Chunk, Packed, _jsonl_chunks, range_pieces, typed_piece
+from .read import Chunk, Packed, _jsonl_chunks, _pieces, typed_piece
 from .typedjson import TypedLines
 
 __all__ = ["MIN_BYTES", "chunks", "worth_splitting"]
@@ -37,51 +39,70 @@ MIN_BYTES = 32 << 20
 _HEADER = struct.Struct("<4q")
 
 
-def worth_splitting(path: str) -> bool:
-    """Whether ``path`` is a regular file of at least :data:`MIN_BYTES` and this process
+def worth_splitting(stream: BinaryIO) -> bool:
+    """Whether ``stream`` is a regular file of at least :data:`MIN_BYTES` and this process
     may run on more than one CPU."""
     try:
-        info = os.stat(path)
-    except OSError:
+        info = os.fstat(stream.fileno())
+    except (AttributeError, OSError, io.UnsupportedOperation):  # in memory: stdin, a pipe
         return False
     return (stat.S_ISREG(info.st_mode) and info.st_size >= MIN_BYTES
             and len(os.sched_getaffinity(0)) > 1)
 
 
-def chunks(path: str, source: str, typed: TypedLines) -> Generator[Chunk, None, int]:
+def chunks(stream: BinaryIO, source: str, typed: TypedLines) -> Generator[Chunk, None, int]:
     """The chunks of :func:`~bpfbatch.records.read._jsonl_chunks` over the whole of
-    ``path``, the second half encoded by a child meanwhile (see the module doc)."""
-    size = os.stat(path).st_size
-    middle = _line_start(path, size // 2)
-    with _Child(path, middle, size, typed) as child:
-        end = yield from _jsonl_chunks(range_pieces(path, source, 0, middle), source, typed)
-        done = child.result()
-    if done is None:  # the child failed: read its half here
-        return (yield from _jsonl_chunks(range_pieces(path, source, middle, size), source,
-                                         typed, first=end))
-    stop, lines, numbers, keys, values = done
-    if len(numbers):
-        yield array("q", (numbers + (end - 1)).tobytes()), Packed(keys, values)
-    return (yield from _jsonl_chunks(range_pieces(path, source, stop, size), source,
-                                     first=end + lines))
+    ``stream`` (a regular file, closed at the end), the second half encoded by a child
+    meanwhile (see the module doc). Both read the file this process opened (and checked),
+    each at its own offsets."""
+    with stream:
+        fd = stream.fileno()
+        size = os.fstat(fd).st_size
+        middle = _line_start(fd, size // 2)
+        with _Child(fd, middle, size, typed) as child:
+            end = yield from _jsonl_chunks(_pieces(_Slice(fd, 0, middle), source), source,
+                                           typed)
+            done = child.result()
+        if done is None:  # the child failed: read its half here
+            return (yield from _jsonl_chunks(_pieces(_Slice(fd, middle, size), source),
+                                             source, typed, first=end))
+        stop, lines, numbers, keys, values = done
+        if len(numbers):
+            yield array("q", (numbers + (end - 1)).tobytes()), Packed(keys, values)
+        return (yield from _jsonl_chunks(_pieces(_Slice(fd, stop, size), source), source,
+                                         first=end + lines))
 
 
-def _line_start(path: str, offset: int) -> int:
+class _Slice:
+    """Bytes ``[start, stop)`` of the file ``fd``, read with ``pread``: the parent and the
+    child share the file's offset, so neither moves it."""
+
+    def __init__(self, fd: int, start: int, stop: int):
+        self.fd, self.at, self.stop = fd, start, stop
+
+    def read(self, size: int) -> bytes:
+        data = os.pread(self.fd, min(size, self.stop - self.at), self.at)
+        self.at += len(data)
+        return data
+
+
+def _line_start(fd: int, offset: int) -> int:
     """The offset of the first line that starts at or after ``offset``."""
-    with open(path, "rb") as f:
-        if offset == 0:
-            return 0
-        f.seek(offset - 1)
-        f.readline()
-        return f.tell()
+    at = offset - 1 if offset else 0
+    while offset and (block := os.pread(fd, 1 << 16, at)):
+        cut = block.find(b"\n")
+        if cut >= 0:
+            return at + cut + 1
+        at += len(block)
+    return at
 
 
 class _Child:
-    """The child process encoding ``[start, stop)`` of ``path``; :meth:`result` waits for
+    """The child process encoding ``[start, stop)`` of the file ``fd``; :meth:`result` waits for
     it. Leaving the ``with`` block kills and reaps it if it is still there."""
 
-    def __init__(self, path: str, start: int, stop: int, typed: TypedLines):
-        self.args = path, start, stop, typed
+    def __init__(self, fd: int, start: int, stop: int, typed: TypedLines):
+        self.args = fd, start, stop, typed
 
     def __enter__(self) -> _Child:
         self.fd = os.memfd_create("bpfbatch-load")
@@ -112,9 +133,9 @@ class _Child:
         os.close(self.fd)
 
 
-def _child(fd: int, parent: int, path: str, start: int, stop: int, typed: TypedLines):
-    """Encode pieces of ``[start, stop)`` until the typed path declines one; write the
-    header and the records to ``fd``; exit (0 when written). Signals take their default
+def _child(out_fd: int, parent: int, fd: int, start: int, stop: int, typed: TypedLines):
+    """Encode pieces of ``[start, stop)`` of the file ``fd`` until the typed path declines
+    one; write the header and the records to ``out_fd``; exit (0 when written). Signals take their default
     action here: the parent alone says what a signal stopped."""
     code = 1
     try:
@@ -122,7 +143,7 @@ def _child(fd: int, parent: int, path: str, start: int, stop: int, typed: TypedL
             signal.signal(sig, signal.SIG_DFL)
         numbers, keys, values = array("q"), [], []
         line, offset = 1, start
-        for piece in range_pieces(path, path, start, stop):
+        for piece in _pieces(_Slice(fd, start, stop), "input"):
             if os.getppid() != parent:  # the parent is gone: so is the point
                 return
             piece_numbers, _, end, packed = typed_piece(piece, line, typed)
@@ -133,7 +154,7 @@ def _child(fd: int, parent: int, path: str, start: int, stop: int, typed: TypedL
             values.append(packed.values)
             line, offset = end, offset + len(piece)
         keys_data = b"".join(keys)
-        with open(fd, "wb", closefd=False) as out:
+        with open(out_fd, "wb", closefd=False) as out:
             out.write(_HEADER.pack(offset, line - 1, len(numbers), len(keys_data)))
             out.write(numbers.tobytes())
             out.write(keys_data)

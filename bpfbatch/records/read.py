@@ -122,7 +122,7 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
                        lambda index: index + 1)  # records counted from 1
     # Read first: an unreadable file or bad UTF-8 is reported before anything else.
     if fmt == "jsonl":
-        pieces = _jsonl_pieces(path, source, data)
+        stream = _jsonl_stream(path, source, data)
     else:
         text = _decode(data if data is not None else _read_bytes(path, source), 0, source)
     if fmt == "bpftool-json":
@@ -139,7 +139,7 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
             chunks, line_of = json_array.chunks(), json_array.line_of
         else:
             chunks = (_csv_chunks(text, source, key_codec, value_codec) if fmt == "csv"
-                      else _jsonl_chunks_of(path, source, data, pieces, with_values and
+                      else _jsonl_chunks_of(stream, source, with_values and
                                             typed_lines(key_codec, value_codec) or None))
             line_of = lines.__getitem__
         keys: list[bytes] = []
@@ -322,10 +322,16 @@ def _bounded(stream, source: str) -> bytes:
 
 def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator[bytes]:
     """The bytes of a JSONL input in pieces of about ``_JSONL_CHUNK`` bytes, each ending with
-    a line break, so a regular file is never in memory whole; ``data``, when the input was
-    already read, or a stream's bytes (bounded, see :func:`_read_bytes`) are cut from memory.
+    a line break (see :func:`_jsonl_stream`)."""
+    return _pieces(_jsonl_stream(path, source, data), source, close=True)
 
-    Every piece is checked to be UTF-8 before this returns, so that error comes first, as
+
+def _jsonl_stream(path: str, source: str, data: bytes | None = None) -> BinaryIO:
+    """A JSONL input to read in pieces, so a regular file is never in memory whole: the
+    file itself, or ``data``, when the input was already read, or a stream's bytes (bounded,
+    see :func:`_read_bytes`) in memory.
+
+    Every byte is checked to be UTF-8 before this returns, so that error comes first, as
     when the text is read at once (ASCII input, the usual one, is UTF-8 without decoding
     it)."""
     try:
@@ -334,7 +340,7 @@ def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator
         elif path == "-":
             stream = io.BytesIO(_read_bytes(path, source))
         else:
-            stream = open(path, "rb")  # noqa: SIM115 -- closed by the generator
+            stream = open(path, "rb")  # noqa: SIM115 -- closed by the reader
             if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
                 with stream:
                     stream = io.BytesIO(_bounded(stream, source))
@@ -347,12 +353,13 @@ def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator
         stream.seek(0)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
-    return _pieces(stream, source, close=True)
+    return stream
 
 
 def _pieces(data: BinaryIO, source: str, close: bool = False,
             size: int | None = None) -> Iterator[bytes]:
-    """``data`` (its next ``size`` bytes, default: all) in pieces cut after a line break."""
+    """``data`` (its next ``size`` bytes, default: all; anything with ``read(n)``) in pieces
+    cut after a line break."""
     pending = []
     left = size if size is not None else math.inf
     try:
@@ -370,17 +377,6 @@ def _pieces(data: BinaryIO, source: str, close: bool = False,
     finally:
         if close:
             data.close()
-
-
-def range_pieces(path: str, source: str, start: int, stop: int) -> Iterator[bytes]:
-    """The pieces of bytes ``[start, stop)`` of a regular file, both at the start of a line
-    (its UTF-8 already checked by :func:`_jsonl_pieces`)."""
-    try:
-        stream = open(path, "rb")  # noqa: SIM115 -- closed by the generator
-        stream.seek(start)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
-    return _pieces(stream, source, close=True, size=stop - start)
 
 
 def _decode(piece: bytes, offset: int, source: str) -> str:
@@ -455,18 +451,17 @@ def _jsonl_chunks(pieces: Iterator[bytes], source: str, typed: TypedLines | None
     return end
 
 
-def _jsonl_chunks_of(path: str, source: str, data: bytes | None, pieces: Iterator[bytes],
-                     typed: TypedLines | None) -> Iterator[Chunk]:
-    """The chunks of a JSONL input: a large regular file with a typed layout in two halves
-    at once (:mod:`~bpfbatch.records.halves`), anything else piece after piece."""
-    if typed is None or data is not None or path == "-":
-        return _jsonl_chunks(pieces, source, typed)
-    from . import halves
+def _jsonl_chunks_of(stream: BinaryIO, source: str, typed: TypedLines | None
+                     ) -> Iterator[Chunk]:
+    """The chunks of a JSONL input (see :func:`_jsonl_stream`): a large regular file with a
+    typed layout in two halves at once (:mod:`~bpfbatch.records.halves`), anything else
+    piece after piece."""
+    if typed is not None:
+        from . import halves
 
-    if not halves.worth_splitting(path):
-        return _jsonl_chunks(pieces, source, typed)
-    pieces.close()  # its file, that is: the halves open their own
-    return halves.chunks(path, source, typed)
+        if halves.worth_splitting(stream):
+            return halves.chunks(stream, source, typed)
+    return _jsonl_chunks(_pieces(stream, source, close=True), source, typed)
 
 
 def typed_piece(piece: bytes, first: int, typed: TypedLines

@@ -4,6 +4,7 @@ outlives the read."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -27,7 +28,7 @@ def _children() -> list[str]:
 def split(monkeypatch):
     """Every typed JSONL file read in halves; ``split.results`` collects what each child
     handed over (``None``: it failed)."""
-    monkeypatch.setattr(halves, "worth_splitting", lambda path: True)
+    monkeypatch.setattr(halves, "worth_splitting", lambda stream: True)
     results = []
     real = halves._Child.result
     monkeypatch.setattr(halves._Child, "result",
@@ -101,9 +102,12 @@ def test_a_failing_child_leaves_its_half_to_the_parent(split, tmp_path, monkeypa
 def test_small_files_stdin_and_one_cpu_are_read_in_one_pass(tmp_path, monkeypatch):
     path = tmp_path / "flows.jsonl"
     path.write_text("\n".join(_dumped_flows(10)) + "\n")
-    assert not halves.worth_splitting(str(path))  # below MIN_BYTES
-    monkeypatch.setattr(halves, "MIN_BYTES", 0)
-    assert halves.worth_splitting(str(path)) == (len(os.sched_getaffinity(0)) > 1)
-    assert not halves.worth_splitting(str(tmp_path))  # not a regular file
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
-    assert not halves.worth_splitting(str(path))
+    with path.open("rb") as f:
+        assert not halves.worth_splitting(f)  # below MIN_BYTES
+        monkeypatch.setattr(halves, "MIN_BYTES", 0)
+        assert halves.worth_splitting(f) == (len(os.sched_getaffinity(0)) > 1)
+        assert not halves.worth_splitting(io.BytesIO(path.read_bytes()))  # stdin, a pipe
+        with open("/dev/null", "rb") as device:
+            assert not halves.worth_splitting(device)
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+        assert not halves.worth_splitting(f)
