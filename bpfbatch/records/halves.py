@@ -25,6 +25,7 @@ from array import array
 from collections.abc import Generator
 from typing import BinaryIO
 
+from .. import interrupts
 from ._numpy import np
 from .read import Chunk, Packed, _jsonl_chunks, _pieces, typed_piece
 from .typedjson import TypedLines
@@ -127,10 +128,11 @@ class _Child:
             return stop, lines, numbers, keys, out.read()
 
     def __exit__(self, *exc) -> None:
-        if self.pid is not None:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        os.close(self.fd)
+        with interrupts.deferred():  # a signal now must not leave the child running
+            if self.pid is not None:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            os.close(self.fd)
 
 
 def _child(out_fd: int, parent: int, fd: int, start: int, stop: int, typed: TypedLines):

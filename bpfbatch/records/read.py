@@ -145,22 +145,25 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
         keys: list[bytes] = []
         values: list[bytes] = []
         count = 0
-        for numbers, entries in chunks:
-            if numbers is None:  # a JSON array: lines are looked up on error only
-                def where(i, first=count):
-                    return f"{source}:{line_of(first + i)}"
-            else:
-                lines.extend(numbers)
+        # Closed when the loop is left by an error or a signal too, not when the generator is
+        # collected: what it holds open (a file, the halves' child) goes with the load.
+        with contextlib.closing(chunks):
+            for numbers, entries in chunks:
+                if numbers is None:  # a JSON array: lines are looked up on error only
+                    def where(i, first=count):
+                        return f"{source}:{line_of(first + i)}"
+                else:
+                    lines.extend(numbers)
 
-                def where(i, numbers=numbers):
-                    return f"{source}:{numbers[i]}"
-            if isinstance(entries, Packed):
-                chunk_keys, chunk_values = entries.keys, entries.values
-            else:
-                chunk_keys, chunk_values = encoder.encode(entries, where, numbers is None)
-            keys.append(chunk_keys)
-            values.append(chunk_values)
-            count += len(numbers) if isinstance(entries, Packed) else len(entries)
+                    def where(i, numbers=numbers):
+                        return f"{source}:{numbers[i]}"
+                if isinstance(entries, Packed):
+                    chunk_keys, chunk_values = entries.keys, entries.values
+                else:
+                    chunk_keys, chunk_values = encoder.encode(entries, where, numbers is None)
+                keys.append(chunk_keys)
+                values.append(chunk_values)
+                count += len(numbers) if isinstance(entries, Packed) else len(entries)
     return Records(source, count, bytearray().join(keys),
                    bytearray().join(values) if with_values else None,
                    line_of)
