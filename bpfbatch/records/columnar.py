@@ -100,7 +100,8 @@ class Columns:
         """One ``fixed_size_list`` of ``ncpus`` items per entry from one array per CPU."""
         flat = self.pa.concat_arrays([_plain(self.pa, a) for a in per_cpu])
         order = (np.arange(self.ncpus)[None, :] * count + np.arange(count)[:, None]).ravel()
-        return self.pa.FixedSizeListArray.from_arrays(flat.take(order), self.ncpus)
+        return self.pa.FixedSizeListArray.from_arrays(flat.take(_from_numpy(self.pa, order)),
+                                                      self.ncpus)
 
     def _read(self, node, rows_, name: str):
         pa = self.pa
@@ -112,18 +113,17 @@ class Columns:
         kind = leaf_kind(node)
         if kind is LeafKind.DISPLAY:
             shown = node.decoder.format(rows_[:, node.offset:node.offset + node.size])
-            column_type = _decoded_type(pa, node)
-            return pa.array(shown if column_type != pa.string() else [str(v) for v in shown],
-                            column_type)
+            dtype = _decoded_dtype(node)
+            return _strings(pa, [str(v) for v in shown]) if dtype is None else \
+                _from_numpy(pa, np.array(shown, dtype=dtype))
         if kind is LeafKind.ENUM:
             numbers = _scalar(rows_, node.offset, node.code)
             unique, index = np.unique(numbers, return_inverse=True)
             names = [node.names.get(v, str(v)) for v in unique.tolist()]
-            return pa.DictionaryArray.from_arrays(pa.array(index.astype(np.int32)),
-                                              pa.array(names, type=pa.string()))
+            return pa.DictionaryArray.from_arrays(_from_numpy(pa, index.astype(np.int32)),
+                                                  _strings(pa, names))
         if kind is LeafKind.TEXT:
-            chars = _before_nul(rows_[:, node.offset:node.offset + len(node.elems)])
-            binary = pa.array(chars.view(f"S{len(node.elems)}")[:, 0], type=pa.binary())
+            binary = _before_nul(pa, rows_[:, node.offset:node.offset + len(node.elems)])
             try:
                 return binary.cast(pa.string())
             except pa.ArrowInvalid:
@@ -141,10 +141,12 @@ class Columns:
 
     # -- Arrow -> bytes ------------------------------------------------------------------
 
-    def packed(self, table: pa.Table, source: str) -> tuple[int, bytes, bytes]:
-        """``(count, keys, values)`` of ``table``, whose columns must be exactly this
-        layout's; a missing or unknown column, a null, or a value that does not fit its field
-        is an :class:`InputError` naming the column (and the record, counted from 1)."""
+    def packed(self, table: pa.Table, source: str) -> tuple[int, bytearray, bytearray]:
+        """``(count, keys, values)`` of ``table`` (writable buffers), whose columns must be
+        exactly this layout's; a missing or unknown column, a null, or a value that does not
+        fit its field is an :class:`InputError` naming the column (and the record, counted
+        from 1)."""
+        pa = self.pa
         names = [name for name, _ in self.fields]
         unknown = [c for c in table.column_names if c not in names]
         if unknown:
@@ -154,13 +156,15 @@ class Columns:
         if missing:
             raise InputError(f"missing column {missing[0]!r}", obj=source)
         count = table.num_rows
-        key_rows = np.zeros((count, self.key_size), np.uint8)
-        value_rows = np.zeros((count, self.value_size), np.uint8)
+        keys, values = bytearray(count * self.key_size), bytearray(count * self.value_size)
+        key_rows = np.frombuffer(keys, np.uint8).reshape(count, self.key_size)
+        value_rows = np.frombuffer(values, np.uint8).reshape(count, self.value_size)
         for name, node in self.fields:
-            column = table.column(name).combine_chunks()
+            chunked = table.column(name)  # combine_chunks of no chunk imports pandas
+            column = chunked.combine_chunks() if chunked.num_chunks else pa.nulls(0, chunked.type)
             where = f"{source}: column {name}"
             if column.null_count:
-                raise InputError(f"null in record {_first_null(column) + 1}", obj=where)
+                raise InputError(f"null in record {_first_null(pa, column) + 1}", obj=where)
             if name.startswith("key"):
                 self._write(node, key_rows, column, where)
             elif self.ncpus is None:
@@ -169,14 +173,14 @@ class Columns:
                 items = self._cpu_items(column, count, where)
                 for c in range(self.ncpus):
                     self._write(node, value_rows[:, c * self.stride:], items[c::self.ncpus], where)
-        return count, key_rows.tobytes(), value_rows.tobytes()
+        return count, keys, values
 
     def _cpu_items(self, column, count: int, where: str):
         pa = self.pa
         if not (pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type)):
             raise InputError(f"expected a list of {self.ncpus} per-CPU values, got {column.type}",
                              obj=where)
-        lengths = column.value_lengths().to_numpy(zero_copy_only=False)
+        lengths = _to_numpy(pa, column.value_lengths())
         if count and not (lengths == self.ncpus).all():
             bad = int(np.flatnonzero(lengths != self.ncpus)[0])
             raise InputError(f"record {bad + 1}: {lengths[bad]} per-CPU values for "
@@ -197,7 +201,8 @@ class Columns:
             return
         if kind is LeafKind.ENUM:
             numbers = _enum_numbers(pa, node, column, where)
-            store(rows_, node.offset, node.code, _in_range(numbers, node.size, True, where))
+            store(rows_, node.offset, node.code,
+                  _in_range(numbers, node.size, node.signed, where))
             return
         if kind is LeafKind.TEXT:
             n = len(node.elems)
@@ -213,23 +218,23 @@ class Columns:
             if not pa.types.is_fixed_size_list(column.type) and not pa.types.is_list(column.type):
                 raise InputError(f"expected a list of {len(node.elems)}, got {column.type}",
                                  obj=where)
-            lengths = column.value_lengths().to_numpy(zero_copy_only=False)
+            lengths = _to_numpy(pa, column.value_lengths())
             if len(lengths) and not (lengths == len(node.elems)).all():
                 bad = int(np.flatnonzero(lengths != len(node.elems))[0])
                 raise InputError(f"record {bad + 1}: expected {len(node.elems)} items",
                                  obj=where)
             elem = node.elems[0]
             flat = _checked(elem, _numpy(pa, column.flatten(), where), where)
-            width = _width(elem)
-            rows_[:, node.offset:node.offset + len(node.elems) * width] = (
-                flat.astype(scalar_type(elem)).view(np.uint8).reshape(len(column), -1))
+            width = len(node.elems) * _width(elem)
+            rows_[:, node.offset:node.offset + width] = (
+                flat.astype(scalar_type(elem)).view(np.uint8).reshape(len(column), width))
             return
         store(rows_, node.offset, scalar_type(node),
              _checked(node, _numpy(pa, column, where), where))
 
 
 def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
-                ) -> tuple[int, bytes, bytes]:
+                ) -> tuple[int, bytearray, bytearray]:
     """``(count, keys, values)`` of a ``parquet`` file or an ``arrow`` IPC stream (``-``:
     stdin), packed for the map whose codecs are ``key`` and ``value``."""
     columns = Columns(key, value)
@@ -244,7 +249,7 @@ def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
             if fmt == "parquet":
                 import pyarrow.parquet as pq
 
-                table = pq.read_table(stream)
+                table = pq.ParquetFile(stream).read()  # read_table imports pandas (~0.3 s)
             else:
                 table = pa.ipc.open_stream(stream).read_all()
     except OSError as exc:  # pyarrow's errors (ArrowInvalid too) are OSError or ValueError
@@ -278,11 +283,12 @@ def _stored_leaves(node: Node, prefix: str):
             yield name, leaf
 
 
-def _decoded_type(pa, node: Decoded):
-    """The column type of a field decoded on request (see the module doc)."""
+def _decoded_dtype(node: Decoded) -> np.dtype | None:
+    """The numpy type of a field decoded on request, ``None`` for text (see the module
+    doc)."""
     if not node.decoder.numeric:
-        return pa.string()
-    return pa.float64() if node.decoder.clocked else pa.from_numpy_dtype(f"u{node.size}")
+        return None
+    return np.dtype(np.float64 if node.decoder.clocked else f"u{node.size}")
 
 
 def _parse_into(rows_, node: Decoded, shown: list, where: str) -> None:
@@ -317,9 +323,48 @@ def _scalar(rows_, offset: int, np_type: str) -> np.ndarray:
 
 
 def _numbers(pa, node: Node, column: np.ndarray):
-    if leaf_kind(node) is LeafKind.BOOL:
-        return pa.array(column != 0)
-    return pa.array(column)
+    return _from_numpy(pa, column != 0 if leaf_kind(node) is LeafKind.BOOL else column)
+
+
+# Arrays are built from their buffers, not with ``pa.array``: its first call in a process
+# imports pandas (~0.3 s) to ask whether the input is a pandas object, even for a list.
+
+
+def _from_numpy(pa, column: np.ndarray):
+    """The Arrow array of a numpy column of numbers (sharing its memory) or bools."""
+    column = np.ascontiguousarray(column)
+    if column.dtype == np.bool_:
+        bits = np.packbits(column, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(column), [None, pa.py_buffer(bits)])
+    return pa.Array.from_buffers(pa.from_numpy_dtype(column.dtype), len(column),
+                                 [None, pa.py_buffer(column)])
+
+
+def _to_numpy(pa, column) -> np.ndarray:
+    """A numpy view of an Arrow array of numbers (a copy for bools), nulls read as what
+    their slots hold; the callers refuse nulls first."""
+    data, end = column.buffers()[1], column.offset + len(column)
+    if pa.types.is_boolean(column.type):
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little", count=end)
+        return bits[column.offset:].astype(bool)
+    kind = "f" if pa.types.is_floating(column.type) else \
+        "i" if pa.types.is_signed_integer(column.type) else "u"
+    dtype = np.dtype(f"{kind}{column.type.bit_width // 8}")
+    return np.frombuffer(data, dtype=dtype, count=end)[column.offset:]
+
+
+def _offsets(lengths) -> np.ndarray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+def _strings(pa, values: list[str]):
+    """A ``string`` array of ``values``."""
+    data = [v.encode() for v in values]
+    return pa.Array.from_buffers(pa.string(), len(data), [
+        None, pa.py_buffer(_offsets(np.fromiter(map(len, data), np.int64, len(data)))),
+        pa.py_buffer(b"".join(data))])
 
 
 def _plain(pa, array):
@@ -333,7 +378,7 @@ def _numpy(pa, column, where: str) -> np.ndarray:
         hint = (" (a column dumped with --decode loads with the same --decode)"
                 if pa.types.is_string(column.type) else "")
         raise InputError(f"expected numbers, got {column.type}{hint}", obj=where)
-    return column.to_numpy(zero_copy_only=False)
+    return _to_numpy(pa, column)
 
 
 def _checked(node: Node, column: np.ndarray, where: str) -> np.ndarray:
@@ -366,9 +411,9 @@ def _enum_numbers(pa, node: Enum, column, where: str) -> np.ndarray:
     """An enum column as numbers: dictionary or text columns by name (or decimal text),
     integer columns as they are."""
     if pa.types.is_integer(column.type):
-        return column.to_numpy(zero_copy_only=False)
+        return _to_numpy(pa, column)
     if pa.types.is_dictionary(column.type):
-        names, index = column.dictionary.to_pylist(), column.indices.to_numpy(zero_copy_only=False)
+        names, index = column.dictionary.to_pylist(), _to_numpy(pa, column.indices)
     elif pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         names, index = column.unique().to_pylist(), None
     else:
@@ -385,8 +430,7 @@ def _enum_numbers(pa, node: Enum, column, where: str) -> np.ndarray:
                              obj=where) from None
     table = np.array(numbers, dtype=np.int64)
     if index is None:
-        index = pa.compute.index_in(column, value_set=pa.array(names)).to_numpy(
-            zero_copy_only=False)
+        index = _to_numpy(pa, pa.compute.index_in(column, value_set=_strings(pa, names)))
     return table[index]
 
 
@@ -406,14 +450,14 @@ def _check_widths(data: Iterable[bytes], size: int, where: str) -> None:
                              obj=where)
 
 
-def _before_nul(chars: np.ndarray) -> np.ndarray:
-    """``chars`` (``count × N`` bytes) with every byte from a row's first NUL on zeroed: the
-    string C reads there."""
-    chars = np.array(chars)
+def _before_nul(pa, chars: np.ndarray):
+    """The ``binary`` array of each row of ``chars`` (``count × N`` bytes) up to its first
+    NUL: the string C reads there."""
     nul = chars == 0
-    first = np.where(nul.any(axis=1), nul.argmax(axis=1), chars.shape[1])
-    chars[np.arange(chars.shape[1]) >= first[:, None]] = 0
-    return chars
+    lengths = np.where(nul.any(axis=1), nul.argmax(axis=1), chars.shape[1])
+    data = chars[np.arange(chars.shape[1]) < lengths[:, None]]  # row by row
+    return pa.Array.from_buffers(pa.binary(), len(chars), [
+        None, pa.py_buffer(_offsets(lengths)), pa.py_buffer(data.tobytes())])
 
 
 def _is_utf8(data: bytes) -> bool:
@@ -424,5 +468,5 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def _first_null(column) -> int:
-    return int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
+def _first_null(pa, column) -> int:
+    return int(np.flatnonzero(_to_numpy(pa, column.is_null()))[0])

@@ -38,11 +38,13 @@ endian) where a number is meant (``errno``, ``ifname``, ``ksym``, ``age``).
 
 from __future__ import annotations
 
+import array
 import bisect
 import dataclasses
 import functools
 import itertools
 import re
+import sys
 import time
 from collections.abc import Callable
 
@@ -144,16 +146,19 @@ def _parse_be(value, size: int) -> bytes:
     return _to_bytes(_int_of(value), size, "big")
 
 
+#: ``array.array`` type code of an unsigned integer of each size.
+_UNSIGNED = {array.array(code).itemsize: code for code in "HIQ"}
+
+
 def _parse_be_column(values: list, size: int) -> bytes:
-    """Exact ``int``s (no bools, no text) in ``[0, 2**bits)``, as ``_parse_be`` takes them."""
+    """Exact ``int``s (no bools, no text) in ``[0, 2**bits)``, as ``_parse_be`` takes them:
+    ``array.array`` checks the range as it converts (OverflowError)."""
     if set(map(type, values)) - {int}:
         raise TypeError("not only ints")
-    if values and min(values) < 0:  # numpy 1.x would wrap it into uint64, not raise
-        raise OverflowError("below 0")
-    column = np.array(values, dtype=np.uint64)  # OverflowError beyond 64 bits
-    if len(values) and int(column.max()) >> (8 * size):
-        raise OverflowError("beyond the field")
-    return column.astype(f">u{size}").tobytes()
+    words = array.array(_UNSIGNED[size], values)
+    if sys.byteorder == "little":
+        words.byteswap()
+    return words.tobytes()
 
 
 # -- addresses -----------------------------------------------------------------------------

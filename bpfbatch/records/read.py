@@ -41,7 +41,7 @@ import re
 import stat
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import BinaryIO
 
 import numpy as np
@@ -50,7 +50,7 @@ from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
 from .encode import overflows_double
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
-from .typedjson import TypedLines, typed_lines
+from .typedjson import TypedLines, record_lines, typed_lines
 
 READ_FORMATS = ("jsonl", "json", "csv", "bpftool-json", "parquet", "arrow")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
@@ -61,12 +61,13 @@ _COLUMNAR = ("parquet", "arrow")
 
 @dataclasses.dataclass(frozen=True)
 class Records:
-    """``count`` records packed for the kernel, and where each came from."""
+    """``count`` records packed for the kernel, and where each came from. The buffers are
+    writable: the batch write takes their addresses without copying them first."""
 
     source: str
     count: int
-    keys: bytes
-    values: bytes | None  # None when only keys were asked for
+    keys: bytearray
+    values: bytearray | None  # None when only keys were asked for
     line_of: Callable[[int], int]  # record index -> line in the source
 
     def where(self, index: int) -> str:
@@ -121,7 +122,7 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
                        lambda index: index + 1)  # records counted from 1
     # Read first: an unreadable file or bad UTF-8 is reported before anything else.
     if fmt == "jsonl":
-        pieces = _jsonl_pieces(path, source, data)
+        stream = _jsonl_stream(path, source, data)
     else:
         text = _decode(data if data is not None else _read_bytes(path, source), 0, source)
     if fmt == "bpftool-json":
@@ -138,29 +139,33 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
             chunks, line_of = json_array.chunks(), json_array.line_of
         else:
             chunks = (_csv_chunks(text, source, key_codec, value_codec) if fmt == "csv"
-                      else _jsonl_chunks(pieces, source, with_values and typed_lines(
-                          key_codec, value_codec) or None))
+                      else _jsonl_chunks_of(stream, source, with_values and
+                                            typed_lines(key_codec, value_codec) or None))
             line_of = lines.__getitem__
         keys: list[bytes] = []
         values: list[bytes] = []
         count = 0
-        for numbers, entries in chunks:
-            if numbers is None:  # a JSON array: lines are looked up on error only
-                def where(i, first=count):
-                    return f"{source}:{line_of(first + i)}"
-            else:
-                lines.extend(numbers)
+        # Closed when the loop is left by an error or a signal too, not when the generator is
+        # collected: what it holds open (a file, the halves' child) goes with the load.
+        with contextlib.closing(chunks):
+            for numbers, entries in chunks:
+                if numbers is None:  # a JSON array: lines are looked up on error only
+                    def where(i, first=count):
+                        return f"{source}:{line_of(first + i)}"
+                else:
+                    lines.extend(numbers)
 
-                def where(i, numbers=numbers):
-                    return f"{source}:{numbers[i]}"
-            if isinstance(entries, Packed):
-                chunk_keys, chunk_values = entries.keys, entries.values
-            else:
-                chunk_keys, chunk_values = encoder.encode(entries, where, numbers is None)
-            keys.append(chunk_keys)
-            values.append(chunk_values)
-            count += len(numbers) if isinstance(entries, Packed) else len(entries)
-    return Records(source, count, b"".join(keys), b"".join(values) if with_values else None,
+                    def where(i, numbers=numbers):
+                        return f"{source}:{numbers[i]}"
+                if isinstance(entries, Packed):
+                    chunk_keys, chunk_values = entries.keys, entries.values
+                else:
+                    chunk_keys, chunk_values = encoder.encode(entries, where, numbers is None)
+                keys.append(chunk_keys)
+                values.append(chunk_values)
+                count += len(numbers) if isinstance(entries, Packed) else len(entries)
+    return Records(source, count, bytearray().join(keys),
+                   bytearray().join(values) if with_values else None,
                    line_of)
 
 
@@ -318,45 +323,58 @@ def _bounded(stream, source: str) -> bytes:
     return b"".join(blocks)
 
 
-def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator[str]:
-    """The text of a JSONL input in pieces of about ``_JSONL_CHUNK`` bytes, each ending with a
-    line break, so a regular file is never in memory whole (it would be twice while
-    decoding); ``data``, when the input was already read, or a stream's bytes (bounded, see
-    :func:`_read_bytes`) are cut from memory.
+def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator[bytes]:
+    """The bytes of a JSONL input in pieces of about ``_JSONL_CHUNK`` bytes, each ending with
+    a line break (see :func:`_jsonl_stream`)."""
+    return _pieces(_jsonl_stream(path, source, data), source, close=True)
 
-    Every piece is checked to be UTF-8 before this returns, so that error comes first, as
-    when the text is read at once."""
+
+def _jsonl_stream(path: str, source: str, data: bytes | None = None) -> BinaryIO:
+    """A JSONL input to read in pieces, so a regular file is never in memory whole: the
+    file itself, or ``data``, when the input was already read, or a stream's bytes (bounded,
+    see :func:`_read_bytes`) in memory.
+
+    Every byte is checked to be UTF-8 before this returns, so that error comes first, as
+    when the text is read at once (ASCII input, the usual one, is UTF-8 without decoding
+    it)."""
     try:
         if data is not None:
             stream = io.BytesIO(data)
         elif path == "-":
             stream = io.BytesIO(_read_bytes(path, source))
         else:
-            stream = open(path, "rb")  # noqa: SIM115 -- closed by the generator
+            stream = open(path, "rb")  # noqa: SIM115 -- closed by the reader
             if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
                 with stream:
                     stream = io.BytesIO(_bounded(stream, source))
-        for _ in _decoded_pieces(stream, source):
-            pass
+        if not all(block.isascii() for block in iter(lambda: stream.read(_JSONL_CHUNK), b"")):
+            stream.seek(0)
+            offset = 0
+            for piece in _pieces(stream, source):  # cut at line breaks: never in a character
+                _decode(piece, offset, source)
+                offset += len(piece)
         stream.seek(0)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
-    return _decoded_pieces(stream, source, close=True)
+    return stream
 
 
-def _decoded_pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[str]:
-    offset, pending = 0, []
+def _pieces(data: BinaryIO, source: str, close: bool = False,
+            size: int | None = None) -> Iterator[bytes]:
+    """``data`` (its next ``size`` bytes, default: all; anything with ``read(n)``) in pieces
+    cut after a line break."""
+    pending = []
+    left = size if size is not None else math.inf
     try:
-        for block in iter(lambda: data.read(_JSONL_CHUNK), b""):
+        while block := data.read(min(_JSONL_CHUNK, left)):
+            left -= len(block)
             cut = block.rfind(b"\n") + 1
             pending.append(memoryview(block)[:cut] if cut else block)
             if cut:
-                piece = b"".join(pending)
-                yield _decode(piece, offset, source)
-                offset += len(piece)
+                yield b"".join(pending)
                 pending = [block[cut:]]
         if any(pending):
-            yield _decode(b"".join(pending), offset, source)
+            yield b"".join(pending)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
     finally:
@@ -407,37 +425,77 @@ class Packed:
 Chunk = tuple[Sequence[int] | None, "list | Packed"]
 
 
-def _jsonl_chunks(pieces: Iterator[str], source: str,
-                  typed: TypedLines | None = None) -> Iterator[Chunk]:
-    """Each piece's lines parsed exactly as ``json.loads`` of every line would (each line one
-    JSON value, else an error naming it), but as one JSON array when that is the same; or,
-    with ``typed``, encoded by it when it takes the whole piece (see
-    :mod:`~bpfbatch.records.typedjson`), until the first piece it declines.
+def _jsonl_chunks(pieces: Iterator[bytes], source: str, typed: TypedLines | None = None,
+                  first: int = 1) -> Generator[Chunk, None, int]:
+    """Each piece's lines (UTF-8, see :func:`_jsonl_pieces`; the first is line ``first``)
+    parsed exactly as ``json.loads`` of every line would (each line one JSON value, else an
+    error naming it), but as one JSON array when that is the same; or, with ``typed``,
+    encoded by it (:func:`typed_piece`) until the first piece it declines. Returns the
+    number of the line after the last.
 
     Lines are split at ``\\n`` only: a JSON string may hold U+2028 and the like, which
     ``str.splitlines`` cuts at."""
-    first = 1  # line number of the piece's first line
+    end = first  # line number of the next piece's first line
     for piece in pieces:
-        lines = piece.split("\n")
-        if lines[-1] == "":  # the piece's final line break ends its last line
-            lines.pop()
-        numbers: Sequence[int] = range(first, first + len(lines))
-        first += len(lines)
-        blanks = itertools.repeat(_JSON_BLANKS)
-        if not all(map(str.strip, lines, blanks)):  # drop blank lines
-            numbers = [n for n, line in zip(numbers, lines) if line.strip(_JSON_BLANKS)]
-            lines = [line for line in lines if line.strip(_JSON_BLANKS)]
-        if typed is not None and lines:
-            packed = typed.encode(lines)
+        start, lines = end, None
+        if typed is not None:
+            numbers, lines, end, packed = typed_piece(piece, start, typed)
             if packed is not None:
-                yield numbers, Packed(*packed)
+                yield numbers, packed
                 continue
             typed = None  # the rest is likely of the same shape: not parsed twice
+        if lines is None:
+            numbers, lines, end = _nonblank_lines(piece.decode("utf-8"), start)
         parsed = _parse_joined(lines)
         if parsed is None:  # the per-line parse names the bad line
             parsed = [_decode_json(line, source, n) for n, line in zip(numbers, lines)]
         if parsed:
             yield numbers, parsed
+    return end
+
+
+def _jsonl_chunks_of(stream: BinaryIO, source: str, typed: TypedLines | None
+                     ) -> Iterator[Chunk]:
+    """The chunks of a JSONL input (see :func:`_jsonl_stream`): a large regular file with a
+    typed layout in two halves at once (:mod:`~bpfbatch.records.halves`), anything else
+    piece after piece."""
+    if typed is not None:
+        from . import halves
+
+        if halves.worth_splitting(stream):
+            return halves.chunks(stream, source, typed)
+    return _jsonl_chunks(_pieces(stream, source, close=True), source, typed)
+
+
+def typed_piece(piece: bytes, first: int, typed: TypedLines
+                ) -> tuple[Sequence[int], list[str] | None, int, Packed | None]:
+    """``(line numbers, lines, next line number, packed)`` of a piece whose first line is
+    ``first``, encoded by ``typed`` (see :mod:`~bpfbatch.records.typedjson`): in one parse
+    when the piece is one record a line and nothing else (then ``lines`` is ``None``: they
+    were not split), else line by line; ``packed`` is ``None`` when it declines."""
+    block = record_lines(piece)
+    if block is None:
+        numbers, lines, end = _nonblank_lines(piece.decode("utf-8"), first)
+    else:
+        numbers, lines, end = range(first, first + block.count), None, first + block.count
+    if not (block or lines):
+        return numbers, lines, end, Packed(b"", b"")
+    packed = typed.encode(block or lines)
+    return numbers, lines, end, None if packed is None else Packed(*packed)
+
+
+def _nonblank_lines(text: str, first: int) -> tuple[Sequence[int], list[str], int]:
+    """``(line numbers, lines, next line number)`` of the lines of ``text`` (whose first is
+    line ``first``) that are not blank."""
+    lines = text.split("\n")
+    if lines[-1] == "":  # the text's final line break ends its last line
+        lines.pop()
+    end = first + len(lines)
+    numbers: Sequence[int] = range(first, end)
+    if not all(map(str.strip, lines, itertools.repeat(_JSON_BLANKS))):  # drop blank lines
+        numbers = [n for n, line in zip(numbers, lines) if line.strip(_JSON_BLANKS)]
+        lines = [line for line in lines if line.strip(_JSON_BLANKS)]
+    return numbers, lines, end
 
 
 #: What ``json.loads`` skips around a value: a line of nothing else is blank.

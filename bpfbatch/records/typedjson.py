@@ -4,36 +4,42 @@ layout, and written column by column into the packed records.
 The general reader (:mod:`bpfbatch.records.read`) parses JSON into dicts with the standard
 library and then encodes them; on a million records the parse alone is most of a load. Here
 each record's shape is a msgspec ``Struct`` compiled from the key and value layouts (field
-names, nested structs, lists of scalars; ``int`` for integers, ``int | str`` for enums and
-decoded fields, ``str`` for char arrays), so the text is parsed and its shape checked in C, with no
-dict per record. The values then go, one column per field, through the layout's own
-vectorised ``fill``, which checks ranges, enumerator names and decoded text exactly as the
-general path does.
+names, nested structs, fixed-length tuples of scalars; ``int`` for integers, ``int`` or one of
+its enumerators' names for enums, ``int | str`` for decoded fields, ``str`` for char arrays),
+so the text is parsed and its shape checked in C, with no dict per record. A piece of the
+file that is one record a line and nothing else (:func:`record_lines`: what ``dump -o
+jsonl`` writes) is parsed in one call, other pieces line by line. The values then go, one
+column per leaf field (each struct's objects turned into tuples, one C call each, then
+transposed), through :func:`~bpfbatch.records.typedfill.write_column`, which checks ranges,
+enumerator names and decoded text as the general path does.
 
 It only ever *accepts or declines* a block of lines, never reports: whatever msgspec refuses
-(bad JSON, a float, a missing or unknown member, ``NaN``) and whatever ``fill`` flags sends
-the whole block to the general reader, which accepts it or raises its usual ``file:line``
-error. So the fast path may decline more than it should but must accept nothing the general
-path reads differently: msgspec, like ``json``, reads integers of any size exactly, keeps the
-last of duplicate members and skips the same blanks around a value; layouts whose values it
-could read differently (floats, where ``json`` keeps ``1e400`` as text; bools; unions;
-bitfields; ``--default-zero``) get no fast path.
+(bad JSON, a float, a missing or unknown member, ``NaN``, a name no enumerator has) and
+whatever the column writers refuse sends the whole block to the general reader, which
+accepts it or raises its usual ``file:line`` error. So the fast path may decline more than
+it should but must accept nothing the general path reads differently: msgspec, like
+``json``, reads integers of any size exactly, keeps the last of duplicate members and skips
+the same blanks around a value; layouts whose values it could read differently (floats,
+where ``json`` keeps ``1e400`` as text; bools; unions; bitfields; ``--default-zero``) get no
+fast path.
 """
 
 from __future__ import annotations
 
-import operator
-from typing import Union
+from collections.abc import Sequence
+from typing import Literal, NamedTuple, Union
 
 import msgspec
-import numpy as np
+from msgspec.structs import astuple
 
 from . import layout
+from ._numpy import np
 from .codec import BtfCodec, Codec
 from .decoding import Decoded
-from .fill import can_fill, fill
+from .fill import can_fill
+from .typedfill import write_column
 
-__all__ = ["TypedLines", "typed_lines"]
+__all__ = ["RecordLines", "TypedLines", "record_lines", "typed_lines"]
 
 
 class _Unsupported(Exception):
@@ -41,17 +47,19 @@ class _Unsupported(Exception):
 
 
 class _Field:
-    """How one node's values are read from msgspec's objects and written into the rows."""
+    """How one node's values are taken from msgspec's objects and written into the rows: a
+    leaf's column at once (:func:`~bpfbatch.records.typedfill.write_column`), a struct's
+    members as the columns of its objects' tuples."""
 
-    def __init__(self, node: layout.Node, fields: list[tuple[str, "_Field"]] | None = None):
-        self.node, self.fields = node, fields
+    def __init__(self, node: layout.Node, members: list[_Field] | None = None):
+        self.node, self.members = node, members
 
-    def fill(self, rows: np.ndarray, values: list, bad: np.ndarray) -> None:
-        if self.fields is None:  # a leaf (or a list of leaves): the layout writes it
-            fill(self.node, rows, values, bad)
-            return
-        for attr, field in self.fields:
-            field.fill(rows, list(map(operator.attrgetter(attr), values)), bad)
+    def write(self, rows: np.ndarray, values: Sequence) -> bool:
+        """``False`` when a value is not taken as it is (the block is declined)."""
+        if self.members is None:
+            return write_column(self.node, rows, values)
+        columns = zip(*map(astuple, values))  # a C call per object, not one per field
+        return all(field.write(rows, column) for field, column in zip(self.members, columns))
 
 
 @layout.job
@@ -68,9 +76,15 @@ def _(node: layout.Int, name):
     return int, _Field(node)
 
 
-@_compile.register(layout.Enum)
-@_compile.register(Decoded)
-def _(node, name):  # a name or display text, or the number
+@_compile.register
+def _(node: layout.Enum, name):
+    """The number, or one of the enum's own names (msgspec refuses any other string)."""
+    names = tuple(node.by_name)
+    return (Union[int, Literal[names]] if names else int), _Field(node)
+
+
+@_compile.register
+def _(node: Decoded, name):  # display text or a number, as the decoder reads it
     return Union[int, str], _Field(node)
 
 
@@ -81,16 +95,16 @@ def _(node: layout.CharArray, name):
 
 @_compile.register
 def _(node: layout.Array, name):
-    """A list of scalars (or of lists of them), which the layout's ``fill`` takes as it is;
-    arrays of structs are left to the general reader (``fill`` expects dicts, msgspec gives
-    Structs)."""
+    """A tuple of the array's length of scalars (or of tuples of them), which the layout's
+    fill takes as it is; arrays of structs are left to the general reader (``fill`` expects
+    dicts, msgspec gives Structs)."""
     if not node.elems:
         raise _Unsupported
     elem_type, elem_field = _compile(node.elems[0], name)
-    if elem_field.fields is not None or any(
+    if elem_field.members is not None or any(
             _compile(e, name)[0] != elem_type for e in node.elems[1:]):
         raise _Unsupported
-    return list[elem_type], _Field(node)
+    return tuple[(elem_type,) * len(node.elems)], _Field(node)
 
 
 @_compile.register
@@ -104,50 +118,81 @@ def _(node: layout.Struct, name):
         child_type, child_field = _compile(child, f"{name}_{member}")
         attr = f"f{i}"  # JSON names need not be Python names
         specs.append((attr, child_type, msgspec.field(name=member)))
-        fields.append((attr, child_field))
+        fields.append(child_field)
     struct = msgspec.defstruct(name, specs, forbid_unknown_fields=True, gc=False)
     return struct, _Field(node, fields)
+
+
+class RecordLines(NamedTuple):
+    """A piece of JSONL text holding ``count`` lines, each one JSON object and nothing else
+    (see :func:`record_lines`)."""
+
+    data: bytes
+    count: int
+
+
+def record_lines(piece: bytes) -> RecordLines | None:
+    """``piece`` as :class:`RecordLines` when every line of it is one JSON object with
+    nothing around it (what ``dump -o jsonl`` writes), checked without parsing, else
+    ``None``: blank lines, ``\\r\\n`` line ends, spaces around a record.
+
+    It is enough that the piece starts with ``{``, ends with ``}`` (and a line break), and
+    each line break inside it sits between a ``}`` and a ``{``: in JSON a ``}`` followed by
+    a ``{`` (with only white space between) is never inside one value, and a line break is
+    never inside a string, so each line then holds whole values; a parse that finds as many
+    values as there are lines has found one on each."""
+    ended = piece.endswith(b"}\n")
+    if not (piece.startswith(b"{") and (ended or piece.endswith(b"}"))):
+        return None
+    data = np.frombuffer(piece, dtype=np.uint8)
+    inner = np.flatnonzero(data == 0x0A)  # line breaks between two lines
+    if ended:
+        inner = inner[:-1]
+    if not ((data[inner - 1] == 0x7D).all() and (data[inner + 1] == 0x7B).all()):
+        return None
+    return RecordLines(piece, len(inner) + 1)
 
 
 class TypedLines:
     """JSONL lines of ``{"key": K, "value": V}`` → packed keys and values, or ``None``."""
 
     def __init__(self, key_codec: BtfCodec, value_codec: BtfCodec):
-        key_type, self._key = _compile(key_codec.node, "Key")
-        value_type, self._value = _compile(value_codec.node, "Value")
+        key_type, key = _compile(key_codec.node, "Key")
+        value_type, value = _compile(value_codec.node, "Value")
         entry = msgspec.defstruct("Entry", [("key", key_type), ("value", value_type)],
                                   forbid_unknown_fields=True, gc=False)
-        self._decode = msgspec.json.Decoder(entry).decode
-        self._sizes = key_codec.size, value_codec.size
+        self._decoder = msgspec.json.Decoder(entry)
+        self._sides = (key, key_codec.size), (value, value_codec.size)
 
-    def parse(self, lines: list[str]) -> list | None:
+    def parse(self, block: list[str] | RecordLines) -> list | None:
         """Each line's record (one JSON value a line, as ``json.loads`` of each line reads
-        it), or ``None`` when any line is not one of the expected shape."""
+        it), or ``None`` when any line is not one of the expected shape. A
+        :class:`RecordLines` is parsed in one call."""
         try:
-            return list(map(self._decode, lines))
+            if isinstance(block, RecordLines):
+                entries = self._decoder.decode_lines(block.data)
+                return entries if len(entries) == block.count else None
+            return list(map(self._decoder.decode, block))
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
 
     def pack(self, entries: list) -> tuple[bytes, bytes] | None:
-        """The packed keys and values of parsed records, or ``None`` when the layout's
-        ``fill`` does not take one of them as it is."""
-        count = len(entries)
-        bad = np.zeros(count, dtype=bool)
+        """The packed keys and values of parsed records, one column per leaf field, or
+        ``None`` when a value is not taken as it is (see
+        :func:`~bpfbatch.records.typedfill.write_column`)."""
         packed = []
-        for side, size, attr in ((self._key, self._sizes[0], "key"),
-                                 (self._value, self._sizes[1], "value")):
-            rows = np.zeros((count, size), dtype=np.uint8)
-            side.fill(rows, list(map(operator.attrgetter(attr), entries)), bad)
-            if bad.any():
+        for (field, size), column in zip(self._sides, zip(*map(astuple, entries))):
+            rows = np.zeros((len(entries), size), dtype=np.uint8)
+            if not field.write(rows, column):
                 return None
             packed.append(rows.tobytes())
         return packed[0], packed[1]
 
-    def encode(self, lines: list[str]) -> tuple[bytes, bytes] | None:
+    def encode(self, block: list[str] | RecordLines) -> tuple[bytes, bytes] | None:
         """:meth:`parse` then :meth:`pack`: the block's packed records, or ``None`` (the
         general reader then takes the block)."""
-        entries = self.parse(lines)
-        return None if entries is None else self.pack(entries)
+        entries = self.parse(block)
+        return None if not entries else self.pack(entries)
 
 
 def typed_lines(key_codec: Codec, value_codec: Codec) -> TypedLines | None:

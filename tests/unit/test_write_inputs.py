@@ -230,9 +230,9 @@ def test_jsonl_chunk_is_exactly_a_parse_per_line(lines):
     except json.JSONDecodeError:
         bad = next(n for n, line in enumerate(lines, 1) if not _loads_ok(line))
         with pytest.raises(InputError, match=rf"^in.jsonl:{bad}: invalid JSON"):
-            list(read._jsonl_chunks(iter([text]), "in.jsonl"))
+            list(read._jsonl_chunks(iter([text.encode()]), "in.jsonl"))
         return
-    [(numbers, parsed)] = read._jsonl_chunks(iter([text]), "in.jsonl")
+    [(numbers, parsed)] = read._jsonl_chunks(iter([text.encode()]), "in.jsonl")
     assert list(numbers) == list(range(1, len(lines) + 1))
     assert json.dumps(parsed) == json.dumps(expected)  # NaN == NaN here
 
@@ -372,10 +372,10 @@ def test_jsonl_chunk_equals_a_parse_per_line_on_any_lines(lines):
     bad = next((n for n, line in numbered if not _loads_ok(line)), None)
     if bad is not None:
         with pytest.raises(InputError, match=rf"^in.jsonl:{bad}: invalid JSON"):
-            list(read._jsonl_chunks(iter([text]), "in.jsonl"))
+            list(read._jsonl_chunks(iter([text.encode()]), "in.jsonl"))
         return
     got = [(list(numbers), parsed)
-           for numbers, parsed in read._jsonl_chunks(iter([text]), "in.jsonl")]
+           for numbers, parsed in read._jsonl_chunks(iter([text.encode()]), "in.jsonl")]
     expected = [([n for n, _ in numbered], [json.loads(line) for _, line in numbered])]
     assert got == (expected if numbered else [])
 
