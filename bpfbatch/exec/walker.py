@@ -341,13 +341,14 @@ class KernelWalker:
         return np.frombuffer(bytes(buf), self.args_dtype)[0]
 
     def _records(self, count: int) -> cursor.Batch:
-        """The first ``count`` records of the out map, copied: the next run overwrites it, and
-        no view may outlive the mapping."""
+        """The first ``count`` records of the out map, copied: the next run overwrites it.
+        Sliced out of the mapping as ``bytes``, so no view of it ever exists: a signal here
+        leaves none behind in the traceback, which would make :meth:`close` fail to unmap
+        (``BufferError``) instead of reporting the interruption."""
         info = self.map.info
-        recs = np.frombuffer(self._out, np.uint8, count * self.rec_size).reshape(count, -1)
+        recs = np.frombuffer(self._out[:count * self.rec_size], np.uint8).reshape(count, -1)
         keys = recs[:, :info.key_size].copy()
         values = recs[:, self.key_stride:self.key_stride + info.value_stride].copy()
-        del recs
         return _batch(keys, values)
 
     def close(self) -> None:
