@@ -5,9 +5,8 @@
 ``count``, ``list`` and ``dump -o json|table`` of a 16-entry BTF map, against the bare
 interpreter (``python -c pass``), ``python -c "import numpy"`` (the baseline: the budget is
 0.75× of it) and ``bpftool map dump`` / ``map show`` of the same map. Each case is a fresh
-process, interleaved with the others. The package's bytecode is compiled first, as an
-installed package's is: with ``PYTHONDONTWRITEBYTECODE`` set every run would otherwise
-compile every module again and time that instead.
+process, interleaved with the others, the package's bytecode compiled first
+(:mod:`tools.bench.__main__`).
 
 The budget table says PASS or FAIL per command against 0.75× the baseline's median wall
 time, with the ratio of the median CPU times (user + sys) beside it: on a loaded machine a
@@ -21,7 +20,6 @@ rest. Exits 1 when a command is over budget.
 from __future__ import annotations
 
 import argparse
-import compileall
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +27,6 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
-import bpfbatch
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
@@ -87,7 +84,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     args = parser.parse_args(argv)
-    compileall.compile_dir(Path(bpfbatch.__file__).parent, quiet=1)
     with small_map() as m:
         map_id = str(m.info.id)
         commands = {
