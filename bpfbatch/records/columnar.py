@@ -407,6 +407,17 @@ def _in_range(column: np.ndarray, size: int, signed: bool, where: str) -> np.nda
     return column
 
 
+def _holding(numbers: list[int]):
+    """The numpy type that holds each of ``numbers`` exactly: int64, else uint64 (a u64
+    enum's enumerators from 2^63 up), else Python ints, which :func:`_in_range` then refuses
+    with the record that holds one (``"-1"`` for an unsigned enum, a number past 64 bits)."""
+    if all(-(1 << 63) <= n < (1 << 63) for n in numbers):
+        return np.int64
+    if all(0 <= n < (1 << 64) for n in numbers):
+        return np.uint64
+    return object
+
+
 def _enum_numbers(pa, node: Enum, column, where: str) -> np.ndarray:
     """An enum column as numbers: dictionary or text columns by name (or decimal text),
     integer columns as they are."""
@@ -428,7 +439,7 @@ def _enum_numbers(pa, node: Enum, column, where: str) -> np.ndarray:
         except (TypeError, ValueError):
             raise InputError(f"no enumerator {name!r} (known: {', '.join(node.by_name)})",
                              obj=where) from None
-    table = np.array(numbers, dtype=np.int64)
+    table = np.array(numbers, dtype=_holding(numbers))
     if index is None:
         index = _to_numpy(pa, pa.compute.index_in(column, value_set=_strings(pa, names)))
     return table[index]

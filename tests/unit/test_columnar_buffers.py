@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpfbatch.btf import Btf, BtfBuilder
+from bpfbatch.errors import InputError
 from bpfbatch.records.codec import BtfCodec
 from bpfbatch.records.columnar import Columns
 
@@ -107,3 +108,35 @@ def test_a_parquet_load_imports_no_pandas(tmp_path):
                           cwd=__file__.rsplit("/", 1)[0])
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def _u64_enum_codecs():
+    with BtfBuilder() as b:
+        u32 = b.integer("__u32", 4)
+        big = b.enum("big", {"LOW": 1, "HIGH": (1 << 63) + 5, "TOP": (1 << 64) - 1}, size=8)
+        btf = Btf.from_bytes(b.raw())
+    return BtfCodec(btf, u32), BtfCodec(btf, big)
+
+
+def test_a_u64_enum_from_two_to_the_63_up_round_trips():
+    """Enumerators and plain numbers of a u64 enum past the int64 range load back: by name
+    (the dictionary column a dump writes) and as decimal text."""
+    key, value = _u64_enum_codecs()
+    columns = Columns(key, value)
+    keys = np.arange(5, dtype=np.uint32).view(np.uint8).reshape(5, 4)
+    numbers = [1, (1 << 63) + 5, (1 << 64) - 1, (1 << 63), 7]  # the last two have no name
+    values = np.array(numbers, dtype=np.uint64).view(np.uint8).reshape(5, 8)
+    table = pa.Table.from_batches([columns.record_batch(keys, values)])
+    assert columns.packed(_parquet(table), "in") == (5, keys.tobytes(), values.tobytes())
+    as_text = pa.table({"key": pa.array(range(5), pa.uint32()),
+                        "value": pa.array([str(n) for n in numbers])})
+    assert columns.packed(as_text, "in") == (5, keys.tobytes(), values.tobytes())
+
+
+@pytest.mark.parametrize("text, shown", [("-1", "-1"), (str(1 << 64), str(1 << 64))])
+def test_a_u64_enum_number_out_of_range_is_one_line_naming_the_record(text, shown):
+    key, value = _u64_enum_codecs()
+    table = pa.table({"key": pa.array([0, 1], pa.uint32()),
+                      "value": pa.array(["HIGH", text])})
+    with pytest.raises(InputError, match=f"record 2: {shown} does not fit u64"):
+        Columns(key, value).packed(table, "in")
