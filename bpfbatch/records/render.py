@@ -36,7 +36,7 @@ from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
 from .columns import ByteRows, batch_rows, is_small
 from .jsontext import RecordText, json_string
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
-from .table import simple
+from .table import aligned_row, simple
 from .values import values as layout_values
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
@@ -370,10 +370,7 @@ class Table(_Flat):
             if len(lines) != len(table) + 2:  # a multi-line cell: the batch is one piece
                 return "", [text + "\n"] + [""] * (len(table) - 1)
             return lines[0] + "\n" + lines[1] + "\n", [line + "\n" for line in lines[2:]]
-        return "", ["  ".join(str(cell).rjust(width) if right else str(cell).ljust(width)
-                              for cell, width, right in zip(row, self.widths, self.right)
-                              ).rstrip() + "\n"
-                    for row in table]
+        return "", [aligned_row(row, self.widths, self.right) + "\n" for row in table]
 
 
 class _Columnar(Renderer):

@@ -43,12 +43,17 @@ def _draw(rows, headers, right) -> str | None:
         return None
     widths = [max(len(header) + 2, *(len(row[i]) for row in texts))
               for i, header in enumerate(headers)]
+    dashes = "  ".join("-" * width for width in widths)
+    return "\n".join([aligned_row(headers, widths, right), dashes,
+                      *(aligned_row(cells, widths, right) for cells in texts)])
 
-    def line(cells) -> str:
-        return "  ".join(cell.rjust(width) if r else cell.ljust(width)
-                         for cell, width, r in zip(cells, widths, right)).rstrip()
-    return "\n".join([line(headers), "  ".join("-" * width for width in widths),
-                      *map(line, texts)])
+
+def aligned_row(cells, widths: Sequence[int], right: Sequence[bool]) -> str:
+    """One row of the table: each cell's text padded to its column's width on its side,
+    joined by two spaces, without the trailing spaces (also the rows of later batches,
+    which keep the first batch's widths)."""
+    return "  ".join(f"{cell}".rjust(width) if r else f"{cell}".ljust(width)
+                     for cell, width, r in zip(cells, widths, right)).rstrip()
 
 
 def _plain(text: str) -> bool:
