@@ -359,15 +359,11 @@ def _jsonl_stream(path: str, source: str, data: bytes | None = None) -> BinaryIO
     return stream
 
 
-def _pieces(data: BinaryIO, source: str, close: bool = False,
-            size: int | None = None) -> Iterator[bytes]:
-    """``data`` (its next ``size`` bytes, default: all; anything with ``read(n)``) in pieces
-    cut after a line break."""
+def _pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[bytes]:
+    """``data`` (anything with ``read(n)``) in pieces cut after a line break."""
     pending = []
-    left = size if size is not None else math.inf
     try:
-        while block := data.read(min(_JSONL_CHUNK, left)):
-            left -= len(block)
+        while block := data.read(_JSONL_CHUNK):
             cut = block.rfind(b"\n") + 1
             pending.append(memoryview(block)[:cut] if cut else block)
             if cut:
