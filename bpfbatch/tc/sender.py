@@ -478,14 +478,14 @@ class Sender:
                                       flags=[entry.flags for entry in entries])
         self._settle(entries, acks, dumps)
 
-    def _send_now(self, messages: list[Message], extra: int = 0, *, flags: list[int] | None = None
+    def _send_now(self, messages: list[Message], *, flags: list[int] | None = None
                   ) -> tuple[dict[int, Reply], dict[int, Reply]]:
         buf = bytearray()
         last_offset = 0
         for i, message in enumerate(messages):
             self._retry_seq += 1
             last_offset = len(buf)
-            header_flags = flags[i] if flags else message.flags | S.NLM_F_REQUEST | extra
+            header_flags = flags[i] if flags else message.flags | S.NLM_F_REQUEST
             buf += _pack_header(16 + len(message.body), message.msg_type, header_flags,
                                 self._retry_seq, 0)
             buf += message.body
