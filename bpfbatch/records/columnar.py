@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import BpfBatchError, InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
-from .columns import store
+from .columns import rows, store
 from .decoding import Decoded
 from .fill import fill
 from .layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
@@ -157,8 +157,8 @@ class Columns:
             raise InputError(f"missing column {missing[0]!r}", obj=source)
         count = table.num_rows
         keys, values = bytearray(count * self.key_size), bytearray(count * self.value_size)
-        key_rows = np.frombuffer(keys, np.uint8).reshape(count, self.key_size)
-        value_rows = np.frombuffer(values, np.uint8).reshape(count, self.value_size)
+        key_rows = rows(keys, count, self.key_size)
+        value_rows = rows(values, count, self.value_size)
         for name, node in self.fields:
             chunked = table.column(name)  # combine_chunks of no chunk imports pandas
             column = chunked.combine_chunks() if chunked.num_chunks else pa.nulls(0, chunked.type)
