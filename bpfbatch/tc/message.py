@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from ..errors import BpfBatchError
 from . import specs as S
+from .encoding import encode, strz
 
 _TLV = struct.Struct("=HH")
 _U32 = struct.Struct("=I")
@@ -125,17 +126,31 @@ def attr_str(data, span: tuple[int, int] | None) -> str | None:
     return None if span is None else bytes(data[span[0]:span[1]]).rstrip(b"\0").decode(errors="replace")
 
 
+def action_table(body) -> tuple[int, int] | None:
+    """The span of an actions message's action table (``TCA_ACT_TAB``), None without one."""
+    return find_attr(body, S.TCAMSG.size, len(body), S.TCA_ACT_TAB)
+
+
+def action_parms(data, start: int, end: int):
+    """Per action of the action table nest ``[start, end)`` (``TCA_ACT_TAB``, or a
+    classifier's ``*_ACT``): ``(order, KIND span, PARMS span)``, a span None when the
+    attribute is missing. PARMS is attribute 2 of the action's options for every kind
+    (``TCA_GACT_PARMS``, ``TCA_MIRRED_PARMS``, ...), a struct that opens with ``struct
+    tc_gen``: index, capab, action, refcnt, bindcnt."""
+    for order, first, last in attrs(data, start, end):
+        options = find_attr(data, first, last, S.ActAttr.OPTIONS)
+        yield (order, find_attr(data, first, last, S.ActAttr.KIND),
+               options and find_attr(data, *options, S.TCA_GACT_PARMS))
+
+
 def _action_refs(body) -> tuple[bytes, ...] | None:
     """Per action of an actions message: a ``(KIND, INDEX)`` nest naming it; None if any
     action leaves its index to the kernel."""
-    tab = find_attr(body, S.TCAMSG.size, len(body), S.TCA_ACT_TAB)
+    tab = action_table(body)
     if tab is None:
         return None
     refs = []
-    for order, start, stop in attrs(body, *tab):
-        kind = find_attr(body, start, stop, S.ActAttr.KIND)
-        options = find_attr(body, start, stop, S.ActAttr.OPTIONS)
-        parms = options and find_attr(body, options[0], options[1], 2)  # TCA_{GACT,MIRRED}_PARMS
+    for order, kind, parms in action_parms(body, *tab):
         if kind is None or not parms or parms[1] - parms[0] < 4:
             return None
         index = _U32.unpack_from(body, parms[0])[0]
@@ -159,8 +174,7 @@ def _actions_request(msg_type: int, refs) -> Message:
 
 def action_get(kind: str, index: int) -> Message:
     """The request reading back action ``kind`` ``index`` (``tc actions get``)."""
-    name = kind.encode() + b"\0"
-    kind_tlv = _TLV.pack(4 + len(name), S.ActAttr.KIND) + name + b"\0" * (-len(name) % 4)
+    kind_tlv = encode((strz(S.ActAttr.KIND, kind),))
     return _actions_request(S.Msg.GETACTION, (_action_ref(1, kind_tlv, index),))
 
 

@@ -17,7 +17,6 @@ works out what the kernel owes (:func:`releases`), and polls those actions until
 from __future__ import annotations
 
 import errno
-import struct
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -25,7 +24,7 @@ from typing import NamedTuple
 
 from ..errors import BpfBatchError
 from . import specs as S
-from .message import Message, action_get, attr_str, attrs, find_attr
+from .message import Message, action_get, action_parms, action_table, attr_str, find_attr
 from .netlink import Reply
 
 #: How long the kernel may take to release: normally one grace period (milliseconds), longer
@@ -35,10 +34,9 @@ _FIRST_PAUSE, _LONGEST_PAUSE = 0.001, 0.05
 #: The attribute holding a classifier's actions, per classifier kind.
 _ACTIONS_ATTR = {"u32": S.U32Attr.ACT, "bpf": S.Bpf.ACT, "matchall": S.Matchall.ACT,
                  "flower": S.Flower.ACT}
-#: TCA_GACT_PARMS and TCA_MIRRED_PARMS: both structs open with ``struct tc_gen``.
-_PARMS = S.TCA_GACT_PARMS
-#: struct tc_gen: index, capab, action, refcnt, bindcnt.
-_TC_GEN = struct.Struct("=IIiii")
+#: struct tc_gen, which a gact's or mirred's PARMS opens with: index, capab, action, refcnt,
+#: bindcnt (struct tc_gact is it alone).
+_TC_GEN = S.TC_GACT
 #: A :func:`releases` target: the action must be gone.
 GONE = -1
 
@@ -56,10 +54,8 @@ class HeldAction(NamedTuple):
 def _actions_in(data, start: int, end: int) -> list[HeldAction]:
     """The actions of an action table nest (``TCA_ACT_TAB`` or a classifier's ``*_ACT``)."""
     held = []
-    for _order, first, last in attrs(data, start, end):
-        kind = attr_str(data, find_attr(data, first, last, S.ActAttr.KIND))
-        options = find_attr(data, first, last, S.ActAttr.OPTIONS)
-        parms = options and find_attr(data, *options, _PARMS)
+    for _order, kind_span, parms in action_parms(data, start, end):
+        kind = attr_str(data, kind_span)
         if kind not in ("gact", "mirred") or not parms or parms[1] - parms[0] < _TC_GEN.size:
             raise BpfBatchError(f"cannot read the reference counts of a {kind} action",
                                 obj="tc undo")
@@ -94,7 +90,7 @@ def _paid(reply: Reply | None, target: int) -> bool:
         return True
     if reply is None or reply.dump is None:
         raise BpfBatchError("no answer when reading back an action", obj="tc undo")
-    table = find_attr(reply.dump, S.TCAMSG.size, len(reply.dump), S.TCA_ACT_TAB)
+    table = action_table(reply.dump)
     held = _actions_in(reply.dump, *table) if table else []
     return target != GONE and bool(held) and held[0].bind <= target
 
