@@ -12,7 +12,9 @@ field the same way, and a small batch prints exactly what a large one does.
 
 from __future__ import annotations
 
+import array
 import struct
+import sys
 
 from ._numpy import np
 
@@ -87,6 +89,20 @@ def batch_rows(data, count: int, size: int, *, small: bool | None = None):
     if small if small is not None else is_small(count * size):
         return ByteRows(data, count, size)
     return rows(data, count, size)
+
+
+#: ``array.array`` type code of each (size, signed) integer.
+_INT_CODES = {(array.array(code).itemsize, code.islower()): code for code in "BbHhIiQq"}
+
+
+def int_words(values, size: int, signed: bool, byteorder: str = "little") -> array.array:
+    """``values`` (exact ``int``s) as ``size``-byte words in ``byteorder``, converted by
+    ``array.array`` in one C pass that also checks each value fits the word's width and
+    signedness (``OverflowError`` when one does not)."""
+    words = array.array(_INT_CODES[size, signed], values)
+    if sys.byteorder != byteorder:
+        words.byteswap()
+    return words
 
 
 def store(rows: np.ndarray, offset: int, np_type: str, column: np.ndarray) -> None:

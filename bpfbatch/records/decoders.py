@@ -38,18 +38,17 @@ endian) where a number is meant (``errno``, ``ifname``, ``ksym``, ``age``).
 
 from __future__ import annotations
 
-import array
 import bisect
 import dataclasses
 import functools
 import itertools
 import re
-import sys
 import time
 from collections.abc import Callable
 
 from ..errors import InputError, errno_code, errno_name
 from ._numpy import np
+from .columns import int_words
 
 __all__ = ["DECODERS", "Decoder", "automatic_kind", "get", "parse_decode_option"]
 
@@ -146,19 +145,12 @@ def _parse_be(value, size: int) -> bytes:
     return _to_bytes(_int_of(value), size, "big")
 
 
-#: ``array.array`` type code of an unsigned integer of each size.
-_UNSIGNED = {array.array(code).itemsize: code for code in "HIQ"}
-
-
 def _parse_be_column(values: list, size: int) -> bytes:
-    """Exact ``int``s (no bools, no text) in ``[0, 2**bits)``, as ``_parse_be`` takes them:
-    ``array.array`` checks the range as it converts (OverflowError)."""
+    """Exact ``int``s (no bools, no text) in ``[0, 2**bits)``, as ``_parse_be`` takes them
+    (:func:`~.columns.int_words` checks the range as it converts: OverflowError)."""
     if set(map(type, values)) - {int}:
         raise TypeError("not only ints")
-    words = array.array(_UNSIGNED[size], values)
-    if sys.byteorder == "little":
-        words.byteswap()
-    return words.tobytes()
+    return int_words(values, size, False, "big").tobytes()
 
 
 # -- addresses -----------------------------------------------------------------------------

@@ -18,31 +18,24 @@ block, and the general reader accepts it or names the error, as it always has.
 
 from __future__ import annotations
 
-import array
 import itertools
-import sys
 from collections.abc import Sequence
 
 from . import layout
 from ._numpy import np
+from .columns import int_words
 from .fill import fill
 
 __all__ = ["write_column"]
-
-#: ``array.array`` type code of each (size, signed) integer.
-_CODES = {(array.array(code).itemsize, code.islower()): code for code in "BbHhIiQq"}
-
 
 def _write_ints(rows: np.ndarray, offset: int, width: int, size: int, signed: bool,
                 column: Sequence[int]) -> bool:
     """Store ``column`` (exact ints, ``width // size`` of them a row) as ``size``-byte
     little-endian words from ``offset`` of every row; ``False`` when one does not fit."""
     try:
-        words = array.array(_CODES[size, signed], column)
+        words = int_words(column, size, signed)
     except OverflowError:
         return False
-    if sys.byteorder != "little":
-        words.byteswap()
     rows[:, offset:offset + width] = np.frombuffer(words, dtype=np.uint8).reshape(-1, width)
     return True
 
