@@ -41,7 +41,7 @@ from .map.handle import Map
 def items(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
     """``table.items()`` with ``BPF_MAP_LOOKUP_BATCH``: a snapshot per bucket, not of the
     whole table (neither is bcc's)."""
-    return _collect(table, _objects_of(table), delete=False, batch_size=batch_size)
+    return _collect(table, _objects_of(table), batch_size=batch_size)
 
 
 def items_and_clear(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:
@@ -63,7 +63,7 @@ def items_lookup_batch(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list
     ``next()``; this reads it before returning, and returns a list (iterated the same way),
     so that what :func:`items_lookup_and_delete_batch` hands over stays whole in the
     caller's hands. A snapshot per bucket, as :func:`items`."""
-    return _collect(table, _array_items_of(table), delete=False, batch_size=batch_size)
+    return _collect(table, _array_items_of(table), batch_size=batch_size)
 
 
 def items_lookup_and_delete_batch(table, *,
@@ -93,21 +93,26 @@ def _open(table) -> Map:
 _Builder = Callable[[memoryview | bytes, memoryview | bytes, int], Iterable[tuple]]
 
 
-def _collect(table, build: _Builder, *, delete: bool, batch_size: int) -> list[tuple]:
+def _collect(table, build: _Builder, *, batch_size: int) -> list[tuple]:
     with _open(table) as map:
         _check_types(table, map)
-        return _entries(build, ((batch.keys, batch.values, batch.count) for batch in
-                                BatchCursor(map, delete=delete, batch_size=batch_size)))
+        return _read(map, build, batch_size=batch_size)
+
+
+def _read(map: Map, build: _Builder, *, batch_size: int) -> list[tuple]:
+    """What ``build`` makes of every batch of one pass over ``map``, in order."""
+    return _entries(build, ((batch.keys, batch.values, batch.count) for batch in
+                            BatchCursor(map, batch_size=batch_size)))
 
 
 def _drain(table, build: _Builder, *, batch_size: int) -> list[tuple]:
     """Every entry of ``table``, deleted (arrays: zeroed) — or, if this raises, none."""
     with _open(table) as map:
+        _check_types(table, map)
         if map.info.type in abi.ELEMENTS_ALWAYS_EXIST:
-            entries = _collect(table, build, delete=False, batch_size=batch_size)
+            entries = _read(map, build, batch_size=batch_size)
             whole.clear(map, batch_size=batch_size)
             return entries
-        _check_types(table, map)
         taken: list[tuple[bytes, bytes, int]] = []
         try:
             whole.drain(map, lambda b: taken.append((bytes(b.keys), bytes(b.values), b.count)),
