@@ -50,7 +50,7 @@ from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
 from .encode import overflows_double
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
-from .typedjson import TypedLines, record_lines, typed_lines
+from .typedjson import RecordLines, TypedLines, record_lines, typed_lines
 
 READ_FORMATS = ("jsonl", "json", "csv", "bpftool-json", "parquet", "arrow")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
@@ -469,15 +469,23 @@ def typed_piece(piece: bytes, first: int, typed: TypedLines
     ``first``, encoded by ``typed`` (see :mod:`~bpfbatch.records.typedjson`): in one parse
     when the piece is one record a line and nothing else (then ``lines`` is ``None``: they
     were not split), else line by line; ``packed`` is ``None`` when it declines."""
-    block = record_lines(piece)
-    if block is None:
-        numbers, lines, end = _nonblank_lines(piece.decode("utf-8"), first)
-    else:
-        numbers, lines, end = range(first, first + block.count), None, first + block.count
+    numbers, lines, end, block = typed_block(piece, first)
     if not (block or lines):
         return numbers, lines, end, Packed(b"", b"")
     packed = typed.encode(block or lines)
     return numbers, lines, end, None if packed is None else Packed(*packed)
+
+
+def typed_block(piece: bytes, first: int
+                ) -> tuple[Sequence[int], list[str] | None, int, RecordLines | None]:
+    """``(line numbers, lines, next line number, block)`` of a piece whose first line is
+    ``first``, as the typed parse takes it: one :class:`RecordLines` block when the piece is
+    one record a line and nothing else (``lines`` then ``None``), else its non-blank lines
+    (``block`` then ``None``)."""
+    block = record_lines(piece)
+    if block is None:
+        return (*_nonblank_lines(piece.decode("utf-8"), first), None)
+    return range(first, first + block.count), None, first + block.count, block
 
 
 def _nonblank_lines(text: str, first: int) -> tuple[Sequence[int], list[str], int]:

@@ -36,7 +36,7 @@ from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import cursor, whole, writes
 from bpfbatch.map.handle import Map
 from bpfbatch.records import read
-from bpfbatch.records.typedjson import record_lines, typed_lines
+from bpfbatch.records.typedjson import typed_lines
 
 from . import harness
 
@@ -116,9 +116,8 @@ def _parse_only(path: Path, codecs) -> None:
             pass
         return
     for piece in pieces:
-        block = record_lines(piece) or [line for line in piece.decode().split("\n")
-                                        if line.strip()]
-        if typed.parse(block) is None:
+        _, lines, _, block = read.typed_block(piece, 1)
+        if typed.parse(block or lines) is None:
             raise RuntimeError(f"{path}: the typed parse declined a block")
 
 
