@@ -112,7 +112,7 @@ _SHOW_COLUMNS = {"id": "id", "type": "type", "name": "name", "flags": "flags",
 
 
 def _right(rows: list[dict], column: str) -> bool:
-    return bool(rows) and all(type(r[column]) is int for r in rows)
+    return all(type(r[column]) is int for r in rows)
 
 
 @commands.command("count", *MAP, BATCH_SIZE)
