@@ -109,6 +109,13 @@ def said(stderr: str, pattern: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+#: What a command says it delivered: an interruption's or failure's "N entries delivered", a
+#: drain's summary, or an ``exec --action delete -o``'s "N of M elements deleted" (a signal
+#: that lands after the summary, as the interpreter exits, still ends it with 128 + signal).
+DELIVERED = (r"(\d+) (?:entr(?:y|ies) (?:were )?(?:delivered|drained)"
+             r"|of \d+ elements deleted)")
+
+
 def judge(m: Map, n: int, written: tuple[np.ndarray, np.ndarray] | None, rc: int, stderr: str,
           *, keep_below: int = 0, delivered: int | None = None) -> Outcome:
     """Check a trial on a map that held keys ``0..n-1``: keys below ``keep_below`` were not
@@ -132,7 +139,7 @@ def judge(m: Map, n: int, written: tuple[np.ndarray, np.ndarray] | None, rc: int
     return Outcome(n=n, delivered=delivered if delivered is not None else 0,
                    left=len(left_keys) - keep_below, lost=missing, wrong=wrong,
                    twice=int((seen > 1).sum()), rc=rc, stderr=stderr.strip(),
-                   said_delivered=said(stderr, r"(\d+) entr(?:y|ies) (?:were )?(?:delivered|drained)"),
+                   said_delivered=said(stderr, DELIVERED),
                    said_left=said(stderr, r"(\d+) left in the map"))
 
 
