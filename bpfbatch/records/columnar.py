@@ -124,8 +124,10 @@ class Columns:
                                                   _strings(pa, names))
         if kind is LeafKind.TEXT:
             binary = _before_nul(pa, rows_[:, node.offset:node.offset + len(node.elems)])
+            text = _retyped(pa, binary, pa.string())
             try:
-                return binary.cast(pa.string())
+                text.validate(full=True)  # the UTF-8 check of a cast, without its import
+                return text
             except pa.ArrowInvalid:
                 bad = next(i for i, v in enumerate(binary.to_pylist()) if not _is_utf8(v))
                 raise InputError(f"{binary[bad].as_py()!r} is not UTF-8 text; Arrow columns "
@@ -180,12 +182,11 @@ class Columns:
         if not (pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type)):
             raise InputError(f"expected a list of {self.ncpus} per-CPU values, got {column.type}",
                              obj=where)
-        lengths = _to_numpy(pa, column.value_lengths())
-        if count and not (lengths == self.ncpus).all():
-            bad = int(np.flatnonzero(lengths != self.ncpus)[0])
-            raise InputError(f"record {bad + 1}: {lengths[bad]} per-CPU values for "
+        wrong = _wrong_length(pa, column, self.ncpus)
+        if wrong is not None:
+            raise InputError(f"record {wrong[0] + 1}: {wrong[1]} per-CPU values for "
                              f"{self.ncpus} CPUs", obj=where)
-        return column.flatten()
+        return _items(pa, column, self.ncpus, where)
 
     def _write(self, node, rows_, column, where: str) -> None:
         pa = self.pa
@@ -218,13 +219,13 @@ class Columns:
             if not pa.types.is_fixed_size_list(column.type) and not pa.types.is_list(column.type):
                 raise InputError(f"expected a list of {len(node.elems)}, got {column.type}",
                                  obj=where)
-            lengths = _to_numpy(pa, column.value_lengths())
-            if len(lengths) and not (lengths == len(node.elems)).all():
-                bad = int(np.flatnonzero(lengths != len(node.elems))[0])
-                raise InputError(f"record {bad + 1}: expected {len(node.elems)} items",
+            wrong = _wrong_length(pa, column, len(node.elems))
+            if wrong is not None:
+                raise InputError(f"record {wrong[0] + 1}: expected {len(node.elems)} items",
                                  obj=where)
             elem = node.elems[0]
-            flat = _checked(elem, _numpy(pa, column.flatten(), where), where)
+            flat = _checked(elem, _numpy(pa, _items(pa, column, len(node.elems), where), where),
+                            where)
             width = len(node.elems) * _width(elem)
             rows_[:, node.offset:node.offset + width] = (
                 flat.astype(scalar_type(elem)).view(np.uint8).reshape(len(column), width))
@@ -353,6 +354,32 @@ def _to_numpy(pa, column) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, count=end)[column.offset:]
 
 
+def _wrong_length(pa, column, n: int) -> tuple[int, int] | None:
+    """``(record, items)`` of the first record of a list column that does not hold ``n``
+    items, ``None`` if all do; read from the type or the offsets, since ``value_lengths()``
+    imports ``pyarrow.compute`` (~40 ms, as much as the rest of a Parquet file's decoding)."""
+    if not len(column):
+        return None
+    if pa.types.is_fixed_size_list(column.type):
+        return None if column.type.list_size == n else (0, column.type.list_size)
+    offsets = np.frombuffer(column.buffers()[1], np.int32, len(column) + 1, column.offset * 4)
+    lengths = np.diff(offsets)
+    wrong = np.flatnonzero(lengths != n)
+    return (int(wrong[0]), int(lengths[wrong[0]])) if len(wrong) else None
+
+
+def _items(pa, column, n: int, where: str):
+    """The items of a list column whose records hold ``n`` items each, as one array (what
+    ``flatten()`` gives, without importing ``pyarrow.compute``); a null item is an error
+    naming its record."""
+    start = column.offset * n if pa.types.is_fixed_size_list(column.type) else \
+        int(np.frombuffer(column.buffers()[1], np.int32, 1, column.offset * 4)[0])
+    items = column.values.slice(start, len(column) * n)
+    if items.null_count:
+        raise InputError(f"null in record {_first_null(pa, items) // n + 1}", obj=where)
+    return items
+
+
 def _offsets(lengths) -> np.ndarray:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
@@ -447,11 +474,20 @@ def _enum_numbers(pa, node: Enum, column, where: str) -> np.ndarray:
 
 def _binary_values(pa, column, where: str) -> list[bytes]:
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        column = column.cast(pa.binary())
+        column = _retyped(pa, column, pa.binary() if pa.types.is_string(column.type)
+                          else pa.large_binary())
     if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
             or pa.types.is_fixed_size_binary(column.type)):
         raise InputError(f"expected text or bytes, got {column.type}", obj=where)
     return column.to_pylist()
+
+
+def _retyped(pa, column, type_):
+    """``column`` as ``type_``, whose buffers are laid out the same (string and binary):
+    what a cast between them does, without importing ``pyarrow.compute`` (~40 ms, as long as
+    decoding the columns of a million records) as ``cast`` does."""
+    return pa.Array.from_buffers(type_, len(column), column.buffers(), column.null_count,
+                                 column.offset)
 
 
 def _check_widths(data: Iterable[bytes], size: int, where: str) -> None:
