@@ -137,12 +137,17 @@ class RetryBudgetError(KernelError):
 
 
 class PartialError(KernelError):
-    """A bulk write stopped part-way. ``applied`` entries went in before the failure."""
+    """A bulk write stopped part-way: ``applied`` entries went in, then entry ``failed`` (an
+    index into the caller's entries) was refused. ``prefix`` says whether the applied entries
+    are the first ``applied`` of the input, as they are for one writer (``failed`` is then
+    ``applied``); several writers at once stop where each one is."""
 
     def __init__(self, op: str, errno: int, *, applied: int, obj: str | None = None,
-                 detail: str | None = None):
+                 detail: str | None = None, failed: int | None = None, prefix: bool = True):
         super().__init__(op, errno, obj=obj, detail=detail)
         self.applied = applied
+        self.failed = applied if failed is None else failed
+        self.prefix = prefix
 
 
 class OutputError(BpfBatchError):

@@ -119,9 +119,13 @@ def stopping(done: Callable[[], str], tally: Tally | None = None):
 @dataclasses.dataclass
 class Tally:
     """What a write has applied so far, counted in the same critical section as the syscall
-    that applied it, so an interrupted command can say exactly what it did."""
+    that applied it, so an interrupted command can say exactly what it did. Several writer
+    threads may count into one tally (:func:`bpfbatch.map.writes.update` with ``jobs``)."""
 
     applied: int = 0
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False,
+                                              compare=False)
 
     def add(self, n: int) -> None:
-        self.applied += n
+        with self._lock:
+            self.applied += n

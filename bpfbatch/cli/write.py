@@ -48,6 +48,11 @@ def load(
         "--default-zero", help="A struct field a record leaves out is 0 (without it, an "
                                "error naming file:line and the field).")] = False,
     decode: Decode = None,
+    jobs: Annotated[Optional[int], typer.Option(
+        "--jobs", "-j", min=1, help="Writers side by side for a large load into a hash or "
+                                    "array map (default: one per CPU, at most 4). With more "
+                                    "than one, the records a failing load applied are not "
+                                    "the first ones of the file.")] = None,
 ) -> None:
     """Write records from FILE into the map in batches.
 
@@ -77,7 +82,8 @@ def load(
         try:
             with progress(f"{m.info.label} loading {records.count} records", ""):
                 result = whole.load(m, records.keys, records.values, records.count, only=only,
-                                    per_key=per_key, batch_size=batch_size, tally=tally)
+                                    per_key=per_key, batch_size=batch_size, tally=tally,
+                                    jobs=jobs)
         except LoadError as exc:
             exc.message += f" (record at {records.where(exc.index)})"
             raise

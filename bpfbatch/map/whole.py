@@ -225,7 +225,7 @@ class LoadResult:
 
 def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
          per_key: bool = False, batch_size: int = cursor.DEFAULT_BATCH,
-         elem_flags: int = 0, tally: Tally | None = None) -> LoadResult:
+         elem_flags: int = 0, tally: Tally | None = None, jobs: int | None = 1) -> LoadResult:
     """Write ``count`` packed records; raise :class:`LoadError` (``applied`` set, failing
     key and its record index named) if the kernel stops part-way.
 
@@ -245,24 +245,28 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
     them; each is opened for the write (an update takes fds) and closed afterwards. An id
     with no such object raises :class:`RecordError` before anything is written.
 
-    ``tally`` counts the records applied as they go (see :func:`bpfbatch.map.writes.update`).
+    ``tally`` counts the records applied as they go, and ``jobs`` writers share the batch
+    update (see :func:`bpfbatch.map.writes.update`: with more than one, the records applied
+    before a failure are not a prefix of the input).
     """
     require(map.info, "load")
     tally = tally if tally is not None else Tally()
     if map.info.type in _ID_VALUE_TYPES:
         with _fds_of_ids(values, count, map.info.type) as fds:
-            return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags, tally)
-    return _load(map, keys, values, count, only, per_key, batch_size, elem_flags, tally)
+            return _load(map, keys, fds, count, only, per_key, batch_size, elem_flags, tally,
+                         jobs)
+    return _load(map, keys, values, count, only, per_key, batch_size, elem_flags, tally, jobs)
 
 
 def _load(map: Map, keys, values, count: int, only: Existing, per_key: bool, batch_size: int,
-          elem_flags: int, tally: Tally) -> LoadResult:
+          elem_flags: int, tally: Tally, jobs: int | None) -> LoadResult:
     info = map.info
     if only is Existing.ABSENT and info.type in abi.ELEMENTS_ALWAYS_EXIST:
         raise InputError("array elements always exist: nothing could be loaded 'if absent'",
                          obj=info.label)
     if only is Existing.ANY:
-        return LoadResult(_update(map, keys, values, count, batch_size, elem_flags, tally), 0)
+        return LoadResult(_update(map, keys, values, count, batch_size, elem_flags, tally,
+                                  jobs), 0)
     key_rows = _rows(keys, info.key_size, count)
     value_rows = _rows(values, info.value_stride, count)
     if per_key:
@@ -272,7 +276,7 @@ def _load(map: Map, keys, values, count: int, only: Existing, per_key: bool, bat
     if not chosen:
         return LoadResult(0, count)
     applied = _update(map, key_rows[keep], value_rows[keep], chosen, batch_size, elem_flags,
-                      tally, indices=np.flatnonzero(keep))
+                      tally, jobs, indices=np.flatnonzero(keep))
     return LoadResult(applied, count - chosen)
 
 
@@ -354,26 +358,31 @@ def _isin(needles: np.ndarray, haystack: np.ndarray) -> np.ndarray:
 
 class LoadError(PartialError):
     """A load stopped part-way: ``applied`` records went in, then input record ``index``
-    (an index into the caller's records, whatever was filtered out) failed."""
+    (an index into the caller's records, whatever was filtered out) failed. With several
+    writers the applied records are not the first ``applied`` (``prefix`` is false), and the
+    message says so."""
 
     def __init__(self, exc: PartialError, *, index: int, key: bytes, total: int):
+        applied = f"{exc.applied} of {total} entries applied" if exc.prefix else \
+            f"{exc.applied} of {total} entries applied by writers side by side (not the first " \
+            f"{exc.applied}; --jobs 1 writes in order)"
         super().__init__(exc.op, exc.errno, applied=exc.applied, obj=exc.obj,
-                         detail=f"{exc.applied} of {total} entries applied, then key "
-                                f"{key.hex()} failed")
+                         detail=f"{applied}, then key {key.hex()} failed", failed=index,
+                         prefix=exc.prefix)
         self.index = index
         self.key = key
 
 
 def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int,
-            tally: Tally, indices: np.ndarray | None = None) -> int:
+            tally: Tally, jobs: int | None, indices: np.ndarray | None = None) -> int:
     """Batch update; on a part-way failure raise :class:`LoadError` naming the failing key
     and its index among the caller's records (``indices`` maps the written rows back)."""
     try:
         return writes.update(map, keys, values, count, batch_size=batch_size,
-                             elem_flags=elem_flags, tally=tally)
+                             elem_flags=elem_flags, tally=tally, jobs=jobs)
     except PartialError as exc:
-        key = _rows(keys, map.info.key_size, count)[exc.applied].tobytes()
-        index = exc.applied if indices is None else int(indices[exc.applied])
+        key = _rows(keys, map.info.key_size, count)[exc.failed].tobytes()
+        index = exc.failed if indices is None else int(indices[exc.failed])
         raise LoadError(exc, index=index, key=key, total=count) from None
 
 

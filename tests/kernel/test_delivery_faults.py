@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -341,7 +342,8 @@ def _applied_trials(kind, m, n, argv_for, before, expect_left, delays):
         claimed = said(stderr, APPLIED)
         ok = claimed == applied and (proc.returncode != 0 or applied == n)
         rows.append((ok, proc.returncode, applied, claimed, stderr.strip()[-200:]))
-    print(f"FAULT {kind}: trials={len(rows)} exact_report={sum(r[0] for r in rows)}")
+    print(f"FAULT {kind}: trials={len(rows)} exact_report={sum(r[0] for r in rows)} "
+          f"applied={[r[2] for r in rows]}")
     assert all(r[0] for r in rows), [r for r in rows if not r[0]]
 
 
@@ -349,18 +351,45 @@ INTERRUPTS = [(signal.SIGINT, 0.0), (signal.SIGINT, 0.05), (signal.SIGTERM, 0.02
               (signal.SIGTERM, 0.12), (signal.SIGHUP, 0.08)]
 
 
-def test_load_interrupted_says_what_it_applied(tmp_path):
-    n = 300_000
+def _records_file(tmp_path, n: int):
+    """JSONL of keys ``0..n-1`` with their mixed values, to load into a :func:`typed_map`."""
     keys = np.arange(n, dtype=np.uint64)
     path = tmp_path / "in.jsonl"
     path.write_text("".join(f'{{"key":{k},"value":{v}}}\n' for k, v in zip(keys.tolist(),
                                                                              mix(keys).tolist())))
+    return path
+
+
+def test_load_interrupted_says_what_it_applied(tmp_path):
+    n = 300_000
+    path = _records_file(tmp_path, n)
     with typed_map(n, name="bb_dlv_load") as m:
         _applied_trials("load 300k interrupted", m, n,
                         lambda: bpfbatch_argv("load", "--map-id", m.info.id, path,
                                               "--batch-size", 4096),
                         lambda: whole.clear(m), lambda left: left,
                         [(s, d * 4) for s, d in INTERRUPTS])
+
+
+def test_load_by_writers_side_by_side_interrupted_says_what_it_applied(tmp_path):
+    """``--jobs 2``: the signal lands in the main writer, between its chunks or while it waits
+    for the other, which must be stopped and counted before the command says what it
+    applied. The delays are fractions of an unsignalled run, so they land in the writes."""
+    n = 600_000
+    path = _records_file(tmp_path, n)
+    with typed_map(n, name="bb_dlv_jobs") as m:
+        argv = lambda: bpfbatch_argv("load", "--map-id", m.info.id, path,  # noqa: E731
+                                     "--batch-size", 2048, "--jobs", 2)
+        proc = subprocess.Popen(argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        signal_after_open(proc, m.info.id, 0, 0)  # signal 0: only waits for the open
+        opened = time.monotonic()
+        assert proc.wait(timeout=120) == 0
+        took = time.monotonic() - opened
+        sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+        _applied_trials("load 600k, 2 writers, interrupted in the writes", m, n, argv,
+                        lambda: whole.clear(m), lambda left: left,
+                        [(sigs[i % 3], took * f) for i, f in
+                         enumerate((0.55, 0.65, 0.72, 0.8, 0.86, 0.92))])
 
 
 def test_clear_and_delete_interrupted_say_what_they_removed(tmp_path):
