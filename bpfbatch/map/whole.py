@@ -41,7 +41,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 
-import numpy as np
+from .._numpy import np
 
 from .. import interrupts
 from .._sys import abi, libbpf

@@ -13,7 +13,7 @@ import errno as E
 import os
 import threading
 
-import numpy as np
+from .._numpy import np
 
 from .. import interrupts
 from .._sys import abi

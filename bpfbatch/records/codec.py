@@ -55,7 +55,7 @@ from itertools import chain
 
 from ..btf import Btf
 from ..errors import BpfBatchError, InputError
-from ._numpy import np
+from .._numpy import np
 from .columns import batch_rows, raw_bytes, rows
 from .encode import Encoder, check_range, encoder, parse_int
 from .fill import can_fill, fill, int_column

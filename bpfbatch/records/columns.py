@@ -16,7 +16,7 @@ import array
 import struct
 import sys
 
-from ._numpy import np
+from .._numpy import np
 
 #: Records up to this many bytes (keys and values) are read without numpy: ~3,000 records of
 #: a 20-byte layout, which Python renders 1–8 ms slower than numpy (~15 ms for a layout of

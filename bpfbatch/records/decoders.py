@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import InputError, errno_code, errno_name
-from ._numpy import np
+from .._numpy import np
 from .columns import int_words
 
 __all__ = ["DECODERS", "Decoder", "automatic_kind", "get", "parse_decode_option"]

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 
 from ..errors import InputError
-from ._numpy import np
+from .._numpy import np
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .decoders import Decoder, get, parse_decode_option
 from .encode import encoder

@@ -19,7 +19,7 @@ import operator
 from collections.abc import Callable, Sequence
 
 from . import layout
-from ._numpy import np
+from .._numpy import np
 from .columns import store
 
 __all__ = ["blank", "can_fill", "fill", "int_column"]

@@ -26,7 +26,7 @@ from collections.abc import Generator
 from typing import BinaryIO
 
 from .. import interrupts
-from ._numpy import np
+from .._numpy import np
 from .read import Chunk, Packed, _jsonl_chunks, _pieces, typed_piece
 from .typedjson import TypedLines
 

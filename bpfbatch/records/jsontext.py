@@ -15,7 +15,7 @@ import functools
 import json
 import math
 
-from ._numpy import np
+from .._numpy import np
 from .columns import ByteRows, any_set, bits, byte_list, char_array_text, raw_bytes, scalar_list
 
 # bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of

@@ -44,7 +44,7 @@ from array import array
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import BinaryIO
 
-import numpy as np
+from .._numpy import np
 
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
@@ -526,9 +526,16 @@ def _parse_joined(lines: list[str]) -> list | None:
 
 _STRUCTURE = b'"[]{}\n'
 _NOT_STRUCTURE = bytes(set(range(256)) - set(_STRUCTURE))
-_DEPTH_STEP = np.zeros(256, dtype=np.int32)
-_DEPTH_STEP[list(b"[{")] = 1
-_DEPTH_STEP[list(b"]}")] = -1
+
+
+@functools.cache
+def _depth_steps() -> np.ndarray:
+    """+1 for each opening bracket's code, -1 for each closing one's (built on first use, so
+    that a small load does not import numpy)."""
+    steps = np.zeros(256, dtype=np.int32)
+    steps[list(b"[{")] = 1
+    steps[list(b"]}")] = -1
+    return steps
 
 
 def _outer_commas_only(joined: str) -> bool:
@@ -542,7 +549,7 @@ def _outer_commas_only(joined: str) -> bool:
         joined = joined.replace("\\\\", "").replace('\\"', "")
     codes = np.frombuffer(joined.encode().translate(None, _NOT_STRUCTURE), dtype=np.uint8)
     outside = (np.cumsum(codes == ord('"'), dtype=np.int32) & 1) == 0
-    depth = np.cumsum(_DEPTH_STEP[codes] * outside, dtype=np.int32)
+    depth = np.cumsum(_depth_steps()[codes] * outside, dtype=np.int32)
     return bool((depth[codes == ord("\n")] == 1).all())
 
 

@@ -31,7 +31,7 @@ from collections import namedtuple
 from collections.abc import Sequence
 
 from ..errors import InputError
-from ._numpy import np
+from .._numpy import np
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
 from .columns import ByteRows, batch_rows, is_small
 from .jsontext import RecordText, json_string

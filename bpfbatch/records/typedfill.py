@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Sequence
 
 from . import layout
-from ._numpy import np
+from .._numpy import np
 from .columns import int_words
 from .fill import fill
 

@@ -33,7 +33,7 @@ import msgspec
 from msgspec.structs import astuple
 
 from . import layout
-from ._numpy import np
+from .._numpy import np
 from .codec import BtfCodec, Codec
 from .decoding import Decoded
 from .fill import can_fill

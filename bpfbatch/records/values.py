@@ -16,7 +16,7 @@ elsewhere (a decoded field, a per-CPU sum) registers its own implementation with
 from __future__ import annotations
 
 from . import layout
-from ._numpy import np
+from .._numpy import np
 from .columns import any_set, bits, byte_list, char_array_text, raw_bytes, scalar_list
 
 __all__ = ["dtype", "values"]
