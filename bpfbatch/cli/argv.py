@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("maps", "List the maps on the system, like bpftool map show."),
     "dump": ("maps", "Print a map's elements, typed from its BTF, read with batched lookups."),
     "count": ("maps", "Count a map's elements with one batched pass (bpftool has no count)."),
-    "load": ("write", "Write records from FILE into the map in batches."),
+    "load": ("load", "Write records from FILE into the map in batches."),
     "delete": ("write", "Delete the keys of FILE's records."),
     "clear": ("write", "Remove every element (arrays: set every element to zero)."),
     "drain": ("write", "Print and delete every element (LOOKUP_AND_DELETE)."),

@@ -16,7 +16,9 @@ and completion is typer's. What it understands is what click accepts, read the w
 reads it:
 
 - ``-v``, ``--verbose``, ``-q``, ``--quiet`` before the command, each a token of its own;
-- a command whose module declares it as data (:mod:`.maps`: ``count``, ``list``, ``dump``);
+- a command whose module declares it as data (:mod:`.maps`: ``count``, ``list``, ``dump``;
+  :mod:`.load`: ``load``), with exactly its positional arguments (``load``'s FILE, ``-``
+  included), anywhere among the options as click takes them;
 - after the name, the global flags and bpftool's ``id N | pinned PATH | name NAME`` through
   the same functions typer's group applies (:mod:`.argv`);
 - ``--opt value``, ``--opt=value``, ``--flag``, ``-o value``, ``-ovalue``, runs of short
@@ -25,10 +27,10 @@ reads it:
 - an option given twice keeps its last value, a repeatable one (``--decode``) all of them;
   an integer is converted as click converts it, by ``int(text)``.
 
-Declined, so typer answers: no command, another command, a positional token (``--``
-included), an option the command does not have (``-h``, ``--help``, an abbreviation, a
-global flag run together with another), ``--flag=value``, an option missing its value, an
-integer that does not convert. ``tests/unit/test_fastpath.py`` checks the contract against
+Declined, so typer answers: no command, another command, more or fewer positional tokens
+than the command's arguments, ``--``, an option the command does not have (``-h``,
+``--help``, an abbreviation, a global flag run together with another), ``--flag=value``, an
+option missing its value, an integer that does not convert or is below its minimum. ``tests/unit/test_fastpath.py`` checks the contract against
 typer with generated argv lists.
 """
 
@@ -87,11 +89,15 @@ def parse_options(command: Command, args: list[str]) -> dict | None:
     long = {flag: o for o in command.options for flag in o.flags if flag[:2] == "--"}
     short = {flag: o for o in command.options for flag in o.flags if flag[:2] != "--"}
     given: dict[str, list[str]] = {}
+    positional: list[str] = []
     tokens = list(args)
     while tokens:
         arg = tokens.pop(0)
-        if arg[:1] != "-" or len(arg) == 1 or arg == "--":
-            return None  # an argument: these commands take none
+        if arg == "--":
+            return None
+        if arg[:1] != "-" or len(arg) == 1:  # "-" too: a file that is stdin
+            positional.append(arg)
+            continue
         name, eq, attached = arg.partition("=")
         if name in long:  # click tries the part before "=" as a long option first
             option = long[name]
@@ -107,7 +113,11 @@ def parse_options(command: Command, args: list[str]) -> dict | None:
             if value is None:
                 return None
             given.setdefault(option.param, []).append(value)
+    arguments = command.arguments
+    if len(positional) != len(arguments):
+        return None  # click's usage error: missing or extra arguments
     values = {option.param: option.default for option in command.options}
+    values.update((option.param, text) for option, text in zip(arguments, positional))
     for option in command.options:
         if option.param not in given:
             continue
@@ -120,6 +130,8 @@ def parse_options(command: Command, args: list[str]) -> dict | None:
             try:
                 values[option.param] = int(texts[-1])
             except ValueError:
+                return None
+            if option.minimum is not None and values[option.param] < option.minimum:
                 return None
         else:
             values[option.param] = texts[-1]

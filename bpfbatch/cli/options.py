@@ -27,22 +27,30 @@ if TYPE_CHECKING:
     from ..map.handle import Map
 
 
+#: The default of an argument that must be given (``load``'s FILE).
+REQUIRED = object()
+
+
 class Option:
     """One option: the keyword its command's body takes (``param``), its flags as click
     spells them (``-o`` or ``--output``), its ``kind`` — ``int``, ``str``, ``bool`` (a flag:
     present means True) or ``list`` (a repeatable ``str``, ``None`` when not given) — its
-    default and help. ``default=None`` makes the value optional."""
+    default and help. ``default=None`` makes the value optional; ``minimum`` is the least an
+    ``int`` may be (click's ``IntRange(min=...)``). Without flags it is a positional
+    argument, in the order the command declares its arguments (``default=REQUIRED``: it
+    must be given)."""
 
-    __slots__ = ("param", "flags", "kind", "default", "help", "metavar")
+    __slots__ = ("param", "flags", "kind", "default", "help", "metavar", "minimum")
 
     def __init__(self, param: str, *flags: str, kind: type = str, default: object = None,
-                 help: str = "", metavar: str | None = None) -> None:
+                 help: str = "", metavar: str | None = None, minimum: int | None = None
+                 ) -> None:
         for flag in flags:
             if not (len(flag) == 2 and flag[0] == "-" and flag[1] != "-"
                     or flag[:2] == "--" and len(flag) > 2):
                 raise ValueError(f"{flag}: an option is spelled -X or --name")
         self.param, self.flags, self.kind = param, flags, kind
-        self.default, self.help, self.metavar = default, help, metavar
+        self.default, self.help, self.metavar, self.minimum = default, help, metavar, minimum
 
     @property
     def takes_value(self) -> bool:
@@ -57,6 +65,11 @@ class Command:
 
     def __init__(self, name: str, body: Callable[..., None], options: tuple[Option, ...]) -> None:
         self.name, self.body, self.options = name, body, options
+
+    @property
+    def arguments(self) -> tuple[Option, ...]:
+        """The positional arguments, in order."""
+        return tuple(option for option in self.options if not option.flags)
 
     @property
     def value_flags(self) -> set[str]:
@@ -99,6 +112,12 @@ DECODE = Option("decode", "--decode", kind=list, metavar="FIELD=KIND",
                 help=f"Show FIELD (key.x, or a value field) as KIND: {DECODE_KINDS}. "
                      "Repeatable. __be16/__be32 fields and struct in6_addr are decoded "
                      "without asking; --decode none turns that off.")
+
+#: What ``load`` and ``delete`` read.
+INPUT_FILE = Option("file", default=REQUIRED, help="Input file; '-' reads stdin.")
+INPUT_FORMAT = Option("fmt", "--format", help="jsonl, json, csv, bpftool-json, parquet or "
+                                              "arrow (default: from the file name, else "
+                                              "jsonl).")
 
 #: Elements per batch syscall by default (``bpfbatch.map.handle.DEFAULT_BATCH``, spelled out
 #: so that options import nothing native; tests/unit check the two agree).

@@ -16,17 +16,35 @@ from typing import Annotated, Optional
 
 import typer
 
-from .options import BATCH_SIZE, DECODE, MAP_ID, NAME, OUTPUT, PINNED, Command, Commands, Option
+from .options import (
+    BATCH_SIZE,
+    DECODE,
+    INPUT_FILE,
+    INPUT_FORMAT,
+    MAP_ID,
+    NAME,
+    OUTPUT,
+    PINNED,
+    REQUIRED,
+    Command,
+    Commands,
+    Option,
+)
 
 #: An option's kind → the type typer reads (``None``: ``default=None`` makes it Optional).
 _TYPES = {int: int, str: str, bool: bool, list: list[str]}
 
 
 def annotation(option: Option):
-    """``Annotated[type, typer.Option(*flags, help=..., metavar=...)]`` for ``option``."""
+    """``Annotated[type, typer.Option(*flags, help=..., metavar=..., min=...)]`` for
+    ``option``; ``typer.Argument(help=...)`` for an argument (no flags)."""
     kind = _TYPES[option.kind]
-    info = typer.Option(*option.flags, help=option.help,
-                        **({"metavar": option.metavar} if option.metavar else {}))
+    if not option.flags:
+        return Annotated[kind, typer.Argument(help=option.help)]
+    extra = {"metavar": option.metavar} if option.metavar else {}
+    if option.minimum is not None:
+        extra["min"] = option.minimum
+    info = typer.Option(*option.flags, help=option.help, **extra)
     return Annotated[Optional[kind] if option.default is None else kind, info]
 
 
@@ -47,8 +65,9 @@ def _signed(command: Command):
     run.__name__ = run.__qualname__ = command.body.__name__
     run.__doc__ = command.body.__doc__
     run.__signature__ = inspect.Signature([
-        inspect.Parameter(option.param, inspect.Parameter.KEYWORD_ONLY, default=option.default,
-                          annotation=annotation(option))
+        inspect.Parameter(option.param, inspect.Parameter.KEYWORD_ONLY,
+                          default=inspect.Parameter.empty if option.default is REQUIRED
+                          else option.default, annotation=annotation(option))
         for option in command.options])
     return run
 
@@ -59,3 +78,5 @@ Name = annotation(NAME)
 BatchSize = annotation(BATCH_SIZE)
 Output = annotation(OUTPUT)
 Decode = annotation(DECODE)
+InputFile = annotation(INPUT_FILE)
+InputFormat = annotation(INPUT_FORMAT)

@@ -36,7 +36,17 @@ def small_map():
     pin = f"/sys/fs/bpf/bbtest_fast_{os.getpid()}"
     m.pin(pin)
     percpu = Map.create(MapType.PERCPU_ARRAY, 4, 8, 4, name=f"bb_fastpc_{os.getpid():x}")
-    yield {"ID": str(m.info.id), "PIN": pin, "NAME": NAME, "PCPU": str(percpu.info.id)}
+    # load's inputs: the map's own records (loading them changes nothing), a bad record
+    jsonl, bad = f"/tmp/bbtest_fast_{os.getpid()}.jsonl", f"/tmp/bbtest_fast_{os.getpid()}.bad"
+    with open(jsonl, "wb") as out:
+        subprocess.run([sys.executable, "-m", "bpfbatch", "dump", "id", str(m.info.id), "-o",
+                        "jsonl"], stdout=out, check=True)
+    with open(bad, "w") as out:
+        out.write('{"key":1,"value":{"a":1,"b":"x"}}\n{"key":2,"value":{"a":"many"}}\n')
+    yield {"ID": str(m.info.id), "PIN": pin, "NAME": NAME, "PCPU": str(percpu.info.id),
+           "JSONL": jsonl, "BAD": bad, "NOFILE": jsonl + ".missing"}
+    os.unlink(jsonl)
+    os.unlink(bad)
     os.unlink(pin)
     m.close()
     percpu.close()
@@ -85,6 +95,16 @@ LINES = [
     (["list", "--match", "bb_fast*", "-f", "--type", "hash"], True),
     (["list", "--match", "NAME", "-o", "csv", "--pinned-only"], True),
     (["list", "-o", "xml"], True),
+    (["load", "id", "ID", "JSONL"], True),
+    (["load", "JSONL", "--pinned", "PIN", "-j", "2", "--batch-size", "5"], True),
+    (["-q", "load", "name", "NAME", "--if-absent", "JSONL"], True),
+    (["load", "id", "ID", "--if-present", "--per-key", "JSONL"], True),
+    (["load", "id", "ID", "BAD"], True),                                 # names file:line
+    (["load", "id", "ID", "NOFILE"], True),
+    (["load", "id", "ID", "JSONL", "--if-absent", "--if-present"], True),
+    (["load", "id", "ID", "JSONL", "--format", "xml"], True),
+    (["load", "id", "ID", "JSONL", "-j", "0"], False),                   # click's range error
+    (["load", "id", "ID"], False),                                       # no FILE
     (["count", "--help"], False),
     (["dump", "id", "ID", "--bogus"], False),
     (["dump", "id"], False),
@@ -105,6 +125,8 @@ def test_the_thin_entry_point_prints_what_typer_prints(small_map, template, fast
 def test_the_sample_shows_real_output(small_map):
     """The comparison above is not between two empty outputs."""
     assert assert_same(["count", "id", small_map["ID"]]).stdout == b"12\n"
+    loaded = assert_same(["load", "id", small_map["ID"], small_map["JSONL"]]).stderr
+    assert loaded.endswith(b": 12 entries loaded\n")
     table = assert_same(["dump", "pinned", small_map["PIN"], "-o", "table"]).stdout
     assert table.count(b"flow") == 12
 

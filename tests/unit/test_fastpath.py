@@ -15,14 +15,20 @@ from hypothesis import strategies as st
 
 from bpfbatch.cli import argv as cli_argv
 from bpfbatch.cli import fastpath, typer_main
+from bpfbatch.cli.load import commands as load_commands
 from bpfbatch.cli.maps import commands as map_commands
 
-#: What users and typos put on these command lines: every option of the three commands in
+#: Every command the fast path may run.
+DECLARED = {**map_commands, **load_commands}
+
+#: What users and typos put on these command lines: every option of the four commands in
 #: each spelling click takes, near misses, global flags alone and run together, bpftool's
-#: keywords, values that look like options, numbers click's int() takes and refuses.
+#: keywords, values that look like options, numbers click's int() takes and refuses, files.
 TOKENS = [
     "--map-id", "--pinned", "--name", "--batch-size", "-o", "--output", "--limit", "--decode",
     "--sum", "--type", "--match", "-f", "--bpffs", "--pinned-only",
+    "--format", "--if-absent", "--if-present", "--per-key", "--default-zero", "--jobs", "-j",
+    "-j2", "-j0", "--jobs=1", "--jobs=0", "in.jsonl", "in.parquet",
     "--map", "--batch", "--out", "--pinned-", "--map_id", "-O", "-F", "--no-sum", "-x", "-m",
     "-v", "-q", "--verbose", "--quiet", "-vq", "-fv", "-qf", "--version", "-h", "--help",
     "-ff", "-fo", "-of", "-fojson", "-ojson", "-o=json", "-otable", "-o=", "--output=table",
@@ -46,13 +52,15 @@ def command_lines(draw):
     """A command line made of one of the three commands' own options, each in a spelling
     click takes (``--opt v``, ``--opt=v``, ``-o v``, ``-ov``, ``-ff``), with global flags
     and bpftool's MAP form mixed in, and sometimes a noise token anywhere."""
-    name = draw(st.sampled_from(["count", "list", "dump"]))
-    command = map_commands[name]
+    name = draw(st.sampled_from(["count", "list", "dump", "load"]))
+    command = DECLARED[name]
     args = [*draw(st.lists(st.sampled_from(GLOBALS), max_size=2)), name]
     if command.takes_map and draw(st.booleans()):
         args += [draw(st.sampled_from(list(cli_argv.MAP_KEYWORDS))), draw(values)]
+    options_start = len(args)
+    flagged = [option for option in command.options if option.flags]
     for _ in range(draw(st.integers(0, 5))):
-        option = draw(st.sampled_from(command.options))
+        option = draw(st.sampled_from(flagged))
         flag = draw(st.sampled_from(option.flags))
         if not option.takes_value:
             args.append(flag + flag[1] * draw(st.integers(0, 1)) if flag[1] != "-" else flag)
@@ -61,6 +69,9 @@ def command_lines(draw):
             joined = f"{flag}={value}" if flag[1] == "-" else flag + value
             args += draw(st.sampled_from([[flag, value], [joined]]))
         args += draw(st.lists(st.sampled_from(GLOBALS), max_size=1))
+    for _ in command.arguments:  # anywhere after the MAP form, as click takes them
+        args.insert(draw(st.integers(options_start, len(args))),
+                    draw(st.sampled_from(["in.jsonl", "-", "x y", "3"])))
     for _ in range(draw(st.integers(0, 1))):
         args.insert(draw(st.integers(1, len(args))), draw(noise))
     return args
@@ -77,16 +88,16 @@ argvs = st.one_of(command_lines(), anything, st.lists(noise, max_size=3))
 def recorded():
     """Command bodies and global flags replaced by recorders: ``(calls, flags)``."""
     calls, flags = [], []
-    saved = {name: command.body for name, command in map_commands.items()}
+    saved = {name: command.body for name, command in DECLARED.items()}
     real_flag = cli_argv.set_global_flag
-    for name, command in map_commands.items():
+    for name, command in DECLARED.items():
         command.body = lambda _name=name, **values: calls.append((_name, values))
     cli_argv.set_global_flag = flags.append
     try:
         yield calls, flags
     finally:
         cli_argv.set_global_flag = real_flag
-        for name, command in map_commands.items():
+        for name, command in DECLARED.items():
             command.body = saved[name]
 
 
@@ -142,6 +153,10 @@ ACCEPTED = [
     ["dump", "--map-id", "3", "--batch-size=0", "-q", "--quiet", "--verbose"],
     ["dump", "--map-id", "x", "--map-id", "3"],
     ["dump", "id", "3", "--decode", "--decode"],
+    ["load", "id", "3", "f"],
+    ["load", "f", "--pinned", "/sys/fs/bpf/x", "-j", "2", "--if-absent", "--per-key"],
+    ["load", "--map-id=3", "-", "--format", "parquet", "--decode", "key=hex", "-v"],
+    ["load", "name", "flows", "--jobs=1", "--default-zero", "--batch-size", "-5", "f"],
 ]
 
 DECLINED = [
@@ -150,8 +165,11 @@ DECLINED = [
     ["count", "--map", "3"], ["count", "--map-id"], ["count", "--map-id", "x"],
     ["count", "--map-id", "0x10"], ["count", "-vq", "id", "3"], ["-vq", "count"],
     ["list", "--sum"], ["list", "id", "3"], ["list", "-fv"], ["list", "--bpffs=yes"],
-    ["dump", "--sum=1"], ["dump", "-o"], ["dump", "--limit", "ten"], ["load", "id", "3", "f"],
+    ["dump", "--sum=1"], ["dump", "-o"], ["dump", "--limit", "ten"],
     ["dump", "-x"], ["dump", "pinned", "/x", "name", "y"], ["dump", "--decode", "--decode", "id", "3"],
+    ["load", "id", "3"], ["load", "id", "3", "f", "g"], ["load", "id", "3", "--", "f"],
+    ["load", "id", "3", "f", "-j", "0"], ["load", "id", "3", "f", "--jobs=-1"],
+    ["load", "id", "3", "-f"], ["load", "f", "id", "3"],
 ]
 
 
@@ -177,7 +195,8 @@ def test_a_parsed_call_sets_the_flags_then_runs_the_body():
 
 
 @pytest.mark.parametrize("args", [["count", "id", "1"], ["list", "-o", "json"],
-                                  ["dump", "id", "1", "-o", "table"]])
+                                  ["dump", "id", "1", "-o", "table"],
+                                  ["load", "id", "1", "in.parquet", "-j", "2"]])
 def test_parsing_a_quick_command_imports_no_typer(args):
     done = subprocess.run(
         [sys.executable, "-c", "import sys; from bpfbatch.cli import fastpath; "
