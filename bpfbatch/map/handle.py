@@ -399,16 +399,19 @@ class Map:
         return self.to_arrow(batch_size=batch_size).to_pandas()
 
     def update_items(self, items: Iterable[tuple[object, object]], *,
-                     batch_size: int = DEFAULT_BATCH) -> int:
+                     batch_size: int = DEFAULT_BATCH, jobs: int | None = 1) -> int:
         """Write ``(key, value)`` pairs in the forms :meth:`items` yields (or ``bytes``) with
         batched updates; returns how many were written. Every pair is encoded before the
-        first syscall, so a bad one (named by its index and field) writes nothing."""
+        first syscall, so a bad one (named by its index and field) writes nothing. ``jobs``
+        writers share a large write (``None``: one per CPU; see
+        :func:`bpfbatch.map.writes.update`)."""
         from . import whole
 
         pairs = list(items)
         keys = self._encode([key for key, _ in pairs], 0, "item {}: key")
         values = self._encode([value for _, value in pairs], 1, "item {}: value")
-        return whole.load(self, keys, values, len(pairs), batch_size=batch_size).applied
+        return whole.load(self, keys, values, len(pairs), batch_size=batch_size,
+                          jobs=jobs).applied
 
     def delete_keys(self, keys: Iterable[object], *, batch_size: int = DEFAULT_BATCH) -> int:
         """Delete ``keys`` (as :meth:`items` yields them, or ``bytes``) with batched deletes;

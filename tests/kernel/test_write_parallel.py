@@ -76,6 +76,13 @@ def test_writers_side_by_side_agree_with_bpftool(maps):
                      for key, index in last.items()}
 
 
+def test_update_items_with_writers_side_by_side(maps):
+    m = maps(MapType.HASH, max_entries=1000)
+    pairs = [((i % 700).to_bytes(4, "little"), i.to_bytes(8, "little")) for i in range(90_000)]
+    assert m.update_items(pairs, batch_size=256, jobs=2) == len(pairs)
+    assert contents(m) == {int.from_bytes(k, "little"): v for k, v in dict(pairs).items()}
+
+
 def test_a_full_map_stops_every_writer_and_counts_exactly_what_went_in(maps):
     room, n = 30_000, 100_000
     m = maps(MapType.HASH, max_entries=room)
