@@ -29,11 +29,11 @@ C_SOURCES = Path(__file__).parent / "c"
 
 
 def build_c(source_name: str, tmp: Path) -> str:
-    """Compile the C peer ``c/<source_name>`` with ``gcc -O2 -Wall … -lbpf`` into ``tmp``;
-    returns the binary's path."""
+    """Compile the C peer ``c/<source_name>`` with ``gcc -O2 -Wall -pthread … -lbpf`` into
+    ``tmp``; returns the binary's path."""
     binary = tmp / Path(source_name).stem
-    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(binary), str(C_SOURCES / source_name),
-                    "-lbpf"], check=True)
+    subprocess.run(["gcc", "-O2", "-Wall", "-pthread", "-o", str(binary),
+                    str(C_SOURCES / source_name), "-lbpf"], check=True)
     return str(binary)
 
 

@@ -7,7 +7,9 @@ run, interleaved, into an emptied map; for two tables:
 - a plain ``u32 → u64`` hash with BTF (simple values: ``{"key":1,"value":2}``).
 
 A C loop of ``bpf_map_update_batch`` over the same number of records (``c/write_floor.c``,
-no parsing) shows the kernel's share, which no loader goes below.
+no parsing) shows the kernel's share, in one thread and in as many threads as bpfbatch's
+load uses writers (one per CPU, at most 4: :func:`bpfbatch.map.writes.default_jobs`); the
+JSONL load with ``--jobs 1`` shows what those writers save.
 
 The inputs are what ``bpfbatch dump -o parquet`` / ``-o jsonl`` and bpftool's own syntax
 make of the same ``--entries`` entries. A second table per map splits the JSONL load in this
@@ -41,8 +43,10 @@ from bpfbatch.records.typedjson import typed_lines
 from . import harness
 
 PARQUET, JSONL = "bpfbatch load {}.parquet", "bpfbatch load {}.jsonl"
+ONE_WRITER = "bpfbatch load {}.jsonl --jobs 1"
 BPFTOOL = "bpftool batch file (map update lines)"
 FLOOR = "C bpf_map_update_batch (no parsing: the syscall floor)"
+FLOOR_THREADS = "C bpf_map_update_batch, {} threads"
 
 
 @contextmanager
@@ -127,13 +131,19 @@ def bench(m: Map, stem: str, title: str, args, tmp: Path, floor: str) -> list[li
     empty = lambda: whole.clear(m)  # noqa: E731
     load = ["load", "--map-id", map_id]
     ours = JSONL.format(stem)
+    threads = writes.default_jobs(args.entries)
+    floor_threads = FLOOR_THREADS.format(threads)
     cases = {
         PARQUET.format(stem): harness.Command([*harness.BPFBATCH, *load, str(parquet)],
                                               setup=empty),
         ours: harness.Command([*harness.BPFBATCH, *load, str(jsonl)], setup=empty),
+        ONE_WRITER.format(stem): harness.Command([*harness.BPFBATCH, *load, str(jsonl),
+                                                  "--jobs", "1"], setup=empty),
         BPFTOOL: harness.Command(["bpftool", "batch", "file", str(bpftool)], setup=empty),
         FLOOR: harness.Command([floor, "update", map_id, str(args.entries), "8192"],
                                setup=empty),
+        floor_threads: harness.Command([floor, "update", map_id, str(args.entries), "8192",
+                                        str(threads)], setup=empty),
     }
     rows = harness.summarize(harness.interleave(cases, rounds=args.rounds, warmup=0), ours)
     parts = split(m, jsonl, args.rounds)
@@ -147,7 +157,11 @@ def bench(m: Map, stem: str, title: str, args, tmp: Path, floor: str) -> list[li
              "≤ 0.5×"],
             [f"{stem}: bpftool batch file ÷ JSONL load", f"{wall[BPFTOOL] / wall[ours]:.1f}×",
              "≥ 5×"],
-            [f"{stem}: JSONL load ÷ the C syscall floor", f"{wall[ours] / wall[FLOOR]:.1f}×", ""]]
+            [f"{stem}: JSONL load ÷ the C syscall floor", f"{wall[ours] / wall[FLOOR]:.1f}×", ""],
+            [f"{stem}: Parquet load ÷ the C floor, {threads} threads",
+             f"{wall[PARQUET.format(stem)] / wall[floor_threads]:.1f}×", ""],
+            [f"{stem}: JSONL load, one writer ÷ {threads}",
+             f"{wall[ONE_WRITER.format(stem)] / wall[ours]:.2f}×", ""]]
 
 
 def main(argv: list[str]) -> int:
