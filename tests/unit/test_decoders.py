@@ -1,6 +1,7 @@
 """Display decoders: parse is the exact inverse of format, checked against outside oracles."""
 
 import ipaddress
+import json
 import socket
 import struct
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from bpfbatch.errors import InputError
 from bpfbatch.records.decoders import DECODERS, automatic_kind, get, parse_decode_option
+from bpfbatch.records.decoding import json_texts
 
 NOW = 10**15  # a fixed CLOCK_MONOTONIC reading for the clocked kind
 
@@ -31,6 +33,24 @@ def test_parse_inverts_format(kind, size, data):
     shown = decoder.format(rows(*raws))
     assert len(shown) == len(raws)
     assert [decoder.parse(v, size) for v in shown] == raws
+
+
+@given(raws=st.lists(st.binary(min_size=4, max_size=4), max_size=20))
+def test_ipv4_is_what_the_c_library_prints(raws):
+    assert DECODERS["ipv4"].format(rows(*raws) if raws else np.zeros((0, 4), np.uint8)) == \
+        [socket.inet_ntoa(raw) for raw in raws]
+
+
+json_values = st.one_of(st.text(), st.integers(), st.booleans(), st.none(), st.floats(),
+                        st.integers(-(2**70), 2**70))
+
+
+@given(values=st.one_of(st.lists(st.text()), st.lists(st.integers(-(2**70), 2**70)),
+                        st.lists(json_values)))
+def test_json_texts_are_json_dumps(values):
+    """The C-loop columns (only str, only int) and the general one all write json.dumps's
+    bytes: non-ASCII and control characters escaped, bools as true/false, not 1/0."""
+    assert json_texts(values) == [json.dumps(v).encode() for v in values]
 
 
 @given(raw=st.binary(min_size=1, max_size=24))
