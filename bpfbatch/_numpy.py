@@ -1,9 +1,9 @@
 """``np``: numpy, imported the first time one of its names is used.
 
 The records and map modules use numpy for every large batch, but a quick command on a
-small map (``bpfbatch dump`` of 16 entries, ``bpfbatch load`` of a few records) goes without
-it (:class:`~bpfbatch.records.columns.ByteRows`) and should not pay the 30–80 ms its import
-costs. ``from .._numpy import np`` keeps the modules' ``np.frombuffer(...)`` spelling while
+small map (``bpfbatch dump`` of 16 entries, ``bpfbatch clear``) goes without it
+(:class:`~bpfbatch.records.columns.ByteRows`) and should not pay the 30–80 ms its import
+costs; importing a module that may need it must not import it. ``from .._numpy import np`` keeps the modules' ``np.frombuffer(...)`` spelling while
 deferring the import to the first such call.
 """
 

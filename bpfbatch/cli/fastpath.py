@@ -30,8 +30,8 @@ reads it:
 Declined, so typer answers: no command, another command, more or fewer positional tokens
 than the command's arguments, ``--``, an option the command does not have (``-h``,
 ``--help``, an abbreviation, a global flag run together with another), ``--flag=value``, an
-option missing its value, an integer that does not convert or is below its minimum. ``tests/unit/test_fastpath.py`` checks the contract against
-typer with generated argv lists.
+option missing its value, an integer that does not convert or is below its minimum.
+``tests/unit/test_fastpath.py`` checks the contract against typer with generated argv lists.
 """
 
 from __future__ import annotations

@@ -41,9 +41,8 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 
-from .._numpy import np
-
 from .. import interrupts
+from .._numpy import np
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
 from ..delivery import Delivery, PutBack, PutBackFn

@@ -13,9 +13,8 @@ import errno as E
 import os
 import threading
 
-from .._numpy import np
-
 from .. import interrupts
+from .._numpy import np
 from .._sys import abi
 from .._sys.libbpf import lib
 from ..errors import ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError

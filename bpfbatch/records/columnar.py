@@ -172,12 +172,12 @@ class Columns:
             elif self.ncpus is None:
                 self._write(node, value_rows, column, where)
             else:
-                items = self._cpu_items(column, count, where)
+                items = self._cpu_items(column, where)
                 for c in range(self.ncpus):
                     self._write(node, value_rows[:, c * self.stride:], items[c::self.ncpus], where)
         return count, keys, values
 
-    def _cpu_items(self, column, count: int, where: str):
+    def _cpu_items(self, column, where: str):
         pa = self.pa
         if not (pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type)):
             raise InputError(f"expected a list of {self.ncpus} per-CPU values, got {column.type}",

@@ -45,7 +45,6 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import BinaryIO
 
 from .._numpy import np
-
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
 from .encode import overflows_double
@@ -530,8 +529,8 @@ _NOT_STRUCTURE = bytes(set(range(256)) - set(_STRUCTURE))
 
 @functools.cache
 def _depth_steps() -> np.ndarray:
-    """+1 for each opening bracket's code, -1 for each closing one's (built on first use, so
-    that a small load does not import numpy)."""
+    """+1 for each opening bracket's code, -1 for each closing one's (built on first use:
+    importing this module imports no numpy)."""
     steps = np.zeros(256, dtype=np.int32)
     steps[list(b"[{")] = 1
     steps[list(b"]}")] = -1
