@@ -63,10 +63,11 @@ def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
     its syscall (:func:`bpfbatch.interrupts.deferred`), so that whatever stops the write
     (a signal between chunks) the count is exact.
 
-    ``jobs`` writers (``None``: :func:`default_jobs`) share the write on the map types of
-    :data:`PARALLEL_TYPES`; other types are written by one. The first chunk is written
-    first, alone; the rest is split by a hash of each key, so that all the records of one key
-    are written by one writer in input order and the last of them wins, as with one writer.
+    ``jobs`` writers (``None``: :func:`default_jobs`; never more than there are chunks left to
+    share) share the write on the map types of :data:`PARALLEL_TYPES`; other types are
+    written by one. The first chunk is written first, alone; the rest is split by a hash of
+    each key, so that all the records of one key are written by one writer in input order
+    and the last of them wins, as with one writer.
     A failure stops every writer at its next chunk; ``applied`` then counts what they all
     wrote, which is not a prefix of the input (``PartialError.prefix`` is false).
 
@@ -82,8 +83,8 @@ def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
     value_view = _writable(_as_bytes(values, info.value_stride, count, "value", map))
     tally = tally if tally is not None else interrupts.Tally()
     before = tally.applied
-    jobs = default_jobs(count) if jobs is None else jobs
-    spread = jobs > 1 and info.type in PARALLEL_TYPES and count > batch_size
+    jobs = min(default_jobs(count) if jobs is None else jobs, -(-count // batch_size) - 1)
+    spread = jobs > 1 and info.type in PARALLEL_TYPES
     try:
         done = _write(map, _slices(key_view, value_view, info, 0, batch_size if spread else count,
                                    batch_size), elem_flags, tally)

@@ -120,6 +120,18 @@ def test_one_writer_still_fails_at_a_prefix(maps):
     assert "not the first" not in str(exc)
 
 
+def test_no_more_writers_than_chunks_to_share(maps, monkeypatch):
+    started = []
+    real = writes.threading.Thread
+    monkeypatch.setattr(writes.threading, "Thread",
+                        lambda *a, **kw: started.append(1) or real(*a, **kw))
+    m = maps(MapType.HASH, max_entries=1000)
+    keys = np.arange(1000, dtype=np.uint32)
+    assert writes.update(m, keys, keys.astype(np.uint64), 1000, batch_size=200, jobs=1000) == 1000
+    assert len(started) == 3  # 5 chunks: the first alone, 4 left for 4 writers, 3 of them threads
+    assert sorted(contents(m)) == list(range(1000))
+
+
 @pytest.mark.parametrize("map_type", [MapType.LRU_HASH, MapType.LPM_TRIE])
 def test_types_whose_end_state_depends_on_order_are_written_by_one_writer(map_type):
     assert map_type not in writes.PARALLEL_TYPES
