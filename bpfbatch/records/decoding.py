@@ -17,9 +17,7 @@ in6_addr``) are decoded too; an explicit ``--decode`` for a field wins.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable
-from json.encoder import encode_basestring_ascii
 
 from ..errors import InputError
 from .._numpy import np
@@ -27,7 +25,7 @@ from .codec import BtfCodec, Codec, PerCpuCodec
 from .decoders import Decoder, get, parse_decode_option
 from .encode import encoder
 from .fill import blank, can_fill, fill
-from .jsontext import Leaf
+from .jsontext import Leaf, json_texts
 from .layout import LeafKind, Node, leaf_kind
 from .template import emit
 from .values import dtype as layout_dtype
@@ -123,20 +121,6 @@ class _DisplayLeaf(Leaf):
 
     def column(self, rows):
         return json_texts(self.decoder.format(rows[:, self.offset:self.offset + self.size]))
-
-
-def json_texts(values: list) -> list[bytes]:
-    """The JSON text of each of ``values``, byte for byte what ``json.dumps`` writes: in C
-    loops for a column of only ``str`` or only ``int`` values (what the address and
-    byte-order kinds give: ``json.dumps`` itself took a µs each, most of a flow table's
-    dump), through ``json.dumps`` otherwise."""
-    kinds = set(map(type, values))
-    if kinds <= {str}:  # json.dumps of a str is encode_basestring_ascii's (ensure_ascii)
-        return list(map(str.encode, map(encode_basestring_ascii, values)))
-    if kinds <= {int}:  # not bool: type() tells them apart
-        return list(map(b"%d".__mod__, values))
-    dumps = json.dumps
-    return [dumps(v).encode() for v in values]
 
 
 def decoded_codecs(key: Codec, value: Codec, decode: Iterable[str] = ()) -> tuple[Codec, Codec]:

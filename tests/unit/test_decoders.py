@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bpfbatch.errors import InputError
 from bpfbatch.records.decoders import DECODERS, automatic_kind, get, parse_decode_option
-from bpfbatch.records.decoding import json_texts
+from bpfbatch.records.jsontext import json_string, json_texts
 
 NOW = 10**15  # a fixed CLOCK_MONOTONIC reading for the clocked kind
 
@@ -51,6 +51,8 @@ def test_json_texts_are_json_dumps(values):
     """The C-loop columns (only str, only int) and the general one all write json.dumps's
     bytes: non-ASCII and control characters escaped, bools as true/false, not 1/0."""
     assert json_texts(values) == [json.dumps(v).encode() for v in values]
+    assert [json_string(v) for v in values if type(v) is str] == \
+        [json.dumps(v).encode() for v in values if type(v) is str]
 
 
 @given(raw=st.binary(min_size=1, max_size=24))
