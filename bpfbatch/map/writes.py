@@ -243,11 +243,6 @@ def _gathered(keys: np.ndarray, values: np.ndarray, part: np.ndarray, batch_size
         yield memoryview(key_buf[:n]).cast("B"), memoryview(value_buf[:n]).cast("B"), positions
 
 
-def _count(tally: interrupts.Tally | None, n: int) -> None:
-    if tally is not None:
-        tally.add(n)
-
-
 @dataclasses.dataclass(frozen=True)
 class DeleteResult:
     deleted: int
@@ -262,6 +257,7 @@ def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH,
     check_batch_size(batch_size)
     require(map.info, "delete")
     info = map.info
+    tally = tally if tally is not None else interrupts.Tally()
     key_view = _writable(_as_bytes(keys, info.key_size, count, "key", map))
     deleted = missing = done = 0
     fallback = probes.batch_op_missing(info.type, "delete batch")
@@ -273,9 +269,9 @@ def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH,
                 done, now, missing, fallback = _delete_chunk(map, k, n, done, deleted, missing,
                                                              fallback)
             except PartialError as exc:
-                _count(tally, exc.applied - deleted)
+                tally.add(exc.applied - deleted)
                 raise
-            _count(tally, now - deleted)
+            tally.add(now - deleted)
             deleted = now
     return DeleteResult(deleted, missing)
 
