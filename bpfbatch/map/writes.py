@@ -83,7 +83,8 @@ def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
     value_view = _writable(_as_bytes(values, info.value_stride, count, "value", map))
     tally = tally if tally is not None else interrupts.Tally()
     before = tally.applied
-    jobs = min(default_jobs(count) if jobs is None else jobs, -(-count // batch_size) - 1)
+    chunks_after_the_first = -(-count // batch_size) - 1
+    jobs = min(default_jobs(count) if jobs is None else jobs, chunks_after_the_first)
     spread = jobs > 1 and info.type in PARALLEL_TYPES
     try:
         done = _write(map, _slices(key_view, value_view, info, 0, batch_size if spread else count,
