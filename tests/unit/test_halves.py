@@ -18,11 +18,25 @@ from bpfbatch.records import halves, read
 from test_typedjson import FLOWS, GOOD_FLOWS, INFO, _dumped_flows, _flow_line, _outcome
 
 
-def _children() -> list[str]:
-    """This process's children (of any of its threads)."""
-    tasks = f"/proc/{os.getpid()}/task"
-    return [child for task in os.listdir(tasks)
-            for child in open(f"{tasks}/{task}/children").read().split()]
+def _children() -> set[int]:
+    """This process's children (of any of its threads): the processes whose parent is this
+    thread group. Read from each process's own ``stat`` rather than from every thread's
+    ``task/*/children``: a thread that exits between the listing and the read would take its
+    file with it, and its children move to another thread in between."""
+    me, found = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except (FileNotFoundError, ProcessLookupError):  # exited since the listing
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after
+        # its last ')'.
+        if int(stat[stat.rindex(b")") + 2:].split()[1]) == me:
+            found.add(int(entry))
+    return found
 
 
 @pytest.fixture
@@ -30,14 +44,14 @@ def split(monkeypatch):
     """Every typed JSONL file read in halves; ``split.results`` collects what each child
     handed over (``None``: it failed)."""
     monkeypatch.setattr(halves, "worth_splitting", lambda stream: True)
-    before = set(_children())  # other tests' helpers may still run
+    before = _children()  # other tests' helpers may still run
     results = []
     real = halves._Child.result
     monkeypatch.setattr(halves._Child, "result",
                         lambda self: results.append(real(self)) or results[-1])
     monkeypatch.setattr(read, "_JSONL_CHUNK", 1 << 10)
     yield results
-    assert set(_children()) <= before
+    assert _children() <= before
 
 
 def _general(path, monkeypatch):
