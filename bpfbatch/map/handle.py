@@ -195,9 +195,11 @@ class Map:
     @classmethod
     def open_name(cls, name: str, *, read_only: bool = False) -> "Map":
         """The one map whose kernel name is exactly ``name``."""
-        ids = ids_by_name(name)
+        infos = list(iter_infos())
+        ids = [info.id for info in infos if info.name == name]
         if not ids:
-            raise NotFoundError("no map with this exact name", obj=f"map name '{name}'")
+            raise NotFoundError("no map with this exact name" + _name_hint(name, infos),
+                                obj=f"map name '{name}'")
         if len(ids) > 1:
             raise NotFoundError("several maps match this name: ids " + ", ".join(map(str, ids)),
                                 obj=f"map name '{name}'")
@@ -576,9 +578,21 @@ def _size_of(data) -> int:
         raise InputError(f"expected a bytes-like object, got {type(data).__name__}") from None
 
 
-def ids_by_name(name: str) -> list[int]:
-    """Ids of every map named exactly ``name``."""
-    return [info.id for info in iter_infos() if info.name == name]
+def _name_hint(name: str, infos: list[MapInfo], limit: int = 5) -> str:
+    """`` (maps with a similar name: a (id 3), b (id 9))``: names that hold ``name`` or are
+    held by it (the kernel keeps 15 characters of a name), case aside, else the closest
+    spellings; or where to look when nothing is near."""
+    import difflib
+
+    wanted = name.lower()
+    near = [i for i in infos if i.name and (wanted in i.name.lower() or i.name.lower() in wanted)]
+    if not near:
+        close = set(difflib.get_close_matches(name, {i.name for i in infos}, n=limit, cutoff=0.6))
+        near = [i for i in infos if i.name in close]
+    if not near:
+        return " (bpfbatch list shows every map's name)"
+    shown = ", ".join(f"{i.name} (id {i.id})" for i in near[:limit])
+    return f" (maps with a similar name: {shown}{', ...' if len(near) > limit else ''})"
 
 
 def iter_infos() -> Iterator[MapInfo]:

@@ -95,6 +95,16 @@ def test_error_name_is_exact_not_prefix(filled):
     assert_one_line_error(bpfbatch("count", "--name", NAME[:-1]), "no map with this exact name")
 
 
+def test_error_unknown_name_lists_the_similar_ones(filled):
+    """``--name flows`` for the demo's ``bb_demo_flows``: the error names the candidates, the
+    ones a part of the name matches and the near spellings, with their ids."""
+    label = f"{NAME} (id {filled.info.id})"
+    for near in (NAME[3:], NAME[:-1].upper(), NAME[:6] + "x" + NAME[7:], NAME + "_more_chars"):
+        assert_one_line_error(bpfbatch("count", "--name", near), "maps with a similar name", label)
+    assert_one_line_error(bpfbatch("count", "--name", f"zq{os.getpid()}qz"),
+                          "bpfbatch list shows every map's name")
+
+
 def test_error_bad_batch_size_and_no_map_named(filled):
     assert_one_line_error(bpfbatch("count", "--map-id", str(filled.info.id), "--batch-size", "0"),
                           "--batch-size")
