@@ -98,9 +98,20 @@ def render(samples: Samples, entries: int) -> str:
     for op in OPERATIONS:
         base = results[(op, labels[0])]
         rows.append([op] + [f"{results[(op, label)]:.3f} s"
-                            + ("" if label == labels[0] else f" ({base / results[(op, label)]:.0f}×)")
+                            + ("" if label == labels[0] else f" ({speedup(base, results[(op, label)])})")
                             for label in labels])
     return tabulate(rows, headers=["operation"] + labels, tablefmt="github")
+
+
+def speedup(base: float, seconds: float) -> str:
+    """``seconds`` against the unbatched ``base``, in words: ``120× faster``, ``1.3× faster``,
+    ``1.6× slower``, or ``same`` within 5% (a cell slower than its base never reads "faster",
+    and two digits are kept below 10 so 1.4× does not round to 1×)."""
+    ratio = base / seconds
+    if 1 / 1.05 < ratio < 1.05:
+        return "same"
+    words, factor = ("faster", ratio) if ratio > 1 else ("slower", 1 / ratio)
+    return f"{factor:.0f}× {words}" if factor >= 10 else f"{factor:.1f}× {words}"
 
 
 def check_plot(path: str) -> None:
@@ -153,7 +164,7 @@ def plot(samples: Samples, entries: int, path: str) -> None:
             ax.vlines(x, min(runs), max(runs), color="0.6", linewidth=6)
             ax.plot(x, median, "o", color="C0" if x else "C3", markersize=8)
             shown = f"{median:.2g} s" if median >= 0.1 else f"{median * 1e3:.2g} ms"
-            text = shown if not x else f"{shown}\n{base / median:.0f}× faster"
+            text = shown if not x else f"{shown}\n{speedup(base, median)}"
             ax.annotate(text, (x, median), xytext=(9, 0), textcoords="offset points",
                         va="center", fontsize=8)
         ax.set_xticks(range(len(labels)), labels, rotation=20)

@@ -205,8 +205,19 @@ def test_bench_table_shows_speedup_over_per_key():
                for label, seconds in (("no batching", 2.0), ("batch 10", 0.5),
                                       ("batch 1000", 0.1), ("batch all", 0.08))}
     text = covertable.render(results, 1000)
-    assert "| lookup            | 2.000 s       | 0.500 s (4×)" in text
-    assert text.count("(25×)") == 3
+    assert "| lookup            | 2.000 s       | 0.500 s (4.0× faster)" in text
+    assert text.count("(25× faster)") == 3
+
+
+@pytest.mark.parametrize("base,seconds,words", [
+    (2.0, 0.5, "4.0× faster"), (2.0, 0.08, "25× faster"), (1.0, 1.4, "1.4× slower"),
+    (1.0, 0.72, "1.4× faster"), (1.0, 1.3, "1.3× slower"), (1.0, 1.02, "same"),
+    (1.0, 0.97, "same"), (1.0, 30.0, "30× slower"),
+])
+def test_bench_speedup_words_never_call_a_slower_cell_faster(base, seconds, words):
+    """The chart's and the table's label: a cell slower than no batching once read
+    "1× faster" (the ratio rounded to 0 digits, always called faster)."""
+    assert covertable.speedup(base, seconds) == words
 
 
 @pytest.mark.parametrize("lines", [
