@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                      "in user space, and count, dump or delete what it selects."),
     "prune": ("exec", "Delete flow-table elements idle for longer than --older-than."),
     "prune-demo": ("exec", "A real flow table kept trimmed."),
+    "filter": ("filter", "Your own exec filters, written in C."),
     "top": ("top", "bcc-style top tools over batched, loss-free interval read-outs."),
     "tc": ("tc", "Send a tc batch file: the kernel ends as tc -b leaves it, many messages "
                  "per sendmsg."),
