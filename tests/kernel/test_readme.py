@@ -34,6 +34,7 @@ what it prints. A failure names the block by its README line.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -295,40 +296,87 @@ def test_every_block_is_run_written_or_marked():
             "for a block a later one uses, or <!-- not run: REASON -->")
 
 
-def _help(command: list[str]) -> str:
+@functools.cache
+def _help(command: tuple[str, ...]) -> str:
     proc = subprocess.run([str(BIN / "bpfbatch"), *command, "--help"], capture_output=True,
                           text=True, env=dict(_environment(), COLUMNS="200"))
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
 
-_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][\w-]*)")
 
 
 def _synopses() -> list[tuple[Block, list[str], list[str]]]:
-    found = []
+    """``(block, command words, options)`` of each ``bpfbatch CMD ...`` line of the ``text``
+    blocks, with the indented lines that continue it (``[--opt ...]``, ``| --opt ...``)."""
+    found: list[tuple[Block, list[str], list[str]]] = []
     for block in BLOCKS:
         if block.lang != "text":
             continue
+        current = None
         for line in block.text.splitlines():
             words = line.split("#")[0].split()
-            if not words or words[0] != "bpfbatch":
+            if current is not None and line[:1].isspace() and words and words[0][0] in "[|-":
+                current[2].extend(_OPTION.findall(" ".join(words)))
                 continue
-            words = [words[0]] + [w for w in words[1:3] if w not in ("-v", "-q")] + words[3:]
-            if len(words) < 2:
+            current = None
+            words = [w for i, w in enumerate(words) if not (i in (1, 2) and w in ("-v", "-q"))]
+            if len(words) < 2 or words[0] != "bpfbatch":
                 continue
-            command = words[1:3] if words[1] == "top" else words[1:2]
-            found.append((block, command, _OPTION.findall(" ".join(words[1 + len(command):]))))
+            command = words[1:3] if words[1] in GROUPS else words[1:2]
+            current = (block, command, _OPTION.findall(" ".join(words[1 + len(command):])))
+            found.append(current)
     return found
+
+
+#: Commands with subcommands (``bpfbatch top tcp``).
+GROUPS = {"top", "filter"}
+
+
+def _options(help_text: str) -> list[list[str]]:
+    """Each option of a ``--help`` text, as its spellings (``["-o", "--output"]``)."""
+    found = []
+    for line in help_text.splitlines():
+        if re.match(r"^\s+-", line):
+            head = re.split(r"\s{2,}", line.strip())[0]
+            found.append([w for w in re.findall(r"--?[\w-]+", head)])
+    return found
+
+
+def _commands() -> list[list[str]]:
+    """Every command, subcommands of a group as ``[group, name]``."""
+    found = []
+    for name in COMMANDS:
+        if name not in GROUPS:
+            found.append([name])
+            continue
+        text = _help((name,)).split("Commands:", 1)[1]
+        found += [[name, line.split()[0]] for line in text.splitlines() if line.strip()]
+    return found
+
+
+def test_every_option_is_documented():
+    """Each option of each command's ``--help`` is spelled somewhere in the README (one of
+    its spellings: ``-o`` or ``--output``)."""
+    readme = README.read_text()
+    missing = []
+    for command in _commands():
+        for spellings in _options(_help(tuple(command))):
+            if "--help" in spellings:
+                continue
+            if not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", readme)
+                       for o in spellings):
+                missing.append(f"bpfbatch {' '.join(command)} {'/'.join(spellings)}")
+    assert not missing, "options the README never names:\n" + "\n".join(missing)
 
 
 def test_synopsis_options_exist():
     """A ``bpfbatch CMD [--opt]`` synopsis line names only options CMD takes."""
-    helps: dict[tuple[str, ...], str] = {}
     for block, command, options in _synopses():
         if command[0] not in COMMANDS:
             raise AssertionError(f"{block.where}: no command {command[0]!r}")
-        text = helps.setdefault(tuple(command), _help(command))
+        text = _help(tuple(command))
         listed = set(_OPTION.findall(text))
         # iproute2's single-dash spelling of a long option (tc's -force, -netns).
         missing = [o for o in options if o not in listed and "-" + o not in listed]
@@ -359,3 +407,19 @@ def test_the_harness_reads_blocks_and_markers():
     assert transcript(found[2].text) == [("echo 1", "1\n"), ("true", "\n")]
     assert normalise("map 12 'x': 3 of 5 in 0.7 ms\n\n", False) == ["map N 'x': 3 of 5 in T"]
     assert normalise("10.0.0.4   IPPROTO_TCP  ----  ---", True) == ["#.# ENUM - -"]
+
+
+def test_help_examples_run(world: World, folder: Path):
+    """The examples the ``--help`` texts give: exec's ``--where`` predicate runs on the demo
+    table, and tcp-mmap's loopback recipe is the pair a README block runs (plus ``-x``)."""
+    where = re.search(r"e\.g\.\s+'([^']+)'", " ".join(_help(("exec",)).split()))[1]
+    proc = subprocess.run([str(BIN / "bpfbatch"), "exec", "pinned", world.pin, "--where", where],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip().isdigit(), proc.stderr
+    recipe = re.findall(r"'(-[^']+)'", " ".join(_help(("tcp-mmap",)).split()))
+    assert len(recipe) == 2
+    executed = [line for block in BLOCKS if block.lang == "sh" and "not run" not in block.markers
+                for line in block.text.splitlines() if line.startswith("bpfbatch tcp-mmap ")]
+    for flags in recipe:
+        assert any(line.split("#")[0].split()[2:2 + len(flags.split())] == flags.split()
+                   for line in executed), f"tcp-mmap --help recipe {flags!r} is run by no README block"
