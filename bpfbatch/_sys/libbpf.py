@@ -67,6 +67,11 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "btf__add_enum64_value": (c_int, [c_void_p, c_char_p, ctypes.c_uint64]),
     "btf__load_into_kernel": (c_int, [c_void_p]),
     "btf__fd": (c_int, [c_void_p]),
+    "btf__parse": (c_void_p, [c_char_p, c_void_p]),
+    "btf__type_cnt": (c_uint32, [c_void_p]),
+    "btf_dump__new": (c_void_p, [c_void_p, c_void_p, c_void_p, c_void_p]),
+    "btf_dump__dump_type": (c_int, [c_void_p, c_uint32]),
+    "btf_dump__free": (None, [c_void_p]),
     # --- CO-RE objects (loader.py) and program feature probes (map/probes.py) ---
     "bpf_object__open_file": (c_void_p, [c_char_p, c_void_p]),
     "bpf_object__load": (c_int, [c_void_p]),
@@ -267,3 +272,41 @@ def signals_deferred():
 
 
 set_log_sink(None)  # libbpf's own default prints warnings to stderr
+
+
+_DUMP_FN = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_void_p)
+
+
+def btf_c_types(path: str) -> bytes:
+    """Every type of the BTF in ``path`` (a raw BTF file such as ``/sys/kernel/btf/vmlinux``,
+    or an ELF object's ``.BTF``) as C declarations, in libbpf's ``btf_dump`` order: what
+    ``bpftool btf dump file PATH format c`` prints between its include guard and pragmas.
+    Each fragment comes as a printf format and a va_list, formatted by the C library as the
+    log's are."""
+    parts: list[bytes] = []
+    failed: list[int] = []
+
+    @_DUMP_FN
+    def emit(_ctx, fmt: bytes, args: int) -> None:
+        text = c_void_p()
+        size = _libc.vasprintf(ctypes.byref(text), fmt, args)
+        if size < 0:
+            failed.append(ctypes.get_errno() or errno.ENOMEM)
+            return
+        parts.append(ctypes.string_at(text, size))
+        _libc.free(text)
+
+    btf = check_ptr(lib.btf__parse(path.encode(), None), "parse BTF", path)
+    try:
+        dump = check_ptr(lib.btf_dump__new(btf, ctypes.cast(emit, c_void_p), None, None),
+                         "dump BTF as C", path)
+        try:
+            for type_id in range(1, lib.btf__type_cnt(btf)):
+                check(lib.btf_dump__dump_type(dump, type_id), "dump BTF as C", path)
+        finally:
+            lib.btf_dump__free(dump)
+    finally:
+        lib.btf__free(btf)
+    if failed:
+        raise from_errno("dump BTF as C: format a declaration", failed[0], obj=path)
+    return b"".join(parts)

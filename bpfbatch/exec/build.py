@@ -11,7 +11,8 @@ and nothing else of a development set-up:
   ``clang-NN`` there (Debian installs ``clang-16`` without a plain ``clang``);
 - ``vmlinux.h`` is the source's folder's or an ``-I`` folder's when one holds it, else generated
   once per kernel from ``/sys/kernel/btf/vmlinux`` (``bpftool btf dump ... format c``, as
-  ``progs/`` does) into ``$XDG_CACHE_HOME/bpfbatch`` (``~/.cache/bpfbatch``).
+  ``progs/`` does, or the same from libbpf when bpftool is not installed) into
+  ``$XDG_CACHE_HOME/bpfbatch`` (``~/.cache/bpfbatch``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,42 @@ def _cache_dir() -> Path:
     return Path(base) / "bpfbatch"
 
 
+#: What ``bpftool btf dump ... format c`` puts around the types: an include guard, and CO-RE
+#: relocations for every struct and union member a program reads.
+_HEADER_START = b"""#ifndef __VMLINUX_H__
+#define __VMLINUX_H__
+
+#ifndef BPF_NO_PRESERVE_ACCESS_INDEX
+#pragma clang attribute push (__attribute__((preserve_access_index)), apply_to = record)
+#endif
+
+"""
+_HEADER_END = b"""
+#ifndef BPF_NO_PRESERVE_ACCESS_INDEX
+#pragma clang attribute pop
+#endif
+
+#endif /* __VMLINUX_H__ */
+"""
+
+
+def _kernel_types_in_c(bpftool: str | None) -> bytes:
+    """``vmlinux.h``'s text: bpftool's when it is on PATH (~0.5 s), else the same types from
+    libbpf's ``btf_dump`` through ctypes (~10 s: a Python call per printf), for an install
+    that has libbpf but no bpftool."""
+    tool = shutil.which(bpftool or os.environ.get("BPFTOOL") or "bpftool")
+    if tool is None:
+        from .._sys import libbpf
+
+        return _HEADER_START + libbpf.btf_c_types(str(KERNEL_BTF)) + _HEADER_END
+    done = subprocess.run([tool, "btf", "dump", "file", str(KERNEL_BTF), "format", "c"],
+                          capture_output=True)
+    if done.returncode != 0:
+        raise InputError(f"bpftool btf dump failed: {done.stderr.decode(errors='replace')}"
+                         .strip(), obj="vmlinux.h")
+    return done.stdout
+
+
 def vmlinux_header(bpftool: str | None = None) -> Path:
     """The folder of a ``vmlinux.h`` for the running kernel, generated on first use and kept
     per kernel release and BTF size (a new kernel gets its own)."""
@@ -78,20 +115,11 @@ def vmlinux_header(bpftool: str | None = None) -> Path:
     header = folder / "vmlinux.h"
     if header.exists():
         return folder
-    tool = shutil.which(bpftool or os.environ.get("BPFTOOL") or "bpftool")
-    if tool is None:
-        raise NotFoundError("vmlinux.h is generated with bpftool, which is not on PATH (Debian: "
-                            "apt install bpftool; or put a vmlinux.h beside the source)",
-                            obj="bpftool")
+    text = _kernel_types_in_c(bpftool)
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f".vmlinux.h.{os.getpid()}"
     try:
-        with open(partial, "wb") as out:
-            done = subprocess.run([tool, "btf", "dump", "file", str(KERNEL_BTF), "format", "c"],
-                                  stdout=out, stderr=subprocess.PIPE)
-        if done.returncode != 0:
-            raise InputError(f"bpftool btf dump failed: {done.stderr.decode(errors='replace')}"
-                             .strip(), obj="vmlinux.h")
+        partial.write_bytes(text)
         os.replace(partial, header)  # whole or absent, for a build running beside this one
     finally:
         partial.unlink(missing_ok=True)
