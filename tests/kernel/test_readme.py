@@ -10,21 +10,25 @@ block is decides what happens to it:
   (stdout and stderr, as a terminal shows them) must equal the lines shown under it, once both
   are normalised: ids (``id N``, ``map N``) and timings (``0.7 ms``) always; with
   ``<!-- output: shape -->`` before the block, every number and enumerator name too (a table
-  of any rows of a hash map, whose order is the kernel's).
+  of any rows of a hash map, whose order is the kernel's). A command whose shown output holds
+  a ``bpfbatch: error:`` line must fail; the others must exit 0.
 - ``python``: run by the package's interpreter, after ``from bpfbatch import Map`` (the
   first snippet's import, which the later ones take as given); it must exit 0.
-- ``text``: not code (a synopsis, a tree). A synopsis line ``bpfbatch CMD ...`` may name
-  only options that ``bpfbatch CMD --help`` lists.
+- ``text``, or no language: not code (a synopsis, a tree), unless its first line starts with
+  ``$ `` (a transcript, as ``console``). A synopsis line ``bpfbatch CMD ...`` may name only
+  options that ``bpfbatch CMD --help`` lists.
 - anything else (``c``, ``toml``, ``yaml``): a file, written into the working folder before
   each run when ``<!-- file: NAME -->`` precedes it.
 
 ``<!-- not run: REASON -->`` right before a block skips it (and says why); ``<!-- interrupt
 after: 2s -->`` sends SIGINT that long after the start and expects the exit status 130 of a
-command stopped by Ctrl-C. A block without a language, or one that cannot run and is not
-marked, fails.
+command stopped by Ctrl-C. A block that runs nowhere (a ``c`` block without a ``file:`` name)
+and is not marked fails.
 
 Each block gets the world the README's narrative assumes, made fresh and the same every time:
-the demo's flow table (``bpfbatch demo --entries 1000 --pin /sys/fs/bpf/flows``: 1000 flows
+a folder of its own on bpffs that stands for ``/sys/fs/bpf`` (every ``/sys/fs/bpf/NAME`` of the
+block is in it; whatever the block pins there is removed after), the demo's flow table
+(``bpfbatch demo --entries 1000 --pin /sys/fs/bpf/flows``: 1000 flows
 from the demo's seed), a ``u32 → u64`` map ``counts`` holding ``pid → count``, a bcc program
 ``b`` with a ``counts`` table (for blocks that use ``b[...]``) and a network namespace ``lab``
 with a veth pair ``vethA``/``vethB`` (for blocks that name it). Names are global, so each
@@ -37,6 +41,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +91,8 @@ def blocks(text: str) -> list[Block]:
             i += 1
             continue
         start, lang = i, match[1]
+        if not lang:  # a transcript, else a synopsis or a tree
+            lang = "console" if lines[i + 1:i + 2] and lines[i + 1].startswith("$ ") else "text"
         end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
         markers, above = {}, start - 1
         while above >= 0 and (marker := _MARKER.match(lines[above].strip())):
@@ -105,15 +112,19 @@ BLOCKS = blocks(README.read_text())
 class World:
     """This run's names for what the README calls by its own."""
 
-    pin: str
+    bpffs: str           # this run's folder on bpffs, for every /sys/fs/bpf/NAME of a block
     flows_name: str
     flows_id: int
     counts_name: str
     netns: str
 
+    @property
+    def pin(self) -> str:
+        return f"{self.bpffs}/flows"
+
     def into(self, text: str) -> str:
         """The block as this run runs it."""
-        text = text.replace(README_NAMES["pin"], self.pin)
+        text = re.sub(r"/sys/fs/bpf/(?=\w)", f"{self.bpffs}/", text)
         text = text.replace(README_NAMES["flows_name"], self.flows_name)
         text = re.sub(r"\bid (\d+)", f"id {self.flows_id}", text)
         text = re.sub(r"\bid=(\d+)", f"id={self.flows_id}", text)
@@ -122,14 +133,15 @@ class World:
 
     def back(self, text: str) -> str:
         """What the block printed, in the README's names."""
-        for ours, theirs in ((self.pin, "pin"), (self.flows_name, "flows_name"),
-                             (self.counts_name, "counts_name"), (self.netns, "netns")):
+        text = text.replace(f"{self.bpffs}/", "/sys/fs/bpf/")
+        for ours, theirs in ((self.flows_name, "flows_name"), (self.counts_name, "counts_name"),
+                             (self.netns, "netns")):
             text = text.replace(ours, README_NAMES[theirs])
         return text
 
 
 #: The names the README uses, which each run replaces by its own.
-README_NAMES = {"pin": "/sys/fs/bpf/flows", "flows_name": "bb_demo_flows",
+README_NAMES = {"flows_name": "bb_demo_flows",
                 "counts_name": "counts", "netns": "lab"}
 
 
@@ -147,21 +159,21 @@ def _counts_map(name: str) -> Map:
 @pytest.fixture
 def world():
     tag = uuid.uuid4().hex[:6]
-    pin = f"/sys/fs/bpf/bb_readme_{tag}"
+    bpffs = f"/sys/fs/bpf/bb_readme_{tag}"
+    os.mkdir(bpffs)
     flows = create_flow_table(4 * FLOWS, name=f"bb_rdf_{tag}")
     counts = _counts_map(f"bb_rdc_{tag}")
     netns = f"bb_rd_{tag}"
     try:
         fill_flow_table(flows, FLOWS)
-        flows.pin(pin)
+        flows.pin(f"{bpffs}/flows")
         subprocess.run(["ip", "netns", "add", netns], check=True)
         subprocess.run(["ip", "-n", netns, "link", "add", "vethA", "type", "veth", "peer", "name",
                         "vethB"], check=True)
-        yield World(pin, flows.info.name, flows.info.id, counts.info.name, netns)
+        yield World(bpffs, flows.info.name, flows.info.id, counts.info.name, netns)
     finally:
         subprocess.run(["ip", "netns", "del", netns], capture_output=True)
-        if os.path.exists(pin):
-            os.unlink(pin)
+        shutil.rmtree(bpffs)  # the pins the blocks left too
         flows.close()
         counts.close()
 
@@ -182,8 +194,12 @@ for pid in range(1, 6):
 '''
 
 
-def _environment() -> dict[str, str]:
+def _environment(folder: Path | None = None) -> dict[str, str]:
+    """The reader's shell: the package's commands first on PATH, and (in ``folder``) a cache
+    of its own, so ``filter build`` generates its vmlinux.h as on a first use."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    if folder is not None:
+        env["XDG_CACHE_HOME"] = str(folder / ".cache")
     env.pop("COLUMNS", None)
     return env
 
@@ -196,7 +212,7 @@ def _write_files(folder: Path, world: World) -> None:
 
 def _run(argv: list[str], block: Block, folder: Path, **kw) -> subprocess.CompletedProcess:
     after = block.markers.get("interrupt after")
-    proc = subprocess.Popen(argv, cwd=folder, env=_environment(), text=True,
+    proc = subprocess.Popen(argv, cwd=folder, env=_environment(folder), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=bool(after), **kw)
     try:
@@ -276,7 +292,11 @@ def test_readme_block_runs(block: Block, world: World, folder: Path):
         shape = block.markers.get("output") == "shape"
         for command, shown in transcript(code):
             proc = _run(["bash", "-o", "pipefail", "-c", command], block, folder)
-            _check_status(proc, block, f"$ {world.back(command)}")
+            if any(line.startswith("bpfbatch: error: ") for line in shown.splitlines()):
+                assert proc.returncode not in (0, 130), (
+                    f"{block.where}: $ {world.back(command)} shows an error but exited 0")
+            else:
+                _check_status(proc, block, f"$ {world.back(command)}")
             got = normalise(world.back(proc.stdout + proc.stderr), shape)
             assert got == normalise(world.back(shown), shape), (
                 f"{block.where}: $ {world.back(command)}\nprinted:\n"
@@ -284,13 +304,12 @@ def test_readme_block_runs(block: Block, world: World, folder: Path):
 
 
 def test_every_block_is_run_written_or_marked():
-    """A block the harness would silently pass over is an error: give it a language, a
-    ``file:`` name or a ``not run:`` reason."""
+    """A block the harness would silently pass over is an error: give it a ``file:`` name or
+    a ``not run:`` reason."""
     for block in BLOCKS:
         if "not run" in block.markers:
             assert block.markers["not run"], f"{block.where}: 'not run:' needs a reason"
             continue
-        assert block.lang, f"{block.where}: a block needs a language (text for a synopsis)"
         assert block.lang in _RUN | {"text"} or "file" in block.markers, (
             f"{block.where}: a {block.lang} block runs nowhere: mark it <!-- file: NAME --> "
             "for a block a later one uses, or <!-- not run: REASON -->")
@@ -404,6 +423,8 @@ def test_the_harness_reads_blocks_and_markers():
     found = blocks(text)
     assert [(b.line, b.lang, b.markers) for b in found] == [
         (3, "sh", {"not run": "needs a second host"}), (9, "c", {}), (12, "console", {})]
+    assert [b.lang for b in blocks("```\n$ ls\n```\n```\nbpfbatch x\n```\n")] == ["console",
+                                                                                "text"]
     assert transcript(found[2].text) == [("echo 1", "1\n"), ("true", "\n")]
     assert normalise("map 12 'x': 3 of 5 in 0.7 ms\n\n", False) == ["map N 'x': 3 of 5 in T"]
     assert normalise("10.0.0.4   IPPROTO_TCP  ----  ---", True) == ["#.# ENUM - -"]
