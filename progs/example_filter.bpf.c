@@ -12,13 +12,11 @@
 #include "bpfbatch_filter.h"
 #include "flowtable.h"
 
-#define SMALL_FLOW_PACKETS 10
-
 static long bpfbatch_filter(const void *key, void *value)
 {
-	const struct flowtable_stats *stats = value;
+	const struct flowtable_stats *s = value;
 
-	return stats->packets < SMALL_FLOW_PACKETS ? BPFBATCH_SELECT : BPFBATCH_KEEP;
+	return s->packets < 10 ? BPFBATCH_SELECT : BPFBATCH_KEEP;
 }
 
 BPFBATCH_FILTER_PROGRAM(small_flows)

@@ -439,3 +439,15 @@ def test_help_examples_run(world: World, folder: Path):
     for flags in recipe:
         assert any(line.split("#")[0].split()[2:2 + len(flags.split())] == flags.split()
                    for line in executed), f"tcp-mmap --help recipe {flags!r} is run by no README block"
+
+
+def _c_code(text: str) -> list[str]:
+    """C without comments, one token run per line, blank lines gone."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+
+
+def test_the_filter_shown_is_the_shipped_example():
+    """"progs/example_filter.bpf.c is the filter above": the same code, comments aside."""
+    [shown] = [b for b in BLOCKS if b.markers.get("file") == "f.bpf.c"]
+    assert _c_code(shown.text) == _c_code((REPO / "progs" / "example_filter.bpf.c").read_text())
