@@ -4,7 +4,8 @@
 
     listen = "127.0.0.1:9435"          # HOST:PORT; --listen overrides
     scrape_budget = "5s"               # a scrape reads no map after this much time
-    batch_size = 8192                  # elements per batch syscall
+    batch_size = 8192                  # elements per batch syscall; --batch-size overrides
+    journal = "/run/bpfbatch/x.journal"  # drain mode: drained, not yet delivered (.journal)
 
     [[metric]]
     name = "flow_bytes_total"          # Prometheus metric name
@@ -125,23 +126,33 @@ class Config:
     budget_s: float
     batch_size: int
     metrics: tuple[Metric, ...]
+    journal: str | None = None  # the drain journal (default: journal.default_path)
 
 
-def load(path: str, *, listen: str | None = None) -> Config:
-    """The configuration in ``path``; ``listen`` (``--listen``) overrides the file's."""
+def load(path: str, *, listen: str | None = None, batch_size: int | None = None) -> Config:
+    """The configuration in ``path``; ``listen`` (``--listen``) and ``batch_size``
+    (``--batch-size``) override the file's. A pipe
+    or a device is read up to ``load``'s bound (:data:`~bpfbatch.records.read.
+    MAX_STREAM_BYTES`), so ``--config /dev/zero`` is refused instead of filling memory."""
+    from ..records.read import _read_bytes
+
     try:
-        with open(path, "rb") as f:
-            text = f.read().decode()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the configuration: {getattr(exc, 'strerror', exc)}",
-                          obj=path) from None
-    return parse(text, path, listen=listen)
+        text = _read_bytes(path, path).decode()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read the configuration: {exc}", obj=path) from None
+    except InputError as exc:
+        raise ConfigError(f"cannot read the configuration: {exc.message}", obj=path) from None
+    return parse(text, path, listen=listen, batch_size=batch_size)
 
 
-def parse(text: str, path: str = "<config>", *, listen: str | None = None) -> Config:
+def parse(text: str, path: str = "<config>", *, listen: str | None = None,
+          batch_size: int | None = None) -> Config:
     """:func:`load` on the text of a file (``path`` names it in errors)."""
     try:
         doc = tomllib.loads(text)
+    except RecursionError:  # tomllib recurses per nesting level of arrays and inline tables
+        raise ConfigError("not valid TOML: arrays or tables nested too deeply",
+                          obj=path) from None
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"\(at line (\d+), column \d+\)", str(exc))
         line = m.group(1) if m else len(text.splitlines()) or 1  # "(at end of document)"
@@ -149,21 +160,22 @@ def parse(text: str, path: str = "<config>", *, listen: str | None = None) -> Co
                           obj=f"{path}:{line}") from None
     lines = _Lines(text, path)
     top = _Table(doc, lines, None, "")
-    top.only("listen", "scrape_budget", "batch_size", "metric")
+    top.only("listen", "scrape_budget", "batch_size", "journal", "metric")
     address = _address(listen, "--listen") if listen is not None else \
         _address(top.get("listen", str, DEFAULT_LISTEN), top.where("listen"))
     budget = top.get("scrape_budget", str, None)
     budget_s = DEFAULT_BUDGET_S if budget is None else _duration_s(budget, top, "scrape_budget")
-    batch_size = top.get("batch_size", int, 8192)
+    batch_size = top.get("batch_size", int, 8192) if batch_size is None else batch_size
     if batch_size <= 0:
         top.fail("batch_size", f"must be a positive number, got {batch_size}")
+    journal = top.get("journal", str, None)
     raw_metrics = top.get("metric", list, None)
     if not raw_metrics:
         raise ConfigError("no [[metric]] tables: nothing to export", obj=path)
     metrics = tuple(_metric(_Table(raw, lines, i, f"metric {i}"), i)
                     for i, raw in enumerate(raw_metrics))
     _check_across(metrics, lines)
-    return Config(path, address, budget_s, batch_size, metrics)
+    return Config(path, address, budget_s, batch_size, metrics, journal)
 
 
 def _metric(t: _Table, index: int) -> Metric:
@@ -231,8 +243,26 @@ def _label(t: _Table, i: int, raw) -> Label:
             lt.fail("values", f"key {number!r} is not an integer")
     if static and lt.has("decoder"):
         lt.fail("values", "give either a decoder or a static value map, not both")
-    return Label(name=name, field=lt.require("field", str), decoder=lt.get("decoder", str, None),
+    decoder = lt.get("decoder", str, None)
+    if decoder is not None:
+        _label_decoder(lt, decoder)
+    return Label(name=name, field=lt.require("field", str), decoder=decoder,
                  values=tuple(static), line=line)
+
+
+def _label_decoder(t: _Table, kind: str) -> None:
+    """A label's decoder must exist and print the same text for the same bytes at every
+    scrape: a clocked one (``age``) would start new series each time."""
+    from ..records import decoders
+
+    try:
+        decoder = decoders.get(kind)
+    except InputError as exc:
+        t.fail("decoder", exc.message)
+    if decoder.clocked:
+        t.fail("decoder", f"'{kind}' prints {decoder.summary}, a different text at every "
+                          "scrape: each would start new series (export the field as a "
+                          "gauge's value instead)")
 
 
 def _bucket(t: _Table) -> Bucket:
@@ -269,16 +299,39 @@ def _map_ref(t: _Table) -> MapRef:
     return MapRef(**{given[0]: mt.require(given[0], str)})
 
 
+#: The exporter's own metrics (:mod:`.server`) are named under this prefix.
+SELF_PREFIX = "bpfbatch_export_"
+
+
+def exposed_names(m: Metric) -> tuple[str, ...]:
+    """The names ``m`` takes in the exposition: its family's (``# TYPE``) and its samples'.
+    A counter ``x`` or ``x_total`` is the family ``x`` with samples ``x_total``; a histogram
+    ``h`` has ``h_bucket`` and ``h_count``, and ``h_sum`` is kept for it too (Prometheus gives
+    a histogram the three)."""
+    if m.type == "counter":
+        family = m.name.removesuffix("_total")
+        return family, f"{family}_total"
+    if m.type == "histogram":
+        return m.name, f"{m.name}_bucket", f"{m.name}_count", f"{m.name}_sum"
+    return (m.name,)
+
+
 def _check_across(metrics: tuple[Metric, ...], lines: _Lines) -> None:
-    """Rules that involve several metrics: unique names, and a map is drained or read."""
+    """Rules that involve several metrics: no two metrics (nor a metric and the self-metrics)
+    share a name in the exposition, and a map is drained or read."""
     names: dict[str, Metric] = {}
     modes: dict[MapRef, Metric] = {}
     for index, m in enumerate(metrics):
-        family = m.name.removesuffix("_total") if m.type == "counter" else m.name
-        if family in names:
-            raise ConfigError(f"metric '{m.name}': name: already used by the metric at "
-                              f"{names[family].where}", obj=lines.at(index, "name"))
-        names[family] = m
+        if m.name.startswith(SELF_PREFIX):
+            raise ConfigError(f"metric '{m.name}': name: {SELF_PREFIX}* names the exporter's "
+                              "own metrics", obj=lines.at(index, "name"))
+        for name in exposed_names(m):
+            if name in names:
+                other = names[name]
+                raise ConfigError(
+                    f"metric '{m.name}': name: '{name}' is already a name of the {other.type} "
+                    f"'{other.name}' at {other.where}", obj=lines.at(index, "name"))
+        names.update(dict.fromkeys(exposed_names(m), m))
         other = modes.setdefault(m.map, m)
         if other.mode != m.mode:
             drained, read = (m, other) if m.mode == "drain" else (other, m)

@@ -93,7 +93,7 @@ def _replace(old: str, new: str) -> str:
     (_replace('values = { 6 = "tcp"', 'values = { six = "tcp"'), "x.toml:12",
      ["labels[1].values", "'six' is not an integer"]),
     (GOOD + '\n[[metric]]\nname = "flow_bytes"\ntype = "counter"\nmap = { id = 1 }\n',
-     "x.toml:22", ["already used by the metric at x.toml:5"]),
+     "x.toml:22", ["already a name of the counter 'flow_bytes_total' at x.toml:5"]),
     (GOOD + '\n[[metric]]\nname = "dr_total"\ntype = "counter"\nmode = "drain"\n'
             'map = { name = "lat" }\n', "x.toml:24", ["map lat is drained by 'dr_total' and read "
                                                       "by 'latency_seconds'"]),
