@@ -12,9 +12,13 @@ series.
 Modes. ``read`` reports the map as it is, the kernel copying the next batch while the current
 one is aggregated (:func:`~bpfbatch.map.cursor.read_ahead`). Read is not a snapshot (see the README): each bucket
 is read atomically, the map as a whole is not. ``drain`` takes every entry out with
-``LOOKUP_AND_DELETE_BATCH`` through the library's drain (:func:`bpfbatch.map.whole.drain`,
-which puts back a batch the exporter did not take) and adds it into counters the exporter
-keeps, so the kernel map stays small and its LRU eviction never resets a series. A batch is
+``LOOKUP_AND_DELETE_BATCH`` through the library's delivery step (:func:`bpfbatch.map.whole.
+drain`: a batch the exporter did not take is put back) and adds it into counters the exporter
+keeps, so the kernel map stays small and its LRU eviction never resets a series. Taking a
+batch is journaling it (:mod:`.journal`) and adding it into a *staged* copy of the counters;
+the scrape's response reports the staged counters, and the server settles the scrape
+(:meth:`MapSource.settle`): delivered, the staged counters become the counters; not, the
+batches taken are put back into the map and the staged counters dropped. A batch is
 aggregated completely before anything is added, so it counts whole or not at all.
 
 Guards. ``max_series`` per metric: in read mode the largest series are kept and the number
@@ -28,13 +32,14 @@ drain stops with what it has taken (the rest stays for the next scrape).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import time
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from .._sys import abi
+from ..delivery import PutBack
 from ..errors import BpfBatchError, InputError
 from ..map import whole
 from ..map.cursor import Batch, BatchCursor, read_ahead
@@ -42,10 +47,15 @@ from ..map.handle import Map
 from ..records.codec import map_codecs
 from .config import Config, MapRef, Metric
 from .fields import Binding, bind
+from .journal import Journal
 
 
 class BudgetSpent(BpfBatchError):
     """The scrape's time budget ran out before this map was read."""
+
+
+class Stopping(BpfBatchError):
+    """The exporter is stopping: a drain takes no further batch."""
 
 
 @dataclasses.dataclass
@@ -67,6 +77,20 @@ class MapStats:
     last_success: float = 0.0
     last_error: str = ""
     map_id: int = 0
+
+
+@dataclasses.dataclass
+class Counts:
+    """Drain mode: what the exporter has accumulated per metric (label values → value), and
+    the value drained into label sets over ``max_series``."""
+
+    totals: dict[str, dict]
+    overflow: dict[str, int]
+
+    def copy(self) -> Counts:
+        return Counts({name: {labels: dict(v) if isinstance(v, dict) else v
+                              for labels, v in series.items()}
+                       for name, series in self.totals.items()}, dict(self.overflow))
 
 
 class _Part:
@@ -189,9 +213,10 @@ class MapSource:
         self.batch_size = batch_size
         self.stats = MapStats()
         self._bound: tuple[tuple, list[Aggregator]] | None = None
-        # drain mode: what the exporter has accumulated, per metric
-        self.totals: dict[str, dict] = {m.name: {} for m in metrics}
-        self.overflow: dict[str, int] = defaultdict(int)  # value kept out (drain)
+        # drain mode: the delivered counts, and those of the scrape not yet settled
+        self.counts = Counts({m.name: {} for m in metrics}, {m.name: 0 for m in metrics})
+        self.staged = self.counts
+        self.taken: list[Batch] = []  # copies of the batches drained and not yet settled
         self.overflow_series: dict[str, int] = {}  # label sets left out, last scrape
 
     def open(self) -> Map:
@@ -214,9 +239,12 @@ class MapSource:
                                     for metric in self.metrics])
         return self._bound[1]
 
-    def scrape(self, deadline: float) -> list[Series]:
+    def scrape(self, deadline: float, *, journal: Journal | None = None,
+               stopping: Callable[[], bool] = lambda: False) -> list[Series]:
         """Every metric on this map, read or drained now; raises on failure (the caller
-        counts it), :class:`BudgetSpent` when the budget ran out."""
+        counts it), :class:`BudgetSpent` when the budget ran out. A drain journals each batch
+        in ``journal`` and stops taking batches once ``stopping()``; what it took waits in
+        :attr:`taken` for :meth:`settle`."""
         if time.monotonic() > deadline:
             raise BudgetSpent("the scrape budget was spent before this map was read",
                               obj=str(self.ref))
@@ -225,13 +253,23 @@ class MapSource:
             self.stats.map_id = m.info.id
             aggregators = self.aggregators(m)
             if self.drain:
-                entries = self._drain(m, aggregators, deadline)
+                entries = self._drain(m, aggregators, deadline, journal, stopping)
                 result = self.accumulated()
             else:
                 entries, result = self._read(m, aggregators, deadline)
         self.stats.read_seconds = time.perf_counter() - start
         self.stats.entries = entries
         return result
+
+    def settle(self, delivered: bool) -> PutBack | None:
+        """End the drain of the last scrape: ``delivered``, its counts are the exporter's;
+        not, the entries it took go back into the map (``None``: it took nothing)."""
+        taken, self.taken = self.taken, []
+        if delivered:
+            self.counts = self.staged
+            return None
+        self.staged = self.counts
+        return restore(self.ref, taken) if taken else None
 
     def _read(self, m: Map, aggregators: list[Aggregator], deadline: float):
         parts: list[list[_Part]] = [[] for _ in aggregators]
@@ -252,46 +290,73 @@ class MapSource:
             result.append(series)
         return entries, result
 
-    def _drain(self, m: Map, aggregators: list[Aggregator], deadline: float) -> int:
-        drained = 0  # counted as batches are taken: a spent budget ends the drain by raising
+    def _drain(self, m: Map, aggregators: list[Aggregator], deadline: float,
+               journal: Journal | None, stopping: Callable[[], bool]) -> int:
+        i = m.info
+        self.staged = staged = self.counts.copy()
+        refused: dict[str, set] = {metric.name: set() for metric in self.metrics}
 
         def take(batch: Batch) -> None:
-            nonlocal drained
+            if stopping():
+                raise Stopping("the exporter is stopping", obj=i.label)  # batch put back
             if time.monotonic() > deadline:
-                raise BudgetSpent("scrape budget spent", obj=m.info.label)  # batch put back
-            keys, values = _rows(batch, m.info)
+                raise BudgetSpent("scrape budget spent", obj=i.label)  # batch put back
+            keys, values = _rows(batch, i)
             merged = [agg.merge([agg.part(keys, values)]) for agg in aggregators]
+            if journal is not None:
+                journal.append(self.ref, i.key_size, i.value_stride, batch)
+            self.taken.append(Batch(batch.count, bytes(batch.keys), bytes(batch.values)))
             for agg, series in zip(aggregators, merged):  # nothing below can fail
-                self._accumulate(agg.b.metric, series)
-            drained += batch.count
+                _accumulate(staged, agg.b.metric, series, refused[agg.b.metric.name])
 
-        self._refused: dict[str, set] = {metric.name: set() for metric in self.metrics}
         try:
             whole.drain(m, take, batch_size=self.batch_size)
-        except BudgetSpent:
+        except (BudgetSpent, Stopping):
             pass  # what was taken is counted; the rest waits for the next scrape
         finally:
-            self.overflow_series = {name: len(refused) for name, refused in self._refused.items()}
-        return drained
-
-    def _accumulate(self, metric: Metric, series: dict) -> None:
-        totals = self.totals[metric.name]
-        for labels, value in series.items():
-            if labels not in totals and len(totals) >= metric.max_series:
-                self._refused[metric.name].add(labels)
-                self.overflow[metric.name] += value if isinstance(value, int) else \
-                    sum(value.values())
-                continue
-            if isinstance(value, dict):
-                slots = totals.setdefault(labels, {})
-                for slot, count in value.items():
-                    slots[slot] = slots.get(slot, 0) + count
-            else:
-                totals[labels] = totals.get(labels, 0) + value
+            self.overflow_series = {name: len(labels) for name, labels in refused.items()}
+        return sum(batch.count for batch in self.taken)
 
     def accumulated(self) -> list[Series]:
-        """Drain mode: the series the exporter has accumulated so far."""
-        return [Series(m, dict(self.totals[m.name])) for m in self.metrics]
+        """Drain mode: the series the exporter reports now (its counts and the drain of this
+        scrape)."""
+        return [Series(m, dict(self.staged.totals[m.name])) for m in self.metrics]
+
+
+def _accumulate(counts: Counts, metric: Metric, series: dict, refused: set) -> None:
+    """Add one batch's ``series`` of ``metric`` into ``counts``; label sets new beyond
+    ``max_series`` go to the overflow counter (and into ``refused``)."""
+    totals = counts.totals[metric.name]
+    for labels, value in series.items():
+        if labels not in totals and len(totals) >= metric.max_series:
+            refused.add(labels)
+            counts.overflow[metric.name] += value if isinstance(value, int) else \
+                sum(value.values())
+            continue
+        if isinstance(value, dict):
+            slots = totals.setdefault(labels, {})
+            for slot, count in value.items():
+                slots[slot] = slots.get(slot, 0) + count
+        else:
+            totals[labels] = totals.get(labels, 0) + value
+
+
+def restore(ref: MapRef, batches: list[Batch]) -> PutBack:
+    """Put drained ``batches`` back into the map ``ref`` names now (a program reloaded since
+    gets them in its new map), through the library's put-back: a key a writer re-created
+    keeps the writer's value and counts as superseded; what cannot be written (the map is
+    gone, or its layout changed) counts as lost."""
+    count = sum(b.count for b in batches)
+    try:
+        with Map.open(id=ref.id, pinned=ref.pinned, name=ref.name) as m:
+            i = m.info
+            if any(len(b.keys) != b.count * i.key_size or
+                   len(b.values) != b.count * i.value_stride for b in batches):
+                return PutBack(0, lost=count, errno=errno.EINVAL)
+            return whole.put_back(m, Batch(count, b"".join(b.keys for b in batches),
+                                           b"".join(b.values for b in batches)))
+    except BpfBatchError as exc:
+        return PutBack(0, lost=count, errno=exc.errno or errno.EIO)
 
 
 def _limit(series: Series, max_series: int) -> None:

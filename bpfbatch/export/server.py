@@ -35,20 +35,34 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 
-from ..errors import BpfBatchError
-from . import collect
+from .. import interrupts
+from ..errors import BpfBatchError, Interrupted, errno_name
+from . import collect, response
 from .collect import BudgetSpent, MapSource, Series
 from .config import Config, Metric
+from .journal import Journal, default_path
 
 
 class Exporter:
-    """A prometheus-client collector over the maps of ``config``."""
+    """A prometheus-client collector over the maps of ``config``.
 
-    def __init__(self, config: Config, *, log: Callable[[str], None] | None = None):
+    A scrape (:meth:`collect`) reads or drains every map; :meth:`settle` then says whether
+    its response was delivered, which decides what becomes of the entries its drains took.
+    The caller holds :attr:`lock` across the two: scrapes are serialised (a drain must not run
+    twice at once, and the next scrape reports the counts the last one settled).
+    """
+
+    def __init__(self, config: Config, *, log: Callable[[str], None] | None = None,
+                 journal: Journal | None = None):
         self.config = config
         self.sources = collect.sources(config)
+        self.journal = journal
         self.lock = threading.Lock()
+        self.stopping = threading.Event()
         self.budget_exceeded = 0
+        self.scrapes = 0
+        self.delivered = 0  # drained entries delivered in responses, since start-up
+        self.put_back = 0   # drained entries put back into their maps
         self.log = log or (lambda line: print(f"bpfbatch export: {line}", file=sys.stderr,
                                               flush=True))
 
@@ -56,8 +70,48 @@ class Exporter:
         return []  # registering must not run a scrape
 
     def collect(self) -> Iterator[Family]:
-        with self.lock:
-            yield from self._scrape()
+        yield from self._scrape()
+
+    def taken(self) -> int:
+        """Entries the scrape not yet settled has drained."""
+        return sum(batch.count for source in self.sources for batch in source.taken)
+
+    def settle(self, delivered: bool, why: str = "") -> None:
+        """End the last scrape: its response was ``delivered`` (its drained entries are the
+        client's), or not (``why``), and what its drains took is put back into the maps."""
+        taken = self.taken()
+        if delivered:
+            self.delivered += taken
+        for source in self.sources:
+            put_back = source.settle(delivered)
+            if put_back is not None:
+                self.put_back += put_back.restored
+                self.log(f"{source.ref}: the scrape's response was not delivered ({why}): "
+                         f"{put_back}")
+        if self.journal is not None and taken:
+            self.journal.clear()
+        self.scrapes += 1
+
+    def recover(self) -> None:
+        """Put back what a killed predecessor journaled and never settled; refuses to go on
+        (keeping the journal) when a map cannot take its entries back."""
+        records, torn = self.journal.records()
+        by_map: dict = {}
+        for record in records:
+            by_map.setdefault(record.ref, []).append(record.batch)
+        for ref, batches in by_map.items():
+            count = sum(b.count for b in batches)
+            put_back = collect.restore(ref, batches)
+            self.log(f"{ref}: {count} entries drained and not delivered before the last exit: "
+                     f"{put_back}")
+            if put_back.lost:
+                raise BpfBatchError(f"{put_back.lost} drained entries of {ref} could not be "
+                                    f"put back ({errno_name(put_back.errno or 0)}); remove "
+                                    "the journal to drop them", obj=self.journal.path)
+        if torn:
+            self.log(f"{self.journal.path}: the last batch journaled was torn by the death of "
+                     "the exporter (the one batch SIGKILL may lose)")
+        self.journal.clear()
 
     def _scrape(self) -> Iterator[Family]:
         start = time.monotonic()
@@ -66,7 +120,8 @@ class Exporter:
         families = []
         for source in self.sources:
             try:
-                result = source.scrape(deadline)
+                result = source.scrape(deadline, journal=self.journal,
+                                       stopping=self.stopping.is_set)
             except BudgetSpent as exc:
                 spent = True
                 result = self._failed(source, exc, count=False)
@@ -122,7 +177,7 @@ class Exporter:
             for metric in source.metrics:
                 overflow.add_metric([metric.name], source.overflow_series.get(metric.name, 0))
                 if source.drain:
-                    drained.add_metric([metric.name], source.overflow.get(metric.name, 0))
+                    drained.add_metric([metric.name], source.staged.overflow[metric.name])
         yield overflow
         if any(source.drain for source in self.sources):
             yield drained
@@ -168,7 +223,8 @@ def _histogram(m: Metric, names: list[str], values: dict) -> Family:
 
 def check(config: Config) -> list[str]:
     """Bind every metric to its live map (nothing is read or drained); one line per metric.
-    Raises the first error, naming ``file:line``."""
+    Raises the first error, naming ``file:line``. The exporter runs it before it listens, so
+    no error of the configuration is first found by a scrape."""
     lines = []
     for source in collect.sources(config):
         with source.open() as m:
@@ -186,29 +242,47 @@ def check(config: Config) -> list[str]:
 
 
 def serve(config: Config, *, announce: Callable[[str], None]) -> None:
-    """Serve ``/metrics`` until SIGINT or SIGTERM. ``announce`` receives the address actually
-    bound (``--listen`` port 0 picks a free one)."""
-    from prometheus_client import CollectorRegistry, start_http_server
-
-    exporter = Exporter(config)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(exporter)
+    """Check the configuration against the live maps, put back what a killed predecessor
+    left in the drain journal, then serve ``/metrics`` until SIGINT, SIGTERM or SIGHUP, which
+    raise :class:`~bpfbatch.errors.Interrupted` once the scrape in progress is settled
+    (its response delivered, or its drained entries put back). ``announce`` receives the
+    address actually bound (``--listen`` port 0 picks a free one)."""
+    with interrupts.raised_as_interrupted():  # start-up: a signal stops it in one line
+        check(config)
+        drains = any(metric.mode == "drain" for metric in config.metrics)
+        journal = Journal(config.journal or default_path(config.path)) if drains else None
+        exporter = Exporter(config, journal=journal)
+        if journal is not None:
+            exporter.recover()  # cut short, the journal stays for the next start
     host, port = config.listen
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        server = response.MetricsServer((host, port), exporter)
     except OSError as exc:
         raise BpfBatchError(f"cannot listen: {exc.strerror or exc}", obj=f"{host}:{port}",
                             errno=exc.errno) from None
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    signals: list[int] = []
+
+    def stop(signum, _frame):
+        signals.append(signum)
+        exporter.stopping.set()
+
+    previous = {sig: signal.signal(sig, stop) for sig in interrupts.TERMINATING}
+    thread = threading.Thread(target=server.serve_forever, name="bpfbatch-export",
+                              daemon=True)
     try:
-        announce(f"http://{host}:{server.server_port}/metrics")
-        while not stop.wait(1.0):
+        thread.start()
+        announce(f"http://{host}:{server.server_address[1]}/metrics")
+        while not exporter.stopping.wait(1.0):
             pass
     finally:
-        server.shutdown()
-        with exporter.lock:  # a scrape in progress finishes its drain
-            pass
+        exporter.stopping.set()
+        server.shutdown()        # no new connection is accepted
+        exporter.lock.acquire()  # the scrape in progress is settled; no other starts
+        server.server_close()
+        if journal is not None:
+            journal.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    drained = f"; {exporter.delivered} drained entries delivered, {exporter.put_back} put " \
+              "back" if journal is not None else ""
+    raise Interrupted(signals[0], message=f"after {exporter.scrapes} scrapes{drained}")

@@ -30,10 +30,12 @@ TAG = f"{os.getpid()}"
 
 
 def scrape(exporter: server.Exporter) -> dict[str, dict[tuple, float]]:
-    """One scrape, parsed: sample name → {sorted label items: value}."""
+    """One scrape, parsed: sample name → {sorted label items: value}; its response counts
+    as delivered (what the HTTP server decides for a real client)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(exporter)
     text = generate_latest(registry).decode()
+    exporter.settle(True)
     out: dict = defaultdict(dict)
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
