@@ -20,6 +20,7 @@ settled; once the exporter is stopping, a request is answered 503 without a scra
 
 from __future__ import annotations
 
+import errno
 import gzip
 import socket
 import socketserver
@@ -115,8 +116,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _why(exc: OSError) -> str:
+    """Why a response was not delivered. (A reset that came once the body was all in the
+    socket makes the shutdown fail with ENOTCONN.)"""
     if isinstance(exc, TimeoutError):
         return "the client did not close the connection within the scrape budget"
-    if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+    if isinstance(exc, (ConnectionResetError, BrokenPipeError)) or exc.errno == errno.ENOTCONN:
         return "the client closed the connection before reading the whole response"
     return exc.strerror or str(exc)
