@@ -1,5 +1,6 @@
-"""The Prometheus side: a collector that runs one scrape per ``/metrics`` request, its
-self-metrics, ``--check``, and the HTTP server (prometheus-client's).
+"""The Prometheus side: a collector that runs one scrape per ``/metrics`` request and settles
+its drains, its self-metrics, ``--check``, and :func:`serve` (start-up checks, the journal's
+recovery, signals; the HTTP side is :mod:`.response`).
 
 Scrapes are serialised (a drain must not run twice at once), and each runs within the
 configured budget. A map that fails (gone, ambiguous name, fields that no longer fit its BTF)
