@@ -246,44 +246,63 @@ def serve(config: Config, *, announce: Callable[[str], None]) -> None:
     """Check the configuration against the live maps, put back what a killed predecessor
     left in the drain journal, then serve ``/metrics`` until SIGINT, SIGTERM or SIGHUP, which
     raise :class:`~bpfbatch.errors.Interrupted` once the scrape in progress is settled
-    (its response delivered, or its drained entries put back). ``announce`` receives the
-    address actually bound (``--listen`` port 0 picks a free one)."""
-    with interrupts.raised_as_interrupted():  # start-up: a signal stops it in one line
-        check(config)
-        drains = any(metric.mode == "drain" for metric in config.metrics)
-        journal = Journal(config.journal or default_path(config.path)) if drains else None
-        exporter = Exporter(config, journal=journal)
-        if journal is not None:
-            exporter.recover()  # cut short, the journal stays for the next start
-    host, port = config.listen
+    (its response delivered, or its drained entries put back). During start-up a signal
+    raises it at once (a recovery cut short leaves the journal for the next start).
+    ``announce`` receives the address actually bound (``--listen`` port 0 picks a free one)."""
+    signals: list[int] = []
+    exporter: Exporter | None = None  # set once serving: a signal then only stops the loop
+
+    def on_signal(signum, _frame):
+        signals.append(signum)
+        if exporter is None:
+            raise Interrupted(signum, message="while starting: nothing was served")
+        exporter.stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in interrupts.TERMINATING}
+    journal = None
     try:
-        server = response.MetricsServer((host, port), exporter)
+        check(config)
+        if any(metric.mode == "drain" for metric in config.metrics):
+            journal = Journal(config.journal or default_path(config.path))
+        starting = Exporter(config, journal=journal)
+        if journal is not None:
+            starting.recover()
+        server = _listen(config.listen, starting)
+        exporter = starting
+        _run(server, exporter, announce)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if journal is not None:
+            journal.close()
+    drained = f"; {exporter.delivered} drained entries delivered, {exporter.put_back} put " \
+              "back" if journal is not None else ""
+    raise Interrupted(signals[0], message=f"after {exporter.scrapes} scrapes{drained}")
+
+
+def _listen(address: tuple[str, int], exporter: Exporter) -> response.MetricsServer:
+    host, port = address
+    try:
+        return response.MetricsServer((host, port), exporter)
     except OSError as exc:
         raise BpfBatchError(f"cannot listen: {exc.strerror or exc}", obj=f"{host}:{port}",
                             errno=exc.errno) from None
-    signals: list[int] = []
 
-    def stop(signum, _frame):
-        signals.append(signum)
-        exporter.stopping.set()
 
-    previous = {sig: signal.signal(sig, stop) for sig in interrupts.TERMINATING}
+def _run(server: response.MetricsServer, exporter: Exporter,
+         announce: Callable[[str], None]) -> None:
+    """Serve until :attr:`Exporter.stopping`; then accept nothing more and return once the
+    scrape in progress is settled (the lock is kept: no other starts)."""
     thread = threading.Thread(target=server.serve_forever, name="bpfbatch-export",
                               daemon=True)
+    thread.start()
     try:
-        thread.start()
-        announce(f"http://{host}:{server.server_address[1]}/metrics")
+        host, port = server.server_address[:2]
+        announce(f"http://{host}:{port}/metrics")
         while not exporter.stopping.wait(1.0):
             pass
     finally:
         exporter.stopping.set()
-        server.shutdown()        # no new connection is accepted
-        exporter.lock.acquire()  # the scrape in progress is settled; no other starts
+        server.shutdown()
+        exporter.lock.acquire()
         server.server_close()
-        if journal is not None:
-            journal.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    drained = f"; {exporter.delivered} drained entries delivered, {exporter.put_back} put " \
-              "back" if journal is not None else ""
-    raise Interrupted(signals[0], message=f"after {exporter.scrapes} scrapes{drained}")

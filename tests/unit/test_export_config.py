@@ -66,6 +66,18 @@ def _replace(old: str, new: str) -> str:
 
 @pytest.mark.parametrize("text, where, words", [
     (_replace('type = "counter"', 'type = "countr"'), "x.toml:7", ["type", "counter, gauge"]),
+    (_replace('decoder = "ipv4"', 'decoder = "ipv5"'), "x.toml:11",
+     ["labels[0].decoder", "unknown kind 'ipv5'"]),
+    (_replace('decoder = "ipv4"', 'decoder = "age"'), "x.toml:11",
+     ["labels[0].decoder", "'age'", "new series"]),
+    (GOOD + '\n[[metric]]\nname = "flow_bytes_total"\ntype = "gauge"\nmap = { id = 2 }\n',
+     "x.toml:22", ["'flow_bytes_total' is already a name of the counter 'flow_bytes_total'"]),
+    (_replace('name = "latency_seconds"', 'name = "lat"') + (
+        '\n[[metric]]\nname = "lat_sum"\ntype = "gauge"\nmap = { id = 2 }\n'),
+     "x.toml:22", ["'lat_sum' is already a name of the histogram 'lat'"]),
+    (_replace('name = "latency_seconds"', 'name = "bpfbatch_export_scrape_seconds"'),
+     "x.toml:17", ["bpfbatch_export_* names the exporter's own metrics"]),
+    ("a = " + "[" * 5000 + "]" * 5000, "x.toml", ["nested too deeply"]),
     (_replace('value = "bytes"', 'value = 3'), "x.toml:9", ["value", "expected a string"]),
     (_replace('{ name = "proto", field', '{ name = "proto", feild'), "x.toml:12",
      ["labels[1].feild", "unknown key"]),
