@@ -76,7 +76,7 @@ def _replace(old: str, new: str) -> str:
         '\n[[metric]]\nname = "lat_sum"\ntype = "gauge"\nmap = { id = 2 }\n'),
      "x.toml:22", ["'lat_sum' is already a name of the histogram 'lat'"]),
     (_replace('name = "latency_seconds"', 'name = "bpfbatch_export_scrape_seconds"'),
-     "x.toml:17", ["bpfbatch_export_* names the exporter's own metrics"]),
+     "x.toml:16", ["bpfbatch_export_* names the exporter's own metrics"]),
     ("a = " + "[" * 5000 + "]" * 5000, "x.toml", ["nested too deeply"]),
     (_replace('value = "bytes"', 'value = 3'), "x.toml:9", ["value", "expected a string"]),
     (_replace('{ name = "proto", field', '{ name = "proto", feild'), "x.toml:12",
