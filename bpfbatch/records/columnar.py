@@ -13,7 +13,8 @@ The schema rule (the README states it too):
   that NUL are not kept; a value that is not UTF-8 is an error naming the field); loading
   pads it with NULs;
 * an array of integers, floats or bools is a ``fixed_size_list`` of them;
-* a side without BTF is one ``fixed_size_binary`` column, ``key`` or ``value``;
+* a side without BTF is one ``fixed_size_binary`` column, ``key`` or ``value``; a side of no
+  bytes (the key of a queue or stack) has no column;
 * per-CPU maps: every value column is a ``fixed_size_list`` with one item per possible CPU.
 
 Columns hold the values as the map stores them: the automatic display choice of
@@ -157,6 +158,10 @@ class Columns:
         missing = [c for c in names if c not in table.column_names]
         if missing:
             raise InputError(f"missing column {missing[0]!r}", obj=source)
+        twice = [c for c in names if table.column_names.count(c) > 1]
+        if twice:
+            raise InputError(f"column {twice[0]!r} appears {table.column_names.count(twice[0])} "
+                             "times", obj=source)
         count = table.num_rows
         keys, values = bytearray(count * self.key_size), bytearray(count * self.value_size)
         key_rows = rows(keys, count, self.key_size)
@@ -264,7 +269,10 @@ def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
 
 
 def _fields(codec: Codec, side: str) -> list[tuple[str, Node | None]]:
-    """``(column, leaf node)`` of one side (``None``: the side's raw bytes)."""
+    """``(column, leaf node)`` of one side (``None``: the side's raw bytes); a side of no
+    bytes (a queue's or stack's key) has no column (Parquet has no zero-width binary)."""
+    if not codec.size:
+        return []
     if not isinstance(codec, BtfCodec):
         return [(side, None)]
     fields = list(_stored_leaves(codec.node, side))

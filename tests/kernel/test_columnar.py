@@ -188,6 +188,15 @@ def test_bad_parquet_input_is_one_line_and_writes_nothing(flows, tmp_path):
     assert "no enumerator 'IPPROTO_NOPE'" in _load_error(flows, enum, tmp_path)
 
 
+def test_a_duplicated_column_is_one_line_naming_it_and_the_file(flows, tmp_path):
+    """It was a KeyError traceback (pyarrow's ``Field "value.bytes" exists 2 times``)."""
+    good = flows.to_arrow()
+    twice = good.append_column("value.bytes", good.column("value.bytes"))
+    line = _load_error(flows, twice, tmp_path)
+    assert line == f"bpfbatch: error: {tmp_path / 'bad.parquet'}: column 'value.bytes' " \
+                   "appears 2 times"
+
+
 def test_not_parquet_names_the_file(flows, tmp_path):
     path = tmp_path / "x.parquet"
     path.write_text("hello\n")
