@@ -108,6 +108,8 @@ class Delivery:
         self._put_back = put_back
         self.label = label
         self.delivered = 0
+        #: What the put-back of the batch that failed did (``None`` while none failed).
+        self.returned: PutBack | None = None
 
     def take(self, batch) -> None:
         """Deliver one batch the caller has just deleted. Call it inside
@@ -149,8 +151,9 @@ class Delivery:
             return PutBack(0)
         ks = len(batch.keys) // batch.count
         vs = len(batch.values) // batch.count
-        return self._put_back(type(batch)(batch.count - start, batch.keys[start * ks:],
-                                          batch.values[start * vs:]))
+        self.returned = self._put_back(type(batch)(batch.count - start, batch.keys[start * ks:],
+                                                   batch.values[start * vs:]))
+        return self.returned
 
     def _fail(self, batch, complete: int, reason: str, errno: int | None):
         self.delivered += complete

@@ -113,31 +113,56 @@ def freeze(map_id: MapId = None, pinned: Pinned = None, name: Name = None) -> No
         m.freeze()
 
 
-def _queue_value(m, take: bool, output: str, decode: list[str] | None) -> None:
-    check_output(output)
+def _keyless(m, instead: str) -> None:
     if m.info.key_size:
-        raise InputError(f"{m.info.type_name} maps have keys: use lookup/delete",
-                         obj=m.info.label)
-    value = m.lookup_and_delete(b"") if take else m.lookup(b"")
-    if value is None:
-        raise NotFoundError("empty (ENOENT)", obj=m.info.label)
-    _print_one(m, b"", value, output, decode)
+        raise InputError(f"{m.info.type_name} maps have keys: use {instead}", obj=m.info.label)
 
 
 @commands.command("peek")
 def peek(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
          output: RecordFormat = "jsonl", decode: Decode = None) -> None:
     """Print the next value of a queue or stack without taking it (bpftool map peek)."""
+    check_output(output)
     with open_map(map_id, pinned, name, read_only=True) as m:
-        _queue_value(m, False, output, decode)
+        _keyless(m, "lookup/delete")
+        value = m.lookup(b"")
+        if value is None:
+            raise NotFoundError("empty (ENOENT)", obj=m.info.label)
+        _print_one(m, b"", value, output, decode)
 
 
 @commands.command("pop")
 def pop(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
         output: RecordFormat = "jsonl", decode: Decode = None) -> None:
-    """Take the next value out of a queue or stack and print it (bpftool map pop)."""
-    with open_map(map_id, pinned, name, read_only=False) as m:
-        _queue_value(m, True, output, decode)
+    """Take the next value out of a queue or stack and print it (bpftool map pop). Nothing is
+    lost: the value is taken and written in one critical section, as drain's batches are; if
+    the output does not take all of it, it goes back into the map (a stack's on top again, a
+    queue's behind the values still queued) and the command fails saying so. A signal stops
+    it once the value is delivered or back."""
+    check_output(output)
+    from .. import interrupts
+    from ..errors import Interrupted
+    from ..map import whole
+    from ..map.cursor import Batch
+    from ..records import pipeline
+
+    with interrupts.stopping(lambda: "0 entries delivered (nothing was taken)"):
+        out = pipeline.stdout()
+        with open_map(map_id, pinned, name, read_only=False) as m:
+            _keyless(m, "lookup/delete")
+            delivery = pipeline.delivery(output, m.info, whole.restorer(m), out,
+                                         decode=decode or [], whole=True)
+            try:
+                with interrupts.deferred():
+                    value = m.pop()
+                    if value is None:
+                        raise NotFoundError("empty (ENOENT)", obj=m.info.label)
+                    delivery.take(Batch(1, memoryview(b""), memoryview(value)))
+            except Interrupted as exc:
+                exc.obj = m.info.label
+                exc.message = f"after {delivery.delivered} entries delivered" + (
+                    f", {delivery.returned}" if delivery.returned else "")
+                raise
 
 
 @commands.command("push")

@@ -95,15 +95,17 @@ def stdout(*, fsync: bool = False) -> FdWriter:
 
 
 def delivery(fmt: str, info, put_back: PutBackFn, writer: FdWriter, *, btf=None,
-             decode: Iterable[str] | None = None) -> Delivery:
+             decode: Iterable[str] | None = None, whole: bool = False) -> Delivery:
     """The writing end of a command that deletes what it prints: batches rendered in ``fmt``
     and written through ``writer`` (e.g. :func:`stdout`); what the output does not take goes
     to ``put_back``. Feed it with :meth:`~bpfbatch.delivery.Delivery.drain` (a draining
     cursor) or :meth:`~bpfbatch.delivery.Delivery.take` (a sink that deleted the batch
     itself); end it with :meth:`~bpfbatch.delivery.Delivery.close`. ``decode`` as for
-    :class:`Output`."""
+    :class:`Output`. ``whole``: the output is the one batch given to ``take``, delivered with
+    its trailer (see :class:`~.writer.RecordSink`; any format, ``parquet`` included)."""
     key_codec, value_codec = _display_codecs(fmt, info, btf, decode, False)
-    sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, writer), writer)
+    sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, writer), writer,
+                      whole=whole)
     return Delivery(sink, put_back, label=info.label)
 
 

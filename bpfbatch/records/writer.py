@@ -104,10 +104,15 @@ class FdWriter:
 
 class RecordSink:
     """Render a batch (a :class:`~bpfbatch.records.render.Renderer`) and write it to an
-    :class:`FdWriter`; a refusal names the records that were completely written."""
+    :class:`FdWriter`; a refusal names the records that were completely written.
 
-    def __init__(self, renderer, output: FdWriter):
-        if not renderer.delivers_prefix:
+    ``whole``: the output is this one batch (``pop``'s one element), written with its
+    trailer in one go, and a record ending where the batch ends is delivered only once the
+    trailer is written too: a ``json`` array is then delivered with its ``]``, and a
+    ``parquet`` file, readable only once its footer is there, can be delivered at all."""
+
+    def __init__(self, renderer, output: FdWriter, *, whole: bool = False):
+        if not (whole or renderer.delivers_prefix):
             fmt = type(renderer).__name__.lower()
             raise InputError(f"a {fmt} file is readable only once its footer is written at "
                              "the end, so no batch could count as delivered before the last; "
@@ -115,18 +120,26 @@ class RecordSink:
                              obj=f"-o {fmt}")
         self.renderer = renderer
         self.output = output
+        self.whole = whole
 
     def __call__(self, batch) -> None:
-        rendered = self.renderer.render(batch)
+        data, ends = self.renderer.render(batch)
+        if self.whole:
+            trailer = self.renderer.trailer()
+            ends = [end + len(trailer) if end == len(data) else end for end in ends]
+            data += trailer
         try:
-            self.output.write(rendered.data)
+            self.output.write(data)
             self.output.sync()
         except OutputError as refused:
-            complete = bisect.bisect_right(rendered.ends, refused.written)
+            complete = bisect.bisect_right(ends, refused.written)
             raise Undelivered(complete, refused.reason, refused.errno) from None
 
     def finish(self) -> None:
-        """Write the trailer; everything is delivered already, so a failure only fails."""
+        """Write the trailer (a ``whole`` output wrote it with its batch); everything is
+        delivered already, so a failure only fails."""
+        if self.whole:
+            return
         trailer = self.renderer.trailer()
         try:
             self.output.write(trailer)

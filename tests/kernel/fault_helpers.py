@@ -178,7 +178,7 @@ def signal_after_open(proc: subprocess.Popen, map_id: int, sig: int, delay: floa
     return False
 
 
-def _signalled(proc: subprocess.Popen, m: Map, sig: int, delay: float) -> tuple[int, str]:
+def signalled(proc: subprocess.Popen, m: Map, sig: int, delay: float) -> tuple[int, str]:
     """Signal ``proc`` ``delay`` after it opened ``m``; its exit status and stderr (killed if
     it outlives the test)."""
     try:
@@ -195,7 +195,7 @@ def run_with_signal(argv: list[str], out_path: Path, m: Map, sig: int, delay: fl
                     ) -> tuple[int, str]:
     """Run ``argv`` with stdout into ``out_path``, signalled ``delay`` after it opened ``m``."""
     with open(out_path, "wb") as out:
-        return _signalled(subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE), m, sig,
+        return signalled(subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE), m, sig,
                           delay)
 
 
@@ -207,7 +207,7 @@ def run_script_with_signal(script: str, args: list, m: Map, delay: float,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.stdout.readline() != b"go\n":
         proc.kill()
-    return _signalled(proc, m, sig, delay)
+    return signalled(proc, m, sig, delay)
 
 
 @contextlib.contextmanager
