@@ -30,9 +30,10 @@ from functools import reduce
 from itertools import repeat
 from operator import attrgetter
 
-from . import interrupts
+from . import delivery, interrupts
 from ._sys import abi
-from .errors import InputError
+from .delivery import PutBack
+from .errors import BpfBatchError, InputError
 from .map import cursor, whole
 from .map.cursor import Batch, BatchCursor
 from .map.handle import Map
@@ -113,16 +114,38 @@ def _drain(table, build: _Builder, *, batch_size: int) -> list[tuple]:
             entries = _read(map, build, batch_size=batch_size)
             whole.clear(map, batch_size=batch_size)
             return entries
-        taken: list[tuple[bytes, bytes, int]] = []
+        taken = _Taken(map)
+        delivery.hold(taken)  # until returned: also put back by a default SIGTERM, exit
         try:
-            whole.drain(map, lambda b: taken.append((bytes(b.keys), bytes(b.values), b.count)),
-                        batch_size=batch_size)
-            return _entries(build, taken)
+            whole.drain(map, taken.add, batch_size=batch_size)
+            return _entries(build, taken.batches)
         except BaseException:
             with interrupts.deferred():
-                for keys, values, count in taken:
-                    whole.put_back(map, Batch(count, memoryview(keys), memoryview(values)))
+                taken.put_back()
             raise
+        finally:
+            delivery.release(taken)
+
+
+class _Taken:
+    """What a drop-in drained and holds until it returns: copies of each batch, added in
+    the batch's critical section (the sink of :func:`bpfbatch.map.whole.drain`)."""
+
+    def __init__(self, map: Map):
+        self.map = map
+        self.batches: list[tuple[bytes, bytes, int]] = []
+
+    def add(self, batch: Batch) -> None:
+        self.batches.append((bytes(batch.keys), bytes(batch.values), batch.count))
+
+    def put_back(self) -> None:
+        """Every batch back into the map (once); records the kernel refused are an error."""
+        batches, self.batches = self.batches, []
+        back = sum((whole.put_back(self.map, Batch(count, memoryview(keys), memoryview(values)))
+                    for keys, values, count in batches), PutBack(0))
+        if back.lost:
+            raise BpfBatchError(f"drain stopped: {back}", obj=self.map.info.label,
+                                errno=back.errno)
 
 
 def _check_types(table, map: Map) -> None:

@@ -24,6 +24,15 @@ count. Either makes the command fail.
 The one exception is SIGKILL, which cannot be deferred: it loses at most the batch in hand,
 so ``--batch-size`` bounds it.
 
+What the library hands out over several calls (:meth:`bpfbatch.Map.drain`'s pairs, the bcc
+drop-ins' entries until they return) is *held* between its critical sections: deleted, not
+yet delivered. A holder registers with :func:`hold`, and what it still holds is put back when
+it ends early (its own close, garbage collection), at interpreter exit (``atexit``: before
+the modules it needs are torn down), and before a signal kills the process: a terminating
+signal whose disposition is the default (SIGTERM, SIGHUP, SIGINT or SIGPIPE set to
+``SIG_DFL``: the process would die on the spot) is caught while something is held, the
+holders put back, then the signal kills as it would have.
+
 Here: :class:`Delivery` runs the critical sections and keeps the counts a command reports;
 a sink raises :class:`Undelivered` with the number of records it delivered completely;
 :class:`PutBack` is what the map layer's put-back did (:func:`bpfbatch.map.whole.put_back`).
@@ -34,8 +43,13 @@ This module sits below both the map and the records layers, which both use it.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import errno as E
+import signal
+import sys
+import threading
+import weakref
 from collections.abc import Callable, Iterable
 
 from . import interrupts
@@ -61,6 +75,11 @@ class PutBack:
     superseded: int = 0
     lost: int = 0
     errno: int | None = None
+
+    def __add__(self, other: PutBack) -> PutBack:
+        """Both put-backs' counts (the errno of the latest refusal)."""
+        return PutBack(self.restored + other.restored, self.superseded + other.superseded,
+                       self.lost + other.lost, other.errno or self.errno)
 
     def __str__(self) -> str:
         text = f"{self.restored} put back into the map"
@@ -160,3 +179,80 @@ class Delivery:
         put_back = self._restore(batch, complete)
         raise DeliveryError(reason, obj=self.label, errno=errno, delivered=self.delivered,
                             put_back=put_back)
+
+
+# -- held: deleted, handed out over several calls, not yet delivered --------------------------
+
+#: The live holders, by the thread that holds (weakly: a holder dropped by its owner puts
+#: back in its own finalizer).
+_holders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_guarded: set[int] = set()  # signals whose SIG_DFL is replaced by _put_back_and_die
+_at_exit = False
+
+
+def hold(holder) -> None:
+    """Register ``holder``, whose ``put_back()`` puts back whatever it still holds (and may be
+    called again: it then does nothing), until :func:`release`. Call it outside a critical
+    section (:func:`~bpfbatch.interrupts.deferred` swaps the handlers set here).
+
+    Covered from then on: interpreter exit, and, for a holder of the main thread (CPython runs
+    signal handlers there, between two of its bytecodes, so a holder's state must change
+    inside critical sections or in single steps), a terminating signal at its default
+    disposition. A holder in another thread is put back at exit only: a default SIGTERM kills
+    the process from any thread, so block the signals there (:mod:`bpfbatch.interrupts`)."""
+    global _at_exit
+    main = threading.current_thread() is threading.main_thread()
+    _holders[holder] = main
+    if not _at_exit:
+        atexit.register(_put_back_at_exit)
+        _at_exit = True
+    if main:
+        for sig in interrupts.DEFERRED - _guarded:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _put_back_and_die)
+                _guarded.add(sig)
+
+
+def release(holder) -> None:
+    """``holder`` holds nothing any more; with the last holder gone, the default dispositions
+    :func:`hold` replaced are back (those still ours: a handler set since is left alone)."""
+    _holders.pop(holder, None)
+    if _guarded and not any(_holders.values()) \
+            and threading.current_thread() is threading.main_thread():
+        for sig in list(_guarded):
+            if signal.getsignal(sig) is _put_back_and_die:
+                signal.signal(sig, signal.SIG_DFL)
+            _guarded.discard(sig)
+
+
+def _put_back_all(*, main_only: bool) -> None:
+    """Every holder's (of the main thread's, with ``main_only``) put-back, with the signals
+    held back; a failure is one line on stderr, and the others still run."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.DEFERRED)
+    try:
+        for holder, main in list(_holders.items()):
+            if main or not main_only:
+                try:
+                    holder.put_back()
+                except Exception as exc:  # the process is ending: say it, go on
+                    print(f"bpfbatch: {exc}", file=sys.stderr, flush=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _put_back_at_exit() -> None:
+    """At interpreter exit, while every module still works: put back what is held, and let
+    go of the holders (finalized later in the teardown, they find nothing to do)."""
+    _put_back_all(main_only=False)
+    _holders.clear()
+    _guarded.clear()
+
+
+def _put_back_and_die(signum: int, _frame) -> None:
+    """A terminating signal at its default disposition arrived while the main thread held
+    deleted records: put them back, then die of the signal, as the process would have."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.DEFERRED)
+    _put_back_all(main_only=True)
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)  # pending while blocked; kills when unblocked
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})

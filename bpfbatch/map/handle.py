@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import pyarrow
 
     from .cursor import BatchCursor
+    from .draining import Draining
 
 #: Elements per batch syscall unless told otherwise (the cursor's default).
 DEFAULT_BATCH = 8192
@@ -224,6 +225,16 @@ class Map:
         if self.fd >= 0 and self.owned:
             os.close(self.fd)
         self.fd = -1
+
+    def dup(self) -> "Map":
+        """The same map on a new fd of its own (close-on-exec), which stays usable when this
+        one is closed: what outlives the caller's ``with`` block holds one
+        (:meth:`drain`'s iterator)."""
+        if self.fd < 0:
+            raise InputError("the map is closed", obj=self.info.label)
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__, fd=os.dup(self.fd), owned=True)
+        return twin
 
     def __enter__(self) -> "Map":
         return self
@@ -424,46 +435,22 @@ class Map:
         packed = self._encode(keys, 0, "key {}")
         return writes.delete(self, packed, len(keys), batch_size=batch_size).deleted
 
-    def drain(self, *, batch_size: int = DEFAULT_BATCH) -> Iterator[tuple[object, object]]:
+    def drain(self, *, batch_size: int = DEFAULT_BATCH) -> Draining:
         """Every ``(key, value)``, deleted as read (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``,
-        atomic per bucket), decoded as :meth:`items`.
+        atomic per bucket), decoded as :meth:`items`: an iterator
+        (:class:`~bpfbatch.map.draining.Draining`) that is also a context manager.
 
-        Nothing is lost: a pair is delivered when it is handed to the caller. Leaving the
-        loop early (``break``, an exception in its body, a closed generator) puts the drained
-        entries not yet handed out back into the map (:func:`~bpfbatch.map.whole.put_back`:
-        a key a program re-created meanwhile keeps its newer value). Each batch is deleted
-        and taken in hand with SIGINT/SIGTERM/SIGHUP held back, so a KeyboardInterrupt lands
-        where the put-back covers it. SIGKILL loses at most one batch (``batch_size``)."""
-        from .. import interrupts
-        from ..errors import BpfBatchError
-        from . import whole
-        from .cursor import Batch, BatchCursor
+        Nothing is lost: a pair is delivered when it is handed to the caller, and the drained
+        entries not yet handed out are put back into the map (a key a program re-created
+        meanwhile keeps its newer value) whenever the iteration ends early — ``break``, an
+        exception, a KeyboardInterrupt, ``close()``, the iterator dropped or still alive at
+        interpreter exit, or SIGTERM/SIGHUP at their default disposition (put back, then the
+        process dies of the signal). The iterator holds an fd of its own on the map, so it
+        outlives this Map's ``with`` block. SIGKILL loses at most one batch
+        (``batch_size``)."""
+        from .draining import Draining
 
-        restore = whole.restorer(self)  # refuses the types whose drain could not be put back
-        key_codec, value_codec = self.codecs()
-        ks, vs = self.info.key_size, self.info.value_stride
-        batches = iter(BatchCursor(self, delete=True, batch_size=batch_size))
-        while True:
-            batch, handed = None, 0  # the caller holds the first `handed` pairs of `batch`
-            try:
-                with interrupts.deferred():
-                    batch = next(batches, None)
-                if batch is None:
-                    return
-                pairs = zip(key_codec.decode_batch(batch.keys, batch.count),
-                            value_codec.decode_batch(batch.values, batch.count))
-                for pair in pairs:
-                    handed += 1
-                    yield pair
-            finally:
-                if batch is not None and handed < batch.count:
-                    rest = batch.count - handed
-                    with interrupts.deferred():
-                        back = restore(Batch(rest, batch.keys[handed * ks:],
-                                             batch.values[handed * vs:]))
-                    if back.lost:
-                        raise BpfBatchError(f"drain stopped: {back}", obj=self.info.label,
-                                            errno=back.errno)
+        return Draining(self, *self.codecs(), batch_size=batch_size)
 
     def _encode(self, values: list, side: int, where: str) -> bytes:
         """``values`` packed by the key (``side`` 0) or value (1) codec; ``bytes`` pass

@@ -230,7 +230,7 @@ def test_exec_delete_output_signalled(sweep_map, tmp_path, mode):
 # -- the library: bcc.items_and_clear, bcc.items_lookup_and_delete_batch ----------------------
 
 BCC_DRAIN = r"""
-import ctypes, sys
+import ctypes, signal, sys
 import numpy as np
 from bpfbatch import bcc as batched
 from bpfbatch.map.handle import Map
@@ -248,6 +248,7 @@ print("go", flush=True)
 status = 0
 try:
     got = drain(table)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})  # handed over
 except KeyboardInterrupt:
     status = 130
 while "got" in dir():  # handed over; a signal landing now must not cost it
@@ -260,19 +261,26 @@ sys.exit(status)
 """
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=lambda s: s.name)
 @pytest.mark.parametrize("drain", ["items_and_clear", "items_lookup_and_delete_batch"])
-def test_bcc_drain_interrupted_keeps_what_it_did_not_hand_over(big, tmp_path, drain):
+def test_bcc_drain_interrupted_keeps_what_it_did_not_hand_over(big, tmp_path, drain, sig):
+    """SIGINT raises KeyboardInterrupt in the script; SIGTERM and SIGHUP, which it leaves at
+    their default disposition, kill it — once with every batch drained so far (up to the
+    whole map), now after they are put back."""
     outcomes = []
     for i, delay in enumerate([0.02, 0.1, 0.25, 0.5]):
         fill(big, BIG)
         out = tmp_path / f"got{i}.npy"
-        rc, stderr = run_script_with_signal(BCC_DRAIN, [big.info.id, out, drain], big, delay)
+        rc, stderr = run_script_with_signal(BCC_DRAIN, [big.info.id, out, drain], big, delay,
+                                            sig)
         got = np.load(out) if out.exists() else np.empty((0, 2), np.uint64)
         o = judge(big, BIG, (got[:, 0], got[:, 1]), rc, stderr)
         o.said_delivered = o.delivered  # a library call: nothing to say, only to keep
         outcomes.append(o)
-    report(f"bcc.{drain} 1M, SIGINT sweep", outcomes)
+    report(f"bcc.{drain} 1M, {sig.name} sweep", outcomes)
     assert not bad(outcomes), bad(outcomes)
+    assert any(o.rc in (130, -sig) for o in outcomes)  # it did land mid-drain
 
 
 MAP_DRAIN = r"""

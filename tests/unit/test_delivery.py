@@ -8,6 +8,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -230,3 +232,69 @@ def test_record_sink_counts_the_complete_records_of_a_torn_write():
         sink(batch(*entries(3)))
     os.close(w)
     assert exc.value.complete == 0 and exc.value.errno == errno.EPIPE
+
+
+# -- a whole output: pop's one element with its trailer ------------------------------------
+
+
+class ShortOutput:
+    """An output that takes all but the last ``short`` bytes of a write, then refuses."""
+
+    def __init__(self, short: int):
+        self.short, self.data = short, b""
+
+    def write(self, data: bytes) -> None:
+        self.data = data[:len(data) - self.short]
+        raise OutputError("refused", written=len(self.data), errno=errno.EIO, obj="output")
+
+    def sync(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_a_whole_output_is_delivered_with_its_trailer_or_not_at_all(fmt, tmp_path):
+    """A JSON array without its ``]``, a Parquet file without its footer: the record is not
+    delivered (it goes back); with it, the output is whole (Parquet: a file pyarrow reads)."""
+    if fmt == "parquet":
+        pq = pytest.importorskip("pyarrow.parquet")
+    short = ShortOutput(1)
+    with pytest.raises(Undelivered) as exc:
+        RecordSink(renderer(fmt), short, whole=True)(batch(*entries(1)))
+    assert exc.value.complete == 0 and short.data
+    path = tmp_path / f"one.{fmt}"
+    with open(path, "wb") as f:
+        sink = RecordSink(renderer(fmt), FdWriter(f.fileno()), whole=True)
+        sink(batch(*entries(1)))
+        sink.finish()  # the trailer went with the batch: nothing more
+    rows = json.loads(path.read_text()) if fmt == "json" else pq.read_table(path).to_pylist()
+    assert len(rows) == 1
+
+
+# -- held: put back before a default-disposition signal kills, and at exit -----------------
+
+HOLDER = r"""
+import os, signal, sys
+from bpfbatch import delivery
+
+class Holder:
+    def put_back(self):
+        os.write(1, b"put back\n")
+
+holder = Holder()
+delivery.hold(holder)
+assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+if sys.argv[1] == "signal":
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.write(1, b"survived\n")
+elif sys.argv[1] == "release":
+    delivery.release(holder)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+"""
+
+
+@pytest.mark.parametrize("end, out, rc", [("signal", b"put back\n", -signal.SIGTERM),
+                                          ("exit", b"put back\n", 0),
+                                          ("release", b"", 0)])
+def test_what_is_held_is_put_back_before_a_default_sigterm_and_at_exit(end, out, rc):
+    proc = subprocess.run([sys.executable, "-c", HOLDER, end], capture_output=True, timeout=60)
+    assert (proc.stdout, proc.returncode, proc.stderr) == (out, rc, b"")
