@@ -1,6 +1,6 @@
 """Delivery: nothing is deleted that is not delivered or put back.
 
-Every path that deletes what it outputs (``drain``, ``exec --action delete -o``,
+Every path that deletes what it outputs (``drain``, ``exec --action delete -o``, ``pop``,
 ``bcc.items_and_clear``, the library's drain) hands each batch it deleted to a
 :class:`Delivery`, inside one critical section (:func:`bpfbatch.interrupts.deferred`):
 
