@@ -193,6 +193,7 @@ def test_pop_signalled_around_the_write(queue, tmp_path, sig):
     """Into a file, the signal races the pop: whatever it hits, the value is in the file as a
     complete record (and the command says 1 delivered, or exits 0) or back in the map."""
     m, pin, order = queue
+    delivered = 0
     for i, delay in enumerate(DELAYS):
         path = tmp_path / f"out{i}.jsonl"
         with open(path, "wb") as out:
@@ -206,10 +207,13 @@ def test_pop_signalled_around_the_write(queue, tmp_path, sig):
             # bare "interrupted" (SIGINT), or kills it (rc -n): the CLI's, not pop's, window
             assert rc in (0, -sig, SIGNALS[sig]), where
             assert "entries delivered" not in stderr or "after 1 entries delivered" in stderr
+            delivered += 1
         else:
             assert rc == SIGNALS[sig] and "0 entries delivered" in stderr, where
             assert sorted(remaining) == sorted(order), where
         refill(m, order)
+    print(f"FAULT pop {m.info.type_name} {sig.name} around the write: trials={len(DELAYS)} "
+          f"held={len(DELAYS)} (delivered {delivered}, back {len(DELAYS) - delivered})")
 
 
 def test_pop_sigkilled_while_the_output_takes_nothing_loses_at_most_the_value(queue):
