@@ -141,13 +141,30 @@ class Btf:
                              detail="the type information a map's keys and values are "
                                     "decoded with could not be read")
         try:
-            size = ctypes.c_uint32()
-            ptr = check_ptr(lib.btf__get_raw_data(handle, ctypes.byref(size)), "read BTF",
-                            f"BTF id {btf_id}")
-            raw = ctypes.string_at(ptr, size.value)
+            raw = cls._raw(handle, f"BTF id {btf_id}")
         finally:
             lib.btf__free(handle)
         return cls.from_bytes(raw)
+
+    @classmethod
+    def from_file(cls, path: str) -> "Btf":
+        """The BTF of an ELF object file (``clang -g -target bpf`` output) or of a raw BTF
+        file (``/sys/kernel/btf/vmlinux``), by libbpf's ``btf__parse``."""
+        handle = lib.btf__parse(path.encode(), None)
+        if not handle:
+            code = ctypes.get_errno() or errno.EINVAL
+            raise from_errno("read BTF", code, obj=path, detail="an object file built with "
+                             "clang -g, or a raw BTF file" if code != errno.ENOENT else None)
+        try:
+            return cls.from_bytes(cls._raw(handle, path))
+        finally:
+            lib.btf__free(handle)
+
+    @staticmethod
+    def _raw(handle: int, obj: str) -> bytes:
+        size = ctypes.c_uint32()
+        ptr = check_ptr(lib.btf__get_raw_data(handle, ctypes.byref(size)), "read BTF", obj)
+        return ctypes.string_at(ptr, size.value)
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> "Btf":

@@ -113,8 +113,9 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
 
 
 def _usage_error(exc: UsageError, prog: str) -> None:
-    """One line, exit 2, naming the command; a bare number where a map was expected gets
-    bpftool's forms as a hint. No arguments at all prints the help instead."""
+    """One line, exit 2, naming the command; an extra word where no map was named (a bare
+    number, a misspelt keyword) gets bpftool's forms as a hint. No arguments at all prints
+    the help instead."""
     from .app import NoArgsIsHelpError
     from .argv import MAP_KEYWORDS
 
@@ -128,7 +129,10 @@ def _usage_error(exc: UsageError, prog: str) -> None:
     message = exc.format_message()
     message = message[:1].lower() + message[1:]
     params = ctx.command.params if ctx is not None else []
-    if "unexpected extra argument" in message and any(p.name == "map_id" for p in params):
+    unnamed = all(ctx.params.get(name) is None for name in ("map_id", "pinned", "name")) \
+        if ctx is not None else False
+    if "unexpected extra argument" in message and unnamed \
+            and any(p.name == "map_id" for p in params):  # the map named wrong, or not at all
         message += f" (name the map with {', '.join(k + ' ...' for k in MAP_KEYWORDS)})"
     _fail(prog, 2, f"{where}{' '.join(message.split())}")
 

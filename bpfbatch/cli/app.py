@@ -26,10 +26,19 @@ from .options import Commands
 
 try:  # typer ≥ 0.20 carries its own click
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
+    from typer._click.globals import get_current_context
 except ImportError:  # pragma: no cover - older typer over click
+    from click import get_current_context
     from click.exceptions import NoArgsIsHelpError, UsageError
 
-__all__ = ["CONTEXT", "LazyCommands", "NoArgsIsHelpError", "UsageError", "app", "version_text"]
+__all__ = ["CONTEXT", "LazyCommands", "NoArgsIsHelpError", "UsageError", "app", "usage_error",
+           "version_text"]
+
+
+def usage_error(message: str) -> UsageError:
+    """A usage error of the command running now (one line naming it, exit 2): what a
+    command's body raises for arguments click could not check (bpftool's element words)."""
+    return UsageError(message, ctx=get_current_context(silent=True))
 
 #: What every command's context gets: ``-h`` beside ``--help``.
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -47,9 +56,13 @@ class LazyCommands(TyperGroup):
         name, command, rest = super().resolve_command(ctx, args)
         if command is None:
             return name, command, rest
-        rest = _take_global_flags(command, rest)
+        rest, late = _take_global_flags(command, rest)
         if _takes_map(command):
             rest = argv.bpftool_map_form(rest)
+        early = [flag for flag in ("json", "pretty") if ctx.params.get(flag)]
+        output = {opt for param in command.params if param.name == "output"
+                  for opt in param.opts}
+        rest = argv.json_output(name, rest, early + late, output)
         return name, command, rest
 
     def list_commands(self, ctx) -> list[str]:
@@ -95,14 +108,14 @@ def _takes_map(command) -> bool:
     return any(param.name == "map_id" for param in command.params)
 
 
-def _set_verbose(ctx, param, value: bool) -> None:
-    if value:
-        argv.set_global_flag("verbose")
-
-
-def _set_quiet(ctx, param, value: bool) -> None:
-    if value:
-        argv.set_global_flag("quiet")
+def _set_flag(ctx, param, value):
+    """A global flag's or option's callback: :func:`.argv.set_global_flag` of what it sets.
+    Returns ``value``, which click keeps in ``ctx.params`` (``-j`` is read there)."""
+    if value and param.name in ("verbose", "quiet", "json", "pretty"):
+        argv.set_global_flag(param.name)
+    elif value:
+        argv.set_global_flag(f"{param.name}={value}")
+    return value
 
 
 def _show_version(ctx, param, value: bool) -> None:
@@ -127,17 +140,19 @@ def version_text() -> str:
     return f"bpfbatch {__version__} ({libbpf}, Linux {os.uname().release})"
 
 
-def _take_global_flags(command, args: list[str]) -> list[str]:
+def _take_global_flags(command, args: list[str]) -> tuple[list[str], list[str]]:
     """``args`` without the global flags given after the command (each applied), skipping
-    the values of the command's own options and everything after ``--``."""
+    the values of the command's own options and everything after ``--``; and those flags."""
     if hasattr(command, "commands") and args and args[0] in command.commands:
-        return [args[0], *_take_global_flags(command.commands[args[0]], args[1:])]
+        kept, flags = _take_global_flags(command.commands[args[0]], args[1:])
+        return [args[0], *kept], flags
     value_flags = {opt for param in command.params if not getattr(param, "is_flag", True)
                    for opt in getattr(param, "opts", ())}
-    kept, flags = argv.take_global_flags(args, value_flags)
+    own_flags = {opt for param in command.params for opt in getattr(param, "opts", ())}
+    kept, flags = argv.take_global_flags(args, value_flags, own_flags)
     for flag in flags:
         argv.set_global_flag(flag)
-    return kept
+    return kept, flags
 
 
 app = typer.Typer(
@@ -156,9 +171,25 @@ app = typer.Typer(
 @app.callback()
 def _global_options(
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Show libbpf's log on stderr.",
-                                 callback=_set_verbose, is_eager=True),
+                                 callback=_set_flag, is_eager=True),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress and no summary "
-                               "line on stderr.", callback=_set_quiet, is_eager=True),
+                               "line on stderr.", callback=_set_flag, is_eager=True),
+    json: bool = typer.Option(False, "-j", "--json", help="bpftool's JSON: -o bpftool-json "
+                              "(list: -o json) where the command has -o (tc: its own -j).",
+                              callback=_set_flag, is_eager=True),
+    pretty: bool = typer.Option(False, "-p", "--pretty", help="-j, pretty-printed as bpftool "
+                                "-p prints it (top, tcp-mmap: their own -p).",
+                                callback=_set_flag, is_eager=True),
+    key_type: str = typer.Option(None, "--key-type", metavar="TYPE", help="Type a map "
+                                 "without BTF: its key is TYPE (u32, s64, __be32, char[16], "
+                                 "u8[6], or a struct/union/enum of --btf).",
+                                 callback=_set_flag, is_eager=True),
+    value_type: str = typer.Option(None, "--value-type", metavar="TYPE", help="Its value "
+                                   "is TYPE (as --key-type).", callback=_set_flag,
+                                   is_eager=True),
+    btf: str = typer.Option(None, "--btf", metavar="FILE", help="An object file (.o) whose "
+                            "BTF names the types of --key-type/--value-type "
+                            "('struct flow_val').", callback=_set_flag, is_eager=True),
     version: bool = typer.Option(False, "--version", help="Print the versions of bpfbatch, "
                                  "libbpf and the kernel, and exit.", callback=_show_version,
                                  is_eager=True),

@@ -55,37 +55,103 @@ COMMANDS: dict[str, tuple[str, str]] = {
 #: bpftool's ``MAP`` keywords → the option each one stands for (``dump id 42``).
 MAP_KEYWORDS = {"id": "--map-id", "pinned": "--pinned", "name": "--name"}
 
-#: The global flags, before or after the command, and what each one sets.
-GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "-q": "quiet", "--quiet": "quiet"}
+#: The global flags, before or after the command, and what each one sets. ``-j`` and ``-p``
+#: are bpftool's: JSON output (``-o bpftool-json``: what ``bpftool -j`` prints; ``list``:
+#: ``-o json``, bpftool's ``map show`` fields), ``-p`` the same pretty-printed as ``bpftool
+#: -p`` prints it. A command that has a flag of its own spelled the same keeps it: ``tc
+#: -j`` (tc's own JSON switch), ``top -p PID`` (bcc's), ``tcp-mmap -p PORT`` (the
+#: selftest's), so those drop-ins read as the tools they replace.
+GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "-q": "quiet", "--quiet": "quiet",
+                "-j": "json", "--json": "json", "-p": "pretty", "--pretty": "pretty"}
+
+#: The global options that take a value, before or after the command: the types of a map
+#: without BTF (see :mod:`bpfbatch.records.typespec`). Each sets ``name=value``.
+GLOBAL_OPTIONS = {"--key-type": "key_type", "--value-type": "value_type", "--btf": "btf"}
+
+#: The format ``-j``/``-p`` stand for, per command (others: :data:`JSON_FORMAT`).
+JSON_FORMATS = {"list": "json"}
+JSON_FORMAT = "bpftool-json"
 
 
 def set_global_flag(which: str) -> None:
-    """Apply a global flag (a :data:`GLOBAL_FLAGS` value): ``verbose`` sends libbpf's log to
-    stderr, ``quiet`` silences progress and summary lines."""
+    """Apply a global flag (a :data:`GLOBAL_FLAGS` value, or ``name=value`` of a
+    :data:`GLOBAL_OPTIONS` one): ``verbose`` sends libbpf's log to stderr, ``quiet``
+    silences progress and summary lines, ``pretty`` pretty-prints bpftool's JSON (``json``
+    alone changes only the format, by :func:`json_output`); ``key_type=``, ``value_type=``,
+    ``btf=`` type a map without BTF when a command opens it."""
+    from . import options
+
     if which == "verbose":
         from .._sys import libbpf
 
         libbpf.set_log_sink(lambda line: sys.stderr.write(line))
     elif which == "quiet":
-        from . import options
-
         options.QUIET = True
+    elif which == "pretty":
+        options.PRETTY = True
+    elif "=" in which:
+        name, _, value = which.partition("=")
+        options.TYPES[name] = value
 
 
-def take_global_flags(args: list[str], value_flags: set[str]) -> tuple[list[str], list[str]]:
-    """``args`` (a command's, after its name) without the global flags given there, and those
-    flags' :data:`GLOBAL_FLAGS` values in order. The token after one of ``value_flags`` (the
-    command's options that take a value) is that option's, and ``--`` ends the search."""
+def leading_global_flags(args: list[str]) -> tuple[list[str], int]:
+    """The global flags and options at the head of ``args`` (before the command), as
+    :func:`set_global_flag` takes them, and where the command starts. An option missing its
+    value stops the search (the parser that reads the rest says so)."""
+    taken, at = [], 0
+    while at < len(args):
+        arg = args[at]
+        if arg in GLOBAL_FLAGS:
+            taken.append(GLOBAL_FLAGS[arg])
+        elif arg in GLOBAL_OPTIONS and at + 1 < len(args):
+            at += 1
+            taken.append(f"{GLOBAL_OPTIONS[arg]}={args[at]}")
+        else:
+            break
+        at += 1
+    return taken, at
+
+
+def take_global_flags(args: list[str], value_flags: set[str], own_flags: set[str] = frozenset()
+                      ) -> tuple[list[str], list[str]]:
+    """``args`` (a command's, after its name) without the global flags and options given
+    there, and what they set, in order (:func:`set_global_flag`'s forms). The token after
+    one of ``value_flags`` (the command's options that take a value) is that option's, a flag
+    in ``own_flags`` (the command's own spellings) stays the command's, and ``--`` ends the
+    search."""
     kept, taken, previous = [], [], None
-    for i, arg in enumerate(args):
+    tokens = iter(enumerate(args))
+    for i, arg in tokens:
         if arg == "--":
             return kept + args[i:], taken
-        if arg in GLOBAL_FLAGS and previous not in value_flags:
+        name, eq, attached = arg.partition("=")
+        if previous in value_flags or arg in own_flags:
+            kept.append(arg)
+        elif arg in GLOBAL_FLAGS:
             taken.append(GLOBAL_FLAGS[arg])
+        elif name in GLOBAL_OPTIONS and name not in own_flags and (eq or i + 1 < len(args)):
+            taken.append(f"{GLOBAL_OPTIONS[name]}={attached if eq else next(tokens)[1]}")
+            arg = None
         else:
             kept.append(arg)
         previous = arg
     return kept, taken
+
+
+def json_output(command: str, args: list[str], flags: list[str], output_flags: set[str]
+                ) -> list[str]:
+    """``args`` with ``--output FORMAT`` added when the global ``flags`` ask for JSON (``-j``,
+    ``-p``), the command has an output option (its spellings: ``output_flags``) and ``args``
+    do not already give one (an explicit ``-o`` wins)."""
+    if not output_flags or not {"json", "pretty"} & set(flags):
+        return args
+    for arg in args:
+        if arg == "--":
+            break
+        if arg in output_flags or arg.partition("=")[0] in output_flags or any(
+                f[1] != "-" and arg.startswith(f) for f in output_flags):
+            return args
+    return [*args, "--output", JSON_FORMATS.get(command, JSON_FORMAT)]
 
 
 def bpftool_map_form(args: list[str]) -> list[str]:

@@ -1,15 +1,18 @@
 """bpftool's element commands: ``lookup``, ``update``, ``getnext``, ``pin``, ``freeze``,
 ``peek``, ``push``, ``pop`` — typed from the map's BTF like ``dump``.
 
-KEY and VALUE are what ``dump -o jsonl`` prints for them, as JSON text (``5``,
+A key or value is given in bpftool's words, ``key [hex] BYTES`` / ``value [hex] BYTES``
+(:mod:`.bpftool`), or as one word of JSON text as ``dump -o jsonl`` prints it (``5``,
 ``'{"saddr": "10.0.0.1", "dport": 443}'``); a word that is not JSON is a string
 (``10.0.0.1`` for a whole-key ``--decode key=ipv4``). A side without BTF takes hex text
 (``0a000001``) or a list of bytes. Records print through the one output pipeline, so
-``-o``, ``--decode`` and the formats behave as in ``dump``.
+``-o``, ``--decode`` and the formats behave as in ``dump``; ``-o bpftool-json`` (``-j``)
+prints what ``bpftool -j map lookup`` prints, ``-p`` as ``bpftool -p`` does.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import Annotated, Optional
@@ -18,84 +21,181 @@ import typer
 
 from .._sys import abi
 from ..errors import InputError, NotFoundError
+from . import bpftool, options
+from .bpftool import GrammarError
 from .options import check_output, open_map, record_codecs, say
 from .typed import Decode, MapId, Name, Pinned
 
 commands = typer.Typer()
 
-Key = Annotated[str, typer.Argument(help="The key, as dump -o jsonl prints it (JSON text).")]
-Value = Annotated[str, typer.Argument(help="The value, as dump -o jsonl prints it (JSON text).")]
+_WORDS = ("bpftool's key [hex] BYTES, or the key as dump -o jsonl prints it (one word of "
+          "JSON text).")
+KeyWords = Annotated[list[str], typer.Argument(help=_WORDS, metavar="KEY")]
+UpdateWords = Annotated[list[str], typer.Argument(
+    help="bpftool's key [hex] BYTES value [hex] BYTES [any|exist|noexist], or KEY VALUE as "
+         "dump -o jsonl prints them (JSON text).", metavar="KEY VALUE [FLAG]")]
+ValueWords = Annotated[list[str], typer.Argument(
+    help="bpftool's value [hex] BYTES, or the value as dump -o jsonl prints it (JSON text).",
+    metavar="VALUE")]
 RecordFormat = Annotated[str, typer.Option("-o", "--output", help="jsonl, json, table, csv "
                                                                   "or bpftool-json")]
 
 
-def _json_arg(text: str):
+def element(m, words: list[str], sides: tuple[str, ...], decode: list[str] | None, *,
+            flags: bool = False) -> tuple[dict[str, bytes], int | None]:
+    """The stored bytes of each of ``sides`` (``"key"``, ``"value"``) that ``words`` give,
+    in bpftool's words or as JSON words, and the update flag given (``None``: none; only
+    with ``flags``). Words that do not read as either form are a usage error naming the
+    mistake."""
+    from .app import usage_error
+
+    info = m.info
+    sizes = {"key": info.key_size, "value": info.value_size}
     try:
-        return json.loads(text)
-    except ValueError:
-        return text  # a bare word: a string (an address, an enumerator, hex bytes)
+        if any(bpftool.uses_keywords(words, side) for side in sides):
+            if "value" in sides and info.type in abi.MAP_IN_MAP_TYPES:
+                raise GrammarError(f"{info.type_name} values are map ids: give the value as "
+                                   "JSON, not bytes")
+            raw, flag = bpftool.parse_element(words, {side: sizes[side] for side in sides},
+                                              flags=flags)
+            if "value" in raw and info.percpu:  # bpftool's fill_per_cpu_value: every CPU
+                raw["value"] = raw["value"].ljust(info.cpu_stride, b"\0") * (
+                    info.value_stride // info.cpu_stride)
+            return raw, flag
+        flag = None
+        if flags and len(words) == len(sides) + 1 and words[-1] in bpftool.FLAGS:
+            flag, words = bpftool.FLAGS[words[-1]], words[:-1]
+        if len(words) != len(sides):
+            raise GrammarError(_count_hint(words, sides))
+        codecs = dict(zip(("key", "value"), record_codecs(info, decode)))
+        parsed = [bpftool.json_word(word, side) for word, side in zip(words, sides)]
+        try:
+            return {side: codecs[side].encode(obj, side.upper())
+                    for side, obj in zip(sides, parsed)}, flag
+        except RecursionError:
+            raise GrammarError("JSON nested deeper than the map's type") from None
+    except GrammarError as exc:
+        raise usage_error(str(exc)) from None
+
+
+def _count_hint(words: list[str], sides: tuple[str, ...]) -> str:
+    """What a wrong number of JSON words most likely meant."""
+    wanted = " ".join(side.upper() for side in sides)
+    if len(words) > len(sides) and all(bpftool.strtoul(w, 0) is not None for w in words):
+        return (f"expected {wanted} (one JSON word each), got {len(words)} numbers: bytes "
+                f"are given as bpftool takes them, {sides[0]} {' '.join(words)}")
+    return f"expected {wanted} (one JSON word each, or bpftool's {sides[0]} [hex] BYTES), " \
+           f"got {len(words)} word{'s' if len(words) != 1 else ''}"
 
 
 def _print_one(m, key: bytes, value: bytes, output: str, decode: list[str] | None) -> None:
+    """One element in ``output``; bpftool-json as ``bpftool -j map lookup`` prints one (an
+    object, not dump's array of one), pretty with ``-p``."""
     from ..map.cursor import Batch
     from ..records import pipeline
 
-    out = pipeline.Output(output, m.info, sys.stdout.buffer, decode=decode or [])
+    buffer = io.BytesIO()
+    out = pipeline.Output(output, m.info, buffer, decode=decode or [])
     out.write(Batch(1, memoryview(key), memoryview(value)))
     out.close()
+    data = buffer.getvalue()
+    if output == "bpftool-json":
+        data = _bpftool_text(json.loads(data)[0])
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def _bpftool_text(value) -> bytes:
+    """``value`` as bpftool prints it: compact, or with ``-p`` pretty; one line end."""
+    compact = (json.dumps(value, separators=(",", ":")) + "\n").encode()
+    return bpftool.pretty_text(compact) if options.PRETTY else compact
 
 
 @commands.command("lookup")
-def lookup(key: Key, map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+def lookup(key: KeyWords, map_id: MapId = None, pinned: Pinned = None, name: Name = None,
            output: RecordFormat = "jsonl", decode: Decode = None) -> None:
     """Print the element of KEY (like bpftool map lookup); a missing key is an error."""
     check_output(output)
     with open_map(map_id, pinned, name, read_only=True) as m:
-        raw_key = record_codecs(m.info, decode)[0].encode(_json_arg(key), "KEY")
+        raw_key = element(m, key, ("key",), decode)[0]["key"]
         value = m.lookup(raw_key)
         if value is None:
-            raise NotFoundError("no such key (ENOENT)", obj=f"{m.info.label} key {key}")
+            raise NotFoundError("no such key (ENOENT)",
+                                obj=f"{m.info.label} key {' '.join(key)}")
         _print_one(m, raw_key, value, output, decode)
 
 
 @commands.command("update")
 def update(
-    key: Key, value: Value,
+    words: UpdateWords,
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     if_absent: Annotated[bool, typer.Option("--if-absent", help="Only when KEY is not in "
-                                            "the map (BPF_NOEXIST).")] = False,
+                                            "the map (BPF_NOEXIST, bpftool's noexist).")
+                         ] = False,
     if_present: Annotated[bool, typer.Option("--if-present", help="Only when KEY is in the "
-                                             "map (BPF_EXIST).")] = False,
+                                             "map (BPF_EXIST, bpftool's exist).")] = False,
     decode: Decode = None,
 ) -> None:
     """Write one element (like bpftool map update); a per-CPU VALUE is one value for every
     CPU or a list of one per CPU."""
     if if_absent and if_present:
         raise InputError("choose one of --if-absent and --if-present", obj="--if-absent")
-    flags = abi.BPF_NOEXIST if if_absent else abi.BPF_EXIST if if_present else abi.BPF_ANY
     with open_map(map_id, pinned, name, read_only=False) as m:
-        key_codec, value_codec = record_codecs(m.info, decode)
-        m.update(key_codec.encode(_json_arg(key), "KEY"),
-                 value_codec.encode(_json_arg(value), "VALUE"), flags)
+        raw, flag = element(m, words, ("key", "value"), decode, flags=True)
+        if flag is not None and (if_absent or if_present):
+            raise InputError("give the flag once: a word or an option", obj="--if-absent"
+                             if if_absent else "--if-present")
+        if flag is None:
+            flag = abi.BPF_NOEXIST if if_absent else abi.BPF_EXIST if if_present else abi.BPF_ANY
+        m.update(raw["key"], raw["value"], flag)
         say(f"{m.info.label}: 1 entry updated")
 
 
 @commands.command("getnext")
-def getnext(key: Annotated[Optional[str], typer.Argument(
-                help="The key to start after (default: the first key).")] = None,
+def getnext(key: Annotated[Optional[list[str]], typer.Argument(
+                help="The key to start after (default: the first key): " + _WORDS,
+                metavar="[KEY]")] = None,
             map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+            output: Annotated[str, typer.Option("-o", "--output", help="jsonl, json or "
+                                                "bpftool-json")] = "jsonl",
             decode: Decode = None) -> None:
-    """Print the key after KEY, or the first key (like bpftool map getnext)."""
+    """Print the key after KEY, or the first key (like bpftool map getnext):
+    {"key": KEY, "next_key": NEXT}, each as dump prints keys (null: no KEY given); with
+    -o bpftool-json (-j) bpftool's byte lists."""
+    if output not in ("jsonl", "json", "bpftool-json"):
+        raise InputError(f"unknown format '{output}' (use jsonl, json or bpftool-json)",
+                         obj="--output")
     with open_map(map_id, pinned, name, read_only=True) as m:
-        key_codec = record_codecs(m.info, decode)[0]
-        raw = None if key is None else key_codec.encode(_json_arg(key), "KEY")
+        raw = element(m, key, ("key",), decode)[0]["key"] if key else None
         following = m.next_key(raw)
         if following is None:
             raise NotFoundError("no next key: the map is empty or KEY is its last (ENOENT)",
                                 obj=m.info.label)
-        shown = None if raw is None else key_codec.decode(raw)
-        print(json.dumps({"key": shown, "next_key": key_codec.decode(following)},
-                         default=bytes.hex))
+        if output == "bpftool-json":
+            step = {"key": None if raw is None else _byte_list(raw),
+                    "next_key": _byte_list(following)}
+            sys.stdout.buffer.write(_bpftool_text(step))
+            return
+        shown = None if raw is None else _key_text(m, raw, decode)
+        print(json.dumps({"key": shown, "next_key": _key_text(m, following, decode)},
+                         separators=(",", ":")))
+
+
+def _byte_list(raw: bytes) -> list[str]:
+    """bpftool's ``print_hex_data_json``."""
+    return [f"0x{byte:02x}" for byte in raw]
+
+
+def _key_text(m, raw: bytes, decode: list[str] | None):
+    """``raw`` as ``dump -o jsonl`` prints a key (decoders applied)."""
+    from ..map.cursor import Batch
+    from ..records import pipeline
+
+    buffer = io.BytesIO()
+    out = pipeline.Output("jsonl", m.info, buffer, decode=decode or [])
+    out.write(Batch(1, memoryview(raw), memoryview(bytes(m.info.value_stride))))
+    out.close()
+    return json.loads(buffer.getvalue())["key"]
 
 
 @commands.command("pin")
@@ -166,11 +266,11 @@ def pop(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
 
 
 @commands.command("push")
-def push(value: Value, map_id: MapId = None, pinned: Pinned = None, name: Name = None,
+def push(value: ValueWords, map_id: MapId = None, pinned: Pinned = None, name: Name = None,
          decode: Decode = None) -> None:
     """Add VALUE to a queue or stack (bpftool map push)."""
     with open_map(map_id, pinned, name, read_only=False) as m:
         if m.info.key_size:
             raise InputError(f"{m.info.type_name} maps have keys: use update",
                              obj=m.info.label)
-        m.update(b"", record_codecs(m.info, decode)[1].encode(_json_arg(value), "VALUE"))
+        m.update(b"", element(m, value, ("value",), decode)[0]["value"])

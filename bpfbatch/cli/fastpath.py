@@ -15,7 +15,9 @@ same keyword values, the same global flags. For anything else it returns ``None`
 and completion is typer's. What it understands is what click accepts, read the way click
 reads it:
 
-- ``-v``, ``--verbose``, ``-q``, ``--quiet`` before the command, each a token of its own;
+- the global flags (``-v``, ``-q``, ``-j``, ``-p`` and their long forms) and options
+  (``--key-type T``, ``--value-type T``, ``--btf FILE``) before the command, each a token
+  (or two) of its own;
 - a command whose module declares it as data (:mod:`.maps`: ``count``, ``list``, ``dump``;
   :mod:`.load`: ``load``), with exactly its positional arguments (``load``'s FILE, ``-``
   included), anywhere among the options as click takes them;
@@ -39,13 +41,13 @@ from __future__ import annotations
 import importlib
 
 from . import argv
-from .argv import COMMANDS, GLOBAL_FLAGS
+from .argv import COMMANDS
 from .options import Command, Commands, Option
 
 
 class Call:
     """A parsed command line: ``command.body(**values)`` after setting the global ``flags``
-    (:data:`.argv.GLOBAL_FLAGS` values)."""
+    (as :func:`.argv.set_global_flag` takes them)."""
 
     __slots__ = ("command", "values", "flags")
 
@@ -60,18 +62,18 @@ class Call:
 
 def parse(args: list[str]) -> Call | None:
     """The call ``bpfbatch ARGS`` makes, or ``None`` when typer is to read ``args``."""
-    flags, at = [], 0
-    while at < len(args) and args[at] in GLOBAL_FLAGS:
-        flags.append(GLOBAL_FLAGS[args[at]])
-        at += 1
+    flags, at = argv.leading_global_flags(args)
     command = declared(args[at]) if at < len(args) else None
     if command is None:
         return None
-    rest, late_flags = argv.take_global_flags(args[at + 1:], command.value_flags)
+    rest, late_flags = argv.take_global_flags(args[at + 1:], command.value_flags,
+                                              command.own_flags)
+    flags += late_flags
     if command.takes_map:
         rest = argv.bpftool_map_form(rest)
+    rest = argv.json_output(command.name, rest, flags, command.output_flags)
     values = parse_options(command, rest)
-    return None if values is None else Call(command, values, flags + late_flags)
+    return None if values is None else Call(command, values, flags)
 
 
 def declared(name: str) -> Command | None:

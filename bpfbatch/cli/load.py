@@ -43,7 +43,7 @@ commands = Commands()
            help="A struct field a record leaves out is 0 (without it, an error naming "
                 "file:line and the field)."),
     DECODE,
-    Option("jobs", "--jobs", "-j", kind=int, minimum=1,
+    Option("jobs", "--jobs", kind=int, minimum=1,
            help="Writers side by side for a large load into a hash or array map (default: "
                 "one per CPU, at most 4). With more than one, the records a failing load "
                 "applied are not the first ones of the file."),

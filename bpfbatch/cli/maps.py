@@ -7,12 +7,14 @@ their options from the same declarations typer's commands are built from (:mod:`
 
 from __future__ import annotations
 
+import io
 import sys
 
 from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
 from ..map.handle import MapInfo, iter_infos, pinned_paths, require
+from . import options
 from .options import (
     BATCH_SIZE,
     DECODE,
@@ -144,13 +146,18 @@ def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
     check_output(output)
     from ..records import pipeline
 
+    pretty = options.PRETTY and output == "bpftool-json"  # -p: bpftool's layout, in memory
     with open_map(map_id, pinned, name, read_only=True) as m:
         require(m.info, "slots" if output == "bpftool-json" else "dump")
-        out = pipeline.Output(output, m.info, pipeline.stdout(), decode=decode or [],
-                              sum_cpus=sum_cpus)
+        target = io.BytesIO() if pretty else pipeline.stdout()
+        out = pipeline.Output(output, m.info, target, decode=decode or [], sum_cpus=sum_cpus)
         with progress(m.info.label, total=None) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
             # bpftool lists the keys whose value cannot be read: so does bpftool-json
             batches = cursor.read_ahead(cursor.BatchCursor(
                 m, batch_size=batch_size, lookup_errors=output == "bpftool-json"))
             pipeline.run(batches, out, limit=limit, progress=advance)
+    if pretty:
+        from .bpftool import pretty_text
+
+        pipeline.stdout().write(pretty_text(target.getvalue()))

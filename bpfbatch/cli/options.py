@@ -77,6 +77,18 @@ class Command:
         return {flag for option in self.options if option.takes_value for flag in option.flags}
 
     @property
+    def own_flags(self) -> set[str]:
+        """Every spelling of the command's options: a global flag spelled the same is the
+        command's own there (:func:`.argv.take_global_flags`)."""
+        return {flag for option in self.options for flag in option.flags}
+
+    @property
+    def output_flags(self) -> set[str]:
+        """The spellings of the command's ``-o/--output`` (none: it has no output format)."""
+        return {flag for option in self.options if option.param == "output"
+                for flag in option.flags}
+
+    @property
     def takes_map(self) -> bool:
         """Whether bpftool's ``id N | pinned PATH | name NAME`` may follow the name."""
         return any(option.param == "map_id" for option in self.options)
@@ -135,6 +147,11 @@ FLAGS = {
 
 #: Set by ``-q``: no progress and no summary lines on stderr.
 QUIET = False
+#: Set by ``-p``: bpftool's JSON pretty-printed as ``bpftool -p`` prints it.
+PRETTY = False
+#: Set by ``--key-type``, ``--value-type``, ``--btf``: the types :func:`open_map` gives a
+#: map (``key_type`` → ``u32``).
+TYPES: dict[str, str] = {}
 
 
 def say(text: str) -> None:
@@ -163,7 +180,7 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
                          + (f" (got {' and '.join(given)})" if given else ""), obj="MAP")
     from ..map.handle import Map
 
-    return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only)
+    return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only, **TYPES)
 
 
 def record_codecs(info, decode: list[str] | None, *, default_zero: bool = False):

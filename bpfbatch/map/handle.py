@@ -52,6 +52,9 @@ class MapInfo:
     btf_value_type_id: int
     memlock: int = 0
     frozen: bool = False
+    #: Key/value types the caller gave for a map without BTF
+    #: (:class:`~bpfbatch.records.typespec.GivenTypes`); the codecs prefer them.
+    types: object = None
 
     @property
     def type_name(self) -> str:
@@ -130,20 +133,44 @@ class Map:
 
     @classmethod
     def open(cls, *, id: int | None = None, pinned: str | None = None, name: str | None = None,
-             read_only: bool = False) -> "Map":
+             read_only: bool = False, key_type=None, value_type=None, btf=None) -> "Map":
         """The map named by exactly one of ``id``, ``pinned`` (a bpffs path) or ``name`` (the
         kernel's exact map name, which must be unambiguous) — bpftool's ``id | pinned |
-        name``. ``read_only`` opens it so that the kernel refuses writes (EPERM)."""
+        name``. ``read_only`` opens it so that the kernel refuses writes (EPERM).
+        ``key_type``, ``value_type`` (and ``btf``) type a map without BTF: see
+        :meth:`typed`."""
         given = [param for param, value in (("id", id), ("pinned", pinned), ("name", name))
                  if value is not None]
         if len(given) != 1:
             raise InputError("name the map with exactly one of id, pinned, name"
                              + (f" (got {' and '.join(given)})" if given else ""), obj="Map.open")
         if id is not None:
-            return cls.open_id(id, read_only=read_only)
-        if pinned is not None:
-            return cls.open_pinned(pinned, read_only=read_only)
-        return cls.open_name(name, read_only=read_only)
+            m = cls.open_id(id, read_only=read_only)
+        elif pinned is not None:
+            m = cls.open_pinned(pinned, read_only=read_only)
+        else:
+            m = cls.open_name(name, read_only=read_only)
+        if key_type is None and value_type is None and btf is None:
+            return m
+        try:
+            return m.typed(key_type, value_type, btf=btf)
+        except BaseException:
+            m.close()
+            raise
+
+    def typed(self, key_type=None, value_type=None, *, btf=None) -> "Map":
+        """This map with its keys and/or values read and written as the types given (a map
+        without BTF hands out ``bytes`` otherwise; one with BTF is retyped): a ctypes type
+        as bcc's tables carry it (``c_uint32``, a ``Structure``), a numpy dtype, or a C type
+        name (``"u64"``, ``"char[16]"``, ``"struct flow_val"`` of ``btf``, an object file's
+        path or a :class:`~bpfbatch.btf.Btf`). Each must be the size of the map's key or
+        value. Returns the map itself."""
+        from ..records.typespec import given_types
+
+        types = given_types(self.info, key_type, value_type, btf)
+        self.info = dataclasses.replace(self.info, types=types)
+        self._codecs = None
+        return self
 
     @classmethod
     def open_id(cls, map_id: int, *, read_only: bool = False) -> "Map":

@@ -426,15 +426,18 @@ def map_codecs(info, btf: Btf | None = None, ncpus: int | None = None, *,
     """``(key codec, value codec)`` of a map (:class:`bpfbatch.map.handle.MapInfo`).
 
     The BTF is loaded from the kernel when the map has one and ``btf`` is not given. Like
-    bpftool, types are used only when the map has a value type. Per-CPU maps get a
+    bpftool, types are used only when the map has a value type. Types given for the map
+    (``info.types``, :mod:`~bpfbatch.records.typespec`) come before its own. Per-CPU maps get a
     :class:`PerCpuCodec` for ``ncpus`` (default: the possible CPUs).
     """
-    if btf is None and info.btf_id and info.btf_value_type_id:
+    given = getattr(info, "types", None)  # given for a map without BTF: they come first
+    key_type, value_type = (given.key, given.value) if given is not None else (None, None)
+    if btf is None and info.btf_id and info.btf_value_type_id and not (key_type and value_type):
         btf = Btf.from_kernel(info.btf_id)
-    typed = btf is not None and info.btf_value_type_id
-    key = codec_for(btf if typed else None, info.btf_key_type_id, info.key_size,
+    own = btf if btf is not None and info.btf_value_type_id else None
+    key = codec_for(*(key_type or (own, info.btf_key_type_id)), info.key_size,
                     default_zero=default_zero)
-    value = codec_for(btf if typed else None, info.btf_value_type_id, info.value_size,
+    value = codec_for(*(value_type or (own, info.btf_value_type_id)), info.value_size,
                       default_zero=default_zero)
     if info.percpu:
         if ncpus is None:

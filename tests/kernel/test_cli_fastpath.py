@@ -96,14 +96,16 @@ LINES = [
     (["list", "--match", "NAME", "-o", "csv", "--pinned-only"], True),
     (["list", "-o", "xml"], True),
     (["load", "id", "ID", "JSONL"], True),
-    (["load", "JSONL", "--pinned", "PIN", "-j", "2", "--batch-size", "5"], True),
+    (["load", "JSONL", "--pinned", "PIN", "--jobs", "2", "--batch-size", "5"], True),
+    (["-j", "dump", "id", "ID"], True),                                   # bpftool-json
+    (["dump", "id", "ID", "-p"], True),
     (["-q", "load", "name", "NAME", "--if-absent", "JSONL"], True),
     (["load", "id", "ID", "--if-present", "--per-key", "JSONL"], True),
     (["load", "id", "ID", "BAD"], True),                                 # names file:line
     (["load", "id", "ID", "NOFILE"], True),
     (["load", "id", "ID", "JSONL", "--if-absent", "--if-present"], True),
     (["load", "id", "ID", "JSONL", "--format", "xml"], True),
-    (["load", "id", "ID", "JSONL", "-j", "0"], False),                   # click's range error
+    (["load", "id", "ID", "JSONL", "--jobs", "0"], False),               # click's range error
     (["load", "id", "ID"], False),                                       # no FILE
     (["count", "--help"], False),
     (["dump", "id", "ID", "--bogus"], False),

@@ -31,6 +31,7 @@ TOKENS = [
     "-j2", "-j0", "--jobs=1", "--jobs=0", "in.jsonl", "in.parquet",
     "--map", "--batch", "--out", "--pinned-", "--map_id", "-O", "-F", "--no-sum", "-x", "-m",
     "-v", "-q", "--verbose", "--quiet", "-vq", "-fv", "-qf", "--version", "-h", "--help",
+    "-p", "--json", "--pretty", "-jq", "--key-type", "--value-type=u8", "--btf", "u32",
     "-ff", "-fo", "-of", "-fojson", "-ojson", "-o=json", "-otable", "-o=", "--output=table",
     "--output=", "--sum=1", "--sum=", "--bpffs=yes", "--map-id=3", "--map-id=", "--limit=-1",
     "--decode=key=hex", "--decode=", "-f=x", "--pinned=/sys/fs/bpf/x", "--name=flows",
@@ -40,7 +41,7 @@ TOKENS = [
 ]
 COMMAND_NAMES = ["count", "list", "dump", "load", "cnt", "-v", "--help"]
 
-GLOBALS = ["-v", "-q", "--verbose", "--quiet"]
+GLOBALS = ["-v", "-q", "--verbose", "--quiet", "-j", "-p", "--json", "--pretty"]
 VALUES = ["3", "-1", "0", " 7", "+4", "1_0", "0x10", "\u0663", "x", "", "json", "table", "csv",
           "yaml", "/sys/fs/bpf/x", "key.a=hex", "--", "-", "=", "-v", "-q", "--help", "id"]
 values = st.one_of(st.sampled_from(VALUES), st.integers(-5, 10**6).map(str), st.text(max_size=6))
@@ -154,7 +155,10 @@ ACCEPTED = [
     ["dump", "--map-id", "x", "--map-id", "3"],
     ["dump", "id", "3", "--decode", "--decode"],
     ["load", "id", "3", "f"],
-    ["load", "f", "--pinned", "/sys/fs/bpf/x", "-j", "2", "--if-absent", "--per-key"],
+    ["load", "f", "--pinned", "/sys/fs/bpf/x", "--jobs", "2", "--if-absent", "--per-key"],
+    ["-j", "dump", "id", "3"], ["dump", "id", "3", "-p"], ["-p", "list"], ["list", "-j", "-o", "csv"],
+    ["--key-type", "u32", "dump", "id", "3", "--value-type=u64"],
+    ["load", "id", "3", "f", "--btf", "x.o", "--value-type", "struct v"],
     ["load", "--map-id=3", "-", "--format", "parquet", "--decode", "key=hex", "-v"],
     ["load", "name", "flows", "--jobs=1", "--default-zero", "--batch-size", "-5", "f"],
 ]
@@ -196,7 +200,7 @@ def test_a_parsed_call_sets_the_flags_then_runs_the_body():
 
 @pytest.mark.parametrize("args", [["count", "id", "1"], ["list", "-o", "json"],
                                   ["dump", "id", "1", "-o", "table"],
-                                  ["load", "id", "1", "in.parquet", "-j", "2"]])
+                                  ["load", "id", "1", "in.parquet", "--jobs", "2"]])
 def test_parsing_a_quick_command_imports_no_typer(args):
     done = subprocess.run(
         [sys.executable, "-c", "import sys; from bpfbatch.cli import fastpath; "
