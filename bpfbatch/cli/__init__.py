@@ -30,7 +30,37 @@ __all__ = ["main", "run_command", "typer_main"]
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``)."""
     args = list(argv) if argv is not None else sys.argv[1:]
+    _completion_request()
     _run(lambda: _fast_or_typer(args))
+
+
+#: The variable a shell's completion script sets (typer's: ``complete_bash``).
+COMPLETE_VAR = "_BPFBATCH_COMPLETE"
+
+
+def _completion_request() -> None:
+    """A shell's completion request as typer reads it: click's spelling of the request
+    (``bash_complete``, ``zsh_source``) as typer's (``complete_bash``), so scripts written
+    for either work; and bpftool's ``MAP`` keyword right after the command (``dump id
+    <TAB>``) as the option it stands for, whose values typer then completes (the words
+    reach its completion unparsed, without :func:`.argv.bpftool_map_form`)."""
+    import os
+
+    from .argv import MAP_KEYWORDS
+
+    shell, _, instruction = os.environ.get(COMPLETE_VAR, "").partition("_")
+    if instruction not in ("complete", "source"):
+        return
+    os.environ[COMPLETE_VAR] = f"{instruction}_{shell}"
+    for var in ("COMP_WORDS", "_TYPER_COMPLETE_ARGS"):  # bash's; zsh's and fish's
+        text = os.environ.get(var)
+        if text is None:
+            continue
+        words = text.split("\n" if "\n" in text else " ")
+        command = next((i for i, w in enumerate(words[1:], 1) if w[:1] not in ("-", "")), 0)
+        if command and command + 1 < len(words) and words[command + 1] in MAP_KEYWORDS:
+            words[command + 1] = MAP_KEYWORDS[words[command + 1]]
+            os.environ[var] = ("\n" if "\n" in text else " ").join(words)
 
 
 def typer_main(args: list[str]) -> None:

@@ -156,7 +156,8 @@ def json_output(command: str, args: list[str], flags: list[str], output_flags: s
 
 def bpftool_map_form(args: list[str]) -> list[str]:
     """``args`` with bpftool's ``id N | pinned PATH | name NAME`` at their head spelled as
-    the option it stands for (``--map-id N``)."""
-    if len(args) >= 2 and args[0] in MAP_KEYWORDS:
+    the option it stands for (``--map-id N``); a keyword alone too (``dump id`` then lacks
+    the option's value, and a shell's <TAB> there completes it)."""
+    if args and args[0] in MAP_KEYWORDS:
         return [MAP_KEYWORDS[args[0]], *args[1:]]
     return args

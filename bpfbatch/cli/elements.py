@@ -23,6 +23,7 @@ from .._sys import abi
 from ..errors import InputError, NotFoundError
 from . import bpftool, options
 from .bpftool import GrammarError
+from .complete import choices
 from .options import check_output, open_map, record_codecs, say
 from .typed import Decode, MapId, Name, Pinned
 
@@ -38,7 +39,8 @@ ValueWords = Annotated[list[str], typer.Argument(
     help="bpftool's value [hex] BYTES, or the value as dump -o jsonl prints it (JSON text).",
     metavar="VALUE")]
 RecordFormat = Annotated[str, typer.Option("-o", "--output", help="jsonl, json, table, csv "
-                                                                  "or bpftool-json")]
+                                           "or bpftool-json", autocompletion=choices(
+                                               "jsonl, json, table, csv or bpftool-json"))]
 
 
 def element(m, words: list[str], sides: tuple[str, ...], decode: list[str] | None, *,
@@ -156,8 +158,9 @@ def getnext(key: Annotated[Optional[list[str]], typer.Argument(
                 help="The key to start after (default: the first key): " + _WORDS,
                 metavar="[KEY]")] = None,
             map_id: MapId = None, pinned: Pinned = None, name: Name = None,
-            output: Annotated[str, typer.Option("-o", "--output", help="jsonl, json or "
-                                                "bpftool-json")] = "jsonl",
+            output: Annotated[str, typer.Option(
+                "-o", "--output", help="jsonl, json or bpftool-json",
+                autocompletion=choices("jsonl, json or bpftool-json"))] = "jsonl",
             decode: Decode = None) -> None:
     """Print the key after KEY, or the first key (like bpftool map getnext):
     {"key": KEY, "next_key": NEXT}, each as dump prints keys (null: no KEY given); with
@@ -196,6 +199,17 @@ def _key_text(m, raw: bytes, decode: list[str] | None):
     out.write(Batch(1, memoryview(raw), memoryview(bytes(m.info.value_stride))))
     out.close()
     return json.loads(buffer.getvalue())["key"]
+
+
+def delete_element(words: list[str], map_id: int | None, pinned: str | None,
+                   name: str | None) -> None:
+    """``delete MAP key [hex] BYTES``: one key, as bpftool map delete (missing: an error)."""
+    with open_map(map_id, pinned, name, read_only=False) as m:
+        raw = element(m, words, ("key",), None)[0]["key"]
+        if not m.delete(raw):
+            raise NotFoundError("no such key (ENOENT)",
+                                obj=f"{m.info.label} key {' '.join(words[1:])}")
+        say(f"{m.info.label}: 1 entry deleted")
 
 
 @commands.command("pin")

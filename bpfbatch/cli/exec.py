@@ -17,11 +17,12 @@ import typer
 from ..errors import InputError
 from .progress import counted, progress
 from .options import OUTPUT_FORMATS, check_output, open_map, say
+from . import complete
 from .typed import Decode, MapId, Name, Pinned
 
 commands = typer.Typer()
 
-Mode = Annotated[str, typer.Option("--mode", help="auto (kernel when it runs here), kernel "
+Mode = Annotated[str, typer.Option("--mode", autocompletion=complete.modes, help="auto (kernel when it runs here), kernel "
                                    "(the program selects; each key is taken atomically and "
                                    "re-checked), kernel-fast (the program deletes: faster, "
                                    "may delete an entry refreshed at that instant) or user.")]
@@ -48,10 +49,11 @@ def exec_command(
     filter_prog: Annotated[Optional[str], typer.Option(
         "--filter-prog", help="The filter's program in --filter-obj (the name given to "
                               "BPFBATCH_FILTER_PROGRAM).")] = None,
-    action: Annotated[str, typer.Option("--action", help="count, dump or delete.")] = "count",
+    action: Annotated[str, typer.Option("--action", help="count, dump or delete.",
+                                        autocompletion=complete.actions)] = "count",
     mode: Mode = "auto",
     output: Annotated[Optional[str], typer.Option(
-        "-o", "--output", help="Records format (" + OUTPUT_FORMATS + "); dump "
+        "-o", "--output", autocompletion=complete.output_formats, help="Records format (" + OUTPUT_FORMATS + "); dump "
                                "defaults to json, delete prints records only when given.")] = None,
     max_selected: Annotated[int, typer.Option("--max", help="Stop after N selected "
                                               "(0: no limit).")] = 0,

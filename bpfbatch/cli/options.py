@@ -40,17 +40,18 @@ class Option:
     argument, in the order the command declares its arguments (``default=REQUIRED``: it
     must be given)."""
 
-    __slots__ = ("param", "flags", "kind", "default", "help", "metavar", "minimum")
+    __slots__ = ("param", "flags", "kind", "default", "help", "metavar", "minimum", "complete")
 
     def __init__(self, param: str, *flags: str, kind: type = str, default: object = None,
-                 help: str = "", metavar: str | None = None, minimum: int | None = None
-                 ) -> None:
+                 help: str = "", metavar: str | None = None, minimum: int | None = None,
+                 complete: str | None = None) -> None:
         for flag in flags:
             if not (len(flag) == 2 and flag[0] == "-" and flag[1] != "-"
                     or flag[:2] == "--" and len(flag) > 2):
                 raise ValueError(f"{flag}: an option is spelled -X or --name")
         self.param, self.flags, self.kind = param, flags, kind
         self.default, self.help, self.metavar, self.minimum = default, help, metavar, minimum
+        self.complete = complete  # the name of its values' completion in .complete
 
     @property
     def takes_value(self) -> bool:
@@ -105,22 +106,25 @@ class Commands(dict):
         return declare
 
 
-MAP_ID = Option("map_id", "--map-id", kind=int,
+MAP_ID = Option("map_id", "--map-id", kind=int, complete="map_ids",
                 help="Map id (as bpftool map show lists); or, right after the command, "
                      "bpftool's id N, pinned PATH, name NAME.")
-PINNED = Option("pinned", "--pinned", help="Path of a map pinned on bpffs.")
-NAME = Option("name", "--name", help="Exact map name; must match one map.")
+PINNED = Option("pinned", "--pinned", help="Path of a map pinned on bpffs.",
+                complete="pinned_paths")
+NAME = Option("name", "--name", help="Exact map name; must match one map.",
+              complete="map_names")
 #: ``MAP``: the three ways to name a map, one of which :func:`open_map` wants.
 MAP = (MAP_ID, PINNED, NAME)
 
 #: The renderers' names (records.render.RENDERERS, spelled out so that starting a command does
 #: not import the codecs; tests/unit check the two agree).
 OUTPUT_FORMATS = "table, json, jsonl, csv, bpftool-json, parquet or arrow"
-OUTPUT = Option("output", "-o", "--output", default="json", help=OUTPUT_FORMATS)
+OUTPUT = Option("output", "-o", "--output", default="json", help=OUTPUT_FORMATS,
+                complete="output_formats")
 
 #: The decoders' kinds (records.decoders.DECODERS, spelled out for the same reason).
 DECODE_KINDS = "ipv4, ipv6, mac, be16, be32, be64, hex, str, ksym, ifname, errno, age"
-DECODE = Option("decode", "--decode", kind=list, metavar="FIELD=KIND",
+DECODE = Option("decode", "--decode", kind=list, metavar="FIELD=KIND", complete="decoders",
                 help=f"Show FIELD (key.x, or a value field) as KIND: {DECODE_KINDS}. "
                      "Repeatable. __be16/__be32 fields and struct in6_addr are decoded "
                      "without asking; --decode none turns that off.")

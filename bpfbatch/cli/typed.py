@@ -44,6 +44,10 @@ def annotation(option: Option):
     extra = {"metavar": option.metavar} if option.metavar else {}
     if option.minimum is not None:
         extra["min"] = option.minimum
+    if option.complete is not None:
+        from . import complete
+
+        extra["autocompletion"] = getattr(complete, option.complete)
     info = typer.Option(*option.flags, help=option.help, **extra)
     return Annotated[Optional[kind] if option.default is None else kind, info]
 

@@ -20,22 +20,36 @@ from ..map.cursor import check_batch_size
 from ..map.handle import require
 from .progress import progress
 from .options import DEFAULT_BATCH, check_output, open_map, say
-from .typed import BatchSize, Decode, InputFile, InputFormat, MapId, Name, Output, Pinned
+from .typed import BatchSize, Decode, InputFormat, MapId, Name, Output, Pinned
 
 commands = typer.Typer()
 
 
 @commands.command("delete")
 def delete(
-    file: InputFile,
+    file: Annotated[list[str], typer.Argument(
+        help="Input file; '-' reads stdin. Or one key in bpftool's words: key [hex] BYTES.",
+        metavar="FILE")],
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     fmt: InputFormat = None,
     batch_size: BatchSize = DEFAULT_BATCH,
 ) -> None:
     """Delete the keys of FILE's records (values, if present, are ignored: a dump works).
-    Keys not in the map are skipped and counted."""
+    Keys not in the map are skipped and counted. 'delete MAP key [hex] BYTES' deletes one
+    key, as bpftool map delete does (a missing key is an error, as there)."""
     check_batch_size(batch_size)
     from ..records import read
+    from .bpftool import uses_keywords
+    from .elements import delete_element
+
+    if uses_keywords(file, "key"):
+        return delete_element(file, map_id, pinned, name)
+    if len(file) != 1:
+        from .app import usage_error
+
+        raise usage_error(f"expected one FILE, or bpftool's key [hex] BYTES, got {len(file)} "
+                          "words")
+    file = file[0]
 
     tally = Tally()
     with interrupts.stopping(lambda: f"{tally.applied} entries deleted", tally), \
