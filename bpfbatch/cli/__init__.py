@@ -48,10 +48,12 @@ def _completion_request() -> None:
 
     from .argv import MAP_KEYWORDS
 
-    shell, _, instruction = os.environ.get(COMPLETE_VAR, "").partition("_")
-    if instruction not in ("complete", "source"):
+    first, _, second = os.environ.get(COMPLETE_VAR, "").partition("_")
+    if second in ("complete", "source"):
+        first, second = second, first
+    elif first not in ("complete", "source"):
         return
-    os.environ[COMPLETE_VAR] = f"{instruction}_{shell}"
+    os.environ[COMPLETE_VAR] = f"{first}_{second}"
     for var in ("COMP_WORDS", "_TYPER_COMPLETE_ARGS"):  # bash's; zsh's and fish's
         text = os.environ.get(var)
         if text is None:

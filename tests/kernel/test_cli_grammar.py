@@ -1,0 +1,269 @@
+"""bpftool's grammar where bpftool users type it, checked against the real bpftool on the
+same maps: ``key [hex] BYTES`` / ``value [hex] BYTES`` / ``any|exist|noexist``, ``-j`` and
+``-p``, getnext's output, one-line usage errors that name the mistake; types given for a
+map without BTF (API and CLI); shell completion of live values."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+from test_cli_maps import assert_one_line_error, bpfbatch
+
+from bpfbatch._sys.abi import MapType
+from bpfbatch.labs.demo import create_flow_table, fill_flow_table
+from bpfbatch.map.handle import Map
+
+
+def bpftool(*args: str) -> str:
+    return subprocess.run(["bpftool", *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _pin(m: Map) -> str:
+    path = f"/sys/fs/bpf/bb_gr_{uuid.uuid4().hex[:12]}"
+    m.pin(path)
+    return path
+
+
+@pytest.fixture
+def raw_hash():
+    """A hash map without BTF (as bcc and bpftool map create make them): u32 → u64."""
+    m = Map.create(MapType.HASH, 4, 8, 16, name=f"bb_gr_{os.getpid():x}")
+    for k, v in ((1, 7), (2, 9), (3, 300)):
+        m.update(k.to_bytes(4, "little"), v.to_bytes(8, "little"))
+    path = _pin(m)
+    yield m, path
+    os.unlink(path)
+    m.close()
+
+
+@pytest.fixture
+def flows():
+    m = create_flow_table(64, name=f"bb_grf_{os.getpid():x}")
+    fill_flow_table(m, 5)
+    path = _pin(m)
+    yield m, path
+    os.unlink(path)
+    m.close()
+
+
+@pytest.fixture
+def queue():
+    m = Map.create(MapType.QUEUE, 0, 4, 8, name=f"bb_grq_{os.getpid():x}")
+    path = _pin(m)
+    yield m, path
+    os.unlink(path)
+    m.close()
+
+
+@pytest.mark.parametrize("flag", ["-j", "-p"])
+@pytest.mark.parametrize("key", [["1", "0", "0", "0"], ["hex", "01", "00", "00", "00"],
+                                 ["0x1", "0", "00", "0x0"]])
+def test_lookup_in_bpftool_words_prints_what_bpftool_prints(raw_hash, key, flag):
+    _, path = raw_hash
+    theirs = bpftool(flag, "map", "lookup", "pinned", path, "key", *key)
+    for args in ([flag, "lookup", "pinned", path, "key", *key],
+                 ["lookup", "pinned", path, "key", *key, flag]):
+        assert bpfbatch(*args, check=True).stdout == theirs
+
+
+def test_lookup_of_a_btf_map_in_bpftool_words(flows):
+    _, path = flows
+    first = json.loads(bpftool("-j", "map", "getnext", "pinned", path))["next_key"]
+    for flag in ("-j", "-p"):
+        theirs = bpftool(flag, "map", "lookup", "pinned", path, "key", *first)
+        assert bpfbatch(flag, "lookup", "pinned", path, "key", *first, check=True).stdout \
+            == theirs
+    for flag in ("-j", "-p"):
+        assert bpfbatch(flag, "dump", "pinned", path, check=True).stdout \
+            == bpftool(flag, "map", "dump", "pinned", path)
+    # Typed, as dump -o jsonl prints the element.
+    looked = json.loads(bpfbatch("lookup", "pinned", path, "key", *first, check=True).stdout)
+    dumped = [json.loads(line) for line in
+              bpfbatch("dump", "pinned", path, "-o", "jsonl", check=True).stdout.splitlines()]
+    assert looked in dumped
+
+
+def test_getnext_walks_as_bpftool_does_typed_or_in_its_bytes(flows):
+    _, path = flows
+    theirs, ours_raw, ours_typed, key = [], [], [], None
+    typed_key = None
+    while True:
+        words = [] if key is None else ["key", *key]
+        try:
+            step = bpftool("-j", "map", "getnext", "pinned", path, *words)
+        except subprocess.CalledProcessError:
+            break
+        theirs.append(step)
+        ours_raw.append(bpfbatch("-j", "getnext", "pinned", path, *words, check=True).stdout)
+        typed = json.loads(bpfbatch("getnext", "pinned", path,
+                                    *([] if typed_key is None else [json.dumps(typed_key)]),
+                                    check=True).stdout)
+        assert typed["key"] == typed_key
+        typed_key = typed["next_key"]
+        ours_typed.append(typed_key)
+        key = json.loads(step)["next_key"]
+    assert ours_raw == theirs and len(theirs) == 5
+    dumped = [json.loads(line)["key"] for line in
+              bpfbatch("dump", "pinned", path, "-o", "jsonl", check=True).stdout.splitlines()]
+    assert ours_typed == dumped
+
+
+def test_update_and_delete_in_bpftool_words_agree_with_bpftool(raw_hash):
+    _, path = raw_hash
+    bpfbatch("update", "pinned", path, "key", "5", "0", "0", "0", "value", "hex",
+             *"01 02 03 04 05 06 07 08".split(), "noexist", check=True)
+    assert bpftool("-j", "map", "lookup", "pinned", path, "key", "5", "0", "0", "0") == \
+        bpfbatch("-j", "lookup", "pinned", path, "key", "5", "0", "0", "0", check=True).stdout
+    assert_one_line_error(bpfbatch("update", "pinned", path, "key", "5", "0", "0", "0",
+                                   "value", *["0"] * 8, "noexist"), "EEXIST")
+    assert_one_line_error(bpfbatch("update", "pinned", path, "key", "6", "0", "0", "0",
+                                   "value", *["0"] * 8, "exist"), "ENOENT")
+    # value before key, as bpftool takes it too
+    bpfbatch("update", "pinned", path, "value", *["9"] * 8, "key", "6", "0", "0", "0",
+             check=True)
+    assert json.loads(bpftool("-j", "map", "lookup", "pinned", path, "key", "6", "0", "0",
+                              "0"))["value"] == ["0x09"] * 8
+    bpfbatch("delete", "pinned", path, "key", "hex", "06", "00", "00", "00", check=True)
+    with pytest.raises(subprocess.CalledProcessError):
+        bpftool("map", "lookup", "pinned", path, "key", "6", "0", "0", "0")
+    assert_one_line_error(bpfbatch("delete", "pinned", path, "key", "6", "0", "0", "0"),
+                          "no such key")
+
+
+def test_push_peek_in_bpftool_words(queue):
+    _, path = queue
+    bpfbatch("push", "pinned", path, "value", "1", "2", "3", "4", check=True)
+    for flag in ("-j", "-p"):
+        assert bpfbatch(flag, "peek", "pinned", path, check=True).stdout == \
+            bpftool(flag, "map", "peek", "pinned", path)
+
+
+@pytest.mark.parametrize("words, fragments", [
+    (["1", "0", "0", "0"], ["got 4 numbers", "key 1 0 0 0"]),
+    (["key", "1", "0", "0"], ["expected 4 bytes, got 3"]),
+    (["key", "1", "0", "0", "256"], ["'256' is more than a byte"]),
+    (["key", "hex", "0g", "0", "0", "0"], ["'0g' is not a byte"]),
+    (["key", "1", "0", "0", "0", "extra"], ["expected key, got 'extra'"]),
+    (["[" * 30000], ["nested deeper"]),
+])
+def test_a_wrong_key_is_one_usage_line_naming_the_mistake(raw_hash, words, fragments):
+    _, path = raw_hash
+    proc = bpfbatch("lookup", "pinned", path, *words)
+    assert_one_line_error(proc, "lookup:", *fragments)
+    assert proc.returncode == 2
+    assert "name the map with" not in proc.stderr  # the map was named right
+
+
+@pytest.mark.parametrize("command", [["update", "KEY"], ["push"]])
+def test_a_deep_json_value_is_one_line(raw_hash, queue, command):
+    path = (queue if command == ["push"] else raw_hash)[1]
+    args = [command[0], "pinned", path, *(["1"] if len(command) > 1 else []), "[" * 30000]
+    proc = bpfbatch(*args)
+    assert_one_line_error(proc, "nested deeper")
+    assert proc.returncode == 2
+
+
+def test_an_unnamed_map_still_gets_the_addressing_hint():
+    assert_one_line_error(bpfbatch("dump", "42"), "name the map with id")
+
+
+def test_bcc_style_types_through_the_api(raw_hash):
+    m, path = raw_hash
+    with Map.open(pinned=path) as plain:
+        assert dict(plain.items())[b"\x01\x00\x00\x00"] == (7).to_bytes(8, "little")
+    with Map.open(pinned=path, key_type=ctypes.c_uint32, value_type=ctypes.c_uint64) as typed:
+        assert dict(typed.items()) == {1: 7, 2: 9, 3: 300}
+        typed.update_items([(4, 44)])
+    with Map.open(pinned=path, key_type=np.uint32, value_type="u64") as typed:
+        keys, values = typed.to_numpy()
+        assert dict(zip(keys.tolist(), values.tolist())) == {1: 7, 2: 9, 3: 300, 4: 44}
+
+    class Pair(ctypes.Structure):
+        _fields_ = [("lo", ctypes.c_uint32), ("hi", ctypes.c_uint16, 4),
+                    ("rest", ctypes.c_uint16, 12)]
+    with Map.open(pinned=path, key_type="u32", value_type=Pair) as typed:
+        assert dict(typed.items())[3] == {"lo": 300, "hi": 0, "rest": 0}
+    with pytest.raises(Exception, match="value_type: u32 is 4 bytes, the map's are 8"):
+        Map.open(pinned=path, value_type="u32")
+
+
+def test_bcc_style_types_on_the_command_line(raw_hash):
+    _, path = raw_hash
+    dumped = bpfbatch("--key-type", "u32", "dump", "pinned", path, "--value-type", "u64",
+                      "-o", "jsonl", check=True).stdout
+    assert sorted(json.loads(line)["value"] for line in dumped.splitlines()) == [7, 9, 300]
+    bpfbatch("update", "pinned", path, "8", "800", "--key-type=u32", "--value-type=u64",
+             check=True)
+    assert json.loads(bpftool("-j", "map", "lookup", "pinned", path, "key", "8", "0", "0",
+                              "0"))["value"] == ["0x20", "0x03"] + ["0x00"] * 6
+    assert_one_line_error(bpfbatch("dump", "pinned", path, "--value-type", "u16"),
+                          "value_type: u16 is 2 bytes, the map's are 8")
+
+
+def test_a_type_from_an_objects_btf():
+    from bpfbatch.btf import Btf
+
+    obj = os.path.join(os.path.dirname(sys.modules["bpfbatch"].__file__), "progs",
+                       "flowtable.bpf.o")
+    btf = Btf.from_file(obj)
+    key_size = btf.size_of(next(t.id for t in btf.types if t.name == "flowtable_key"))
+    flows = create_flow_table(16, name=f"bb_grb_{os.getpid():x}")
+    fill_flow_table(flows, 3)
+    typed_dump = [json.loads(line) for line in bpfbatch(
+        "dump", "id", str(flows.info.id), "-o", "jsonl", check=True).stdout.splitlines()]
+    raw = Map.create(MapType.HASH, flows.info.key_size, flows.info.value_size, 16,
+                     name=f"bb_grr_{os.getpid():x}")
+    try:
+        assert key_size == flows.info.key_size
+        for key, value in _raw_items(flows):
+            raw.update(key, value)
+        retyped = [json.loads(line) for line in bpfbatch(
+            "dump", "id", str(raw.info.id), "-o", "jsonl", "--btf", obj,
+            "--key-type", "struct flowtable_key", "--value-type", "struct flowtable_stats",
+            check=True).stdout.splitlines()]
+        # The object's struct spells the addresses as plain integers (the demo's, __be32).
+        def values(records):
+            return sorted(json.dumps(r["value"]) for r in records)
+        assert values(retyped) == values(typed_dump) and len(retyped) == 3
+        assert all(list(r["key"]) == list(typed_dump[0]["key"]) for r in retyped)
+    finally:
+        raw.close()
+        flows.close()
+
+
+def _raw_items(m: Map):
+    ks, vs = m.info.key_size, m.info.value_stride
+    for batch in m.batches():
+        for i in range(batch.count):
+            yield bytes(batch.keys[i * ks:(i + 1) * ks]), bytes(batch.values[i * vs:(i + 1) * vs])
+
+
+def _complete(line: str, spelling: str = "bash_complete") -> list[str]:
+    words = line.split(" ")
+    env = {**os.environ, "COMP_WORDS": line, "COMP_CWORD": str(len(words) - 1),
+           "_BPFBATCH_COMPLETE": spelling}
+    done = subprocess.run([sys.executable, "-m", "bpfbatch"], env=env, capture_output=True,
+                          text=True, check=True)
+    return done.stdout.split()
+
+
+@pytest.mark.parametrize("spelling", ["bash_complete", "complete_bash"])
+def test_completion_offers_live_maps_and_fixed_values(raw_hash, spelling):
+    m, path = raw_hash
+    assert str(m.info.id) in _complete("bpfbatch dump id ", spelling)
+    assert str(m.info.id) in _complete("bpfbatch lookup --map-id ", spelling)
+    assert _complete(f"bpfbatch count name {m.info.name}", spelling) == [m.info.name]
+    assert _complete(f"bpfbatch dump pinned {path}", spelling) == [path]
+    assert _complete("bpfbatch dump -o bpf", spelling) == ["bpftool-json"]
+    assert set(_complete("bpfbatch exec --action ", spelling)) == {"count", "dump", "delete"}
+    assert "kernel-fast" in _complete("bpfbatch exec --mode k", spelling)
+    assert "key.saddr=ipv4" in _complete("bpfbatch dump --decode key.saddr=ip", spelling)
+    assert "getnext" in _complete("bpfbatch get", spelling)
