@@ -26,10 +26,15 @@ def bpftool(*args: str) -> str:
                           check=True).stdout
 
 
-def _pin(m: Map) -> str:
+def _pinned(m: Map):
+    """Yield ``(m, path)`` with ``m`` pinned at a unique path; unpin and close after."""
     path = f"/sys/fs/bpf/bb_gr_{uuid.uuid4().hex[:12]}"
     m.pin(path)
-    return path
+    try:
+        yield m, path
+    finally:
+        os.unlink(path)
+        m.close()
 
 
 @pytest.fixture
@@ -38,29 +43,19 @@ def raw_hash():
     m = Map.create(MapType.HASH, 4, 8, 16, name=f"bb_gr_{os.getpid():x}")
     for k, v in ((1, 7), (2, 9), (3, 300)):
         m.update(k.to_bytes(4, "little"), v.to_bytes(8, "little"))
-    path = _pin(m)
-    yield m, path
-    os.unlink(path)
-    m.close()
+    yield from _pinned(m)
 
 
 @pytest.fixture
 def flows():
     m = create_flow_table(64, name=f"bb_grf_{os.getpid():x}")
     fill_flow_table(m, 5)
-    path = _pin(m)
-    yield m, path
-    os.unlink(path)
-    m.close()
+    yield from _pinned(m)
 
 
 @pytest.fixture
 def queue():
-    m = Map.create(MapType.QUEUE, 0, 4, 8, name=f"bb_grq_{os.getpid():x}")
-    path = _pin(m)
-    yield m, path
-    os.unlink(path)
-    m.close()
+    yield from _pinned(Map.create(MapType.QUEUE, 0, 4, 8, name=f"bb_grq_{os.getpid():x}"))
 
 
 @pytest.mark.parametrize("flag", ["-j", "-p"])
