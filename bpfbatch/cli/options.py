@@ -146,6 +146,7 @@ FLAGS = {
     "batch_size": "--batch-size", "fmt": "--format", "limit": "--limit", "where": "--where",
     "field": "--field", "older_than_ns": "--older-than", "action": "--action",
     "max_selected": "--max", "mode": "--mode", "pid": "-p", "plot": "--plot",
+    "key_type": "--key-type", "value_type": "--value-type", "btf": "--btf",
 }
 
 

@@ -200,7 +200,7 @@ def test_bcc_style_types_on_the_command_line(raw_hash):
     assert json.loads(bpftool("-j", "map", "lookup", "pinned", path, "key", "8", "0", "0",
                               "0"))["value"] == ["0x20", "0x03"] + ["0x00"] * 6
     assert_one_line_error(bpfbatch("dump", "pinned", path, "--value-type", "u16"),
-                          "value_type: u16 is 2 bytes, the map's are 8")
+                          "--value-type: u16 is 2 bytes, the map's are 8")
 
 
 def test_a_type_from_an_objects_btf():
