@@ -20,7 +20,7 @@ import sys
 import typer
 from typer.core import TyperGroup
 
-from . import argv
+from . import argv, complete
 from .argv import COMMANDS
 from .options import Commands
 
@@ -183,10 +183,11 @@ def _global_options(
     key_type: str = typer.Option(None, "--key-type", metavar="TYPE", help="Type a map "
                                  "without BTF: its key is TYPE (u32, s64, __be32, char[16], "
                                  "u8[6], or a struct/union/enum of --btf).",
-                                 callback=_set_flag, is_eager=True),
+                                 callback=_set_flag, is_eager=True,
+                                 autocompletion=complete.c_types),
     value_type: str = typer.Option(None, "--value-type", metavar="TYPE", help="Its value "
                                    "is TYPE (as --key-type).", callback=_set_flag,
-                                   is_eager=True),
+                                   is_eager=True, autocompletion=complete.c_types),
     btf: str = typer.Option(None, "--btf", metavar="FILE", help="An object file (.o) whose "
                             "BTF names the types of --key-type/--value-type "
                             "('struct flow_val').", callback=_set_flag, is_eager=True),

@@ -66,6 +66,8 @@ pinned_paths = _live(_pins)
 output_formats = choices(OUTPUT_FORMATS)
 actions = choices("count, dump or delete")
 modes = choices("auto, kernel, kernel-fast or user")
+c_types = choices("u8, u16, u32, u64, s8, s16, s32, s64, __be16, __be32, __be64, float, "
+                  "double or bool")
 
 
 def decoders(incomplete: str) -> Candidates:

@@ -262,3 +262,52 @@ def test_completion_offers_live_maps_and_fixed_values(raw_hash, spelling):
     assert "kernel-fast" in _complete("bpfbatch exec --mode k", spelling)
     assert "key.saddr=ipv4" in _complete("bpfbatch dump --decode key.saddr=ip", spelling)
     assert "getnext" in _complete("bpfbatch get", spelling)
+    assert "u32" in _complete("bpfbatch --key-type u", spelling)
+
+
+def test_bccs_tables_read_typed_as_bcc_reads_them():
+    """bcc's own table API is the oracle: its maps have no BTF; given bcc's ctypes types,
+    items() gives what bcc's items() gives, and update_items writes what bcc reads."""
+    from tools.bcc_setup import load_bcc
+
+    bcc = load_bcc()
+    if bcc is None:
+        pytest.skip("bcc or kernel headers not available")
+    tag = f"{os.getpid():x}"[-6:]
+    b = bcc.BPF(text=f"""
+        struct flow {{ u32 saddr; u16 dport; u8 proto; }};
+        struct stats {{ u64 packets; u64 bytes; }};
+        BPF_HASH(grc_{tag}, u32, u64, 64);
+        BPF_HASH(grf_{tag}, struct flow, struct stats, 64);
+        """.encode())
+    try:
+        counts, flows = b[f"grc_{tag}".encode()], b[f"grf_{tag}".encode()]
+        for pid in range(1, 6):
+            counts[counts.Key(pid)] = counts.Leaf(pid * 100)
+            flows[flows.Key(pid, 443, 6)] = flows.Leaf(pid, pid * 1500)
+        with Map.open(name=f"grc_{tag}", key_type=counts.Key, value_type=counts.Leaf) as m:
+            assert m.info.btf_id == 0  # bcc made it without BTF
+            assert dict(m.items()) == {k.value: v.value for k, v in counts.items()}
+            m.update_items([(9, 900)])
+        assert counts[counts.Key(9)].value == 900
+        with Map.open(name=f"grf_{tag}", key_type=flows.Key, value_type=flows.Leaf) as m:
+            ours = sorted(((k["saddr"], k["dport"], k["proto"]), (v["packets"], v["bytes"]))
+                          for k, v in m.items())  # bcc's Key has its padding as a field
+        theirs = sorted(((k.saddr, k.dport, k.proto), (v.packets, v.bytes))
+                        for k, v in flows.items())
+        assert ours == theirs and len(ours) == 5
+    finally:
+        b.cleanup()
+
+
+def test_a_per_cpu_value_in_bpftool_words_goes_to_every_cpu():
+    m = Map.create(MapType.PERCPU_HASH, 4, 4, 8, name=f"bb_grp_{os.getpid():x}")
+    for _, path in _pinned(m):
+        bpfbatch("update", "pinned", path, "key", "1", "0", "0", "0", "value", "7", "0", "0",
+                 "0", check=True)
+        theirs = json.loads(bpftool("-j", "map", "lookup", "pinned", path, "key", "1", "0",
+                                    "0", "0"))
+        assert {tuple(cpu["value"]) for cpu in theirs["values"]} == {("0x07", "0x00", "0x00",
+                                                                       "0x00")}
+        assert bpfbatch("-j", "lookup", "pinned", path, "key", "1", "0", "0", "0",
+                        check=True).stdout == json.dumps(theirs, separators=(",", ":")) + "\n"
