@@ -101,15 +101,14 @@ def _print_one(m, key: bytes, value: bytes, output: str, decode: list[str] | Non
     out.write(Batch(1, memoryview(key), memoryview(value)))
     out.close()
     data = buffer.getvalue()
-    if output == "bpftool-json":
-        data = _bpftool_text(json.loads(data)[0])
+    if output == "bpftool-json":  # dump's [entry]: the entry's bytes, as bpftool's lookup
+        data = _bpftool_text(data.strip()[1:-1] + b"\n")
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
 
 
-def _bpftool_text(value) -> bytes:
-    """``value`` as bpftool prints it: compact, or with ``-p`` pretty; one line end."""
-    compact = (json.dumps(value, separators=(",", ":")) + "\n").encode()
+def _bpftool_text(compact: bytes) -> bytes:
+    """bpftool's compact JSON text as bpftool prints it: as is, or with ``-p`` pretty."""
     return bpftool.pretty_text(compact) if options.PRETTY else compact
 
 
@@ -177,7 +176,8 @@ def getnext(key: Annotated[Optional[list[str]], typer.Argument(
         if output == "bpftool-json":
             step = {"key": None if raw is None else _byte_list(raw),
                     "next_key": _byte_list(following)}
-            sys.stdout.buffer.write(_bpftool_text(step))
+            sys.stdout.buffer.write(_bpftool_text(
+                (json.dumps(step, separators=(",", ":")) + "\n").encode()))
             return
         shown = None if raw is None else _key_text(m, raw, decode)
         print(json.dumps({"key": shown, "next_key": _key_text(m, following, decode)},
