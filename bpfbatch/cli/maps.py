@@ -83,7 +83,11 @@ def list_maps(output: str, map_type: str | None, match: str | None, bpffs: bool,
 def _print_records(records: list[dict], output: str) -> None:
     import json  # not at the top: count does not print JSON
 
-    if output == "json":
+    if output == "json" and options.PRETTY:  # -p: laid out as bpftool -p map show
+        from .bpftool import pretty
+
+        print(pretty(records))
+    elif output == "json":
         json.dump(records, sys.stdout)
         sys.stdout.write("\n")
     elif output == "jsonl":

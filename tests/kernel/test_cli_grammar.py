@@ -311,3 +311,12 @@ def test_a_per_cpu_value_in_bpftool_words_goes_to_every_cpu():
                                                                        "0x00")}
         assert bpfbatch("-j", "lookup", "pinned", path, "key", "1", "0", "0", "0",
                         check=True).stdout == json.dumps(theirs, separators=(",", ":")) + "\n"
+
+
+def test_list_with_j_and_p_is_list_json(raw_hash):
+    m, _ = raw_hash
+    plain = bpfbatch("list", "--match", m.info.name, "-o", "json", check=True).stdout
+    for flag in ("-j", "-p"):
+        shown = bpfbatch(flag, "list", "--match", m.info.name, check=True).stdout
+        assert json.loads(shown) == json.loads(plain) and len(json.loads(plain)) == 1
+    assert bpfbatch("-p", "list", "--match", m.info.name, check=True).stdout.startswith("[{\n")
