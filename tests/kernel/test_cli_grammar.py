@@ -320,3 +320,11 @@ def test_list_with_j_and_p_is_list_json(raw_hash):
         shown = bpfbatch(flag, "list", "--match", m.info.name, check=True).stdout
         assert json.loads(shown) == json.loads(plain) and len(json.loads(plain)) == 1
     assert bpfbatch("-p", "list", "--match", m.info.name, check=True).stdout.startswith("[{\n")
+
+
+def test_given_types_reach_exec_where_in_the_kernel(raw_hash):
+    _, path = raw_hash
+    selected = bpfbatch("exec", "pinned", path, "--key-type", "u32", "--value-type", "u64",
+                        "--where", "value > 8", "--action", "dump", "-o", "jsonl",
+                        check=True).stdout
+    assert sorted(json.loads(line)["key"] for line in selected.splitlines()) == [2, 3]
