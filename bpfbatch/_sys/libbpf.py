@@ -48,7 +48,6 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     "libbpf_set_print": (c_void_p, [c_void_p]),
     # BTF: reading a map's types, and building types for maps we create.
     "btf__load_from_kernel_by_id": (c_void_p, [c_uint32]),
-    "btf__parse": (c_void_p, [c_char_p, c_void_p]),
     "btf__get_raw_data": (c_void_p, [c_void_p, _u32p]),
     "btf__free": (None, [c_void_p]),
     "btf__new_empty": (c_void_p, []),
