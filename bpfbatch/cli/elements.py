@@ -43,6 +43,11 @@ RecordFormat = Annotated[str, typer.Option("-o", "--output", help="jsonl, json, 
                                                "jsonl, json, table, csv or bpftool-json"))]
 
 
+#: Map types whose values are written as file descriptors (bpftool's ``value id N |
+#: pinned PATH``): bytes would name whatever file this process has open at that number.
+_FD_VALUES = abi.MAP_IN_MAP_TYPES | {abi.MapType.PROG_ARRAY}
+
+
 def element(m, words: list[str], sides: tuple[str, ...], decode: list[str] | None, *,
             flags: bool = False) -> tuple[dict[str, bytes], int | None]:
     """The stored bytes of each of ``sides`` (``"key"``, ``"value"``) that ``words`` give,
@@ -55,9 +60,9 @@ def element(m, words: list[str], sides: tuple[str, ...], decode: list[str] | Non
     sizes = {"key": info.key_size, "value": info.value_size}
     try:
         if any(bpftool.uses_keywords(words, side) for side in sides):
-            if "value" in sides and info.type in abi.MAP_IN_MAP_TYPES:
-                raise GrammarError(f"{info.type_name} values are map ids: give the value as "
-                                   "JSON, not bytes")
+            if "value" in sides and info.type in _FD_VALUES:  # bpftool: value id N, not bytes
+                raise GrammarError(f"{info.type_name} values are file descriptors of maps "
+                                   "or programs, not bytes")
             raw, flag = bpftool.parse_element(words, {side: sizes[side] for side in sides},
                                               flags=flags)
             if "value" in raw and info.percpu:  # bpftool's fill_per_cpu_value: every CPU

@@ -328,3 +328,12 @@ def test_given_types_reach_exec_where_in_the_kernel(raw_hash):
                         "--where", "value > 8", "--action", "dump", "-o", "jsonl",
                         check=True).stdout
     assert sorted(json.loads(line)["key"] for line in selected.splitlines()) == [2, 3]
+
+
+def test_bytes_are_refused_where_values_are_file_descriptors():
+    m = Map.create(MapType.PROG_ARRAY, 4, 4, 4, name=f"bb_grpa_{os.getpid():x}")
+    for _, path in _pinned(m):
+        proc = bpfbatch("update", "pinned", path, "key", "0", "0", "0", "0", "value", "3", "0",
+                        "0", "0")
+        assert_one_line_error(proc, "file descriptors of maps or programs, not bytes")
+        assert proc.returncode == 2
