@@ -30,6 +30,9 @@ __all__ = ["main", "run_command", "typer_main"]
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``)."""
     args = list(argv) if argv is not None else sys.argv[1:]
+    from .argv import reset_global_flags
+
+    reset_global_flags()
     _completion_request()
     _run(lambda: _fast_or_typer(args))
 
@@ -67,6 +70,9 @@ def _completion_request() -> None:
 
 def typer_main(args: list[str]) -> None:
     """``bpfbatch ARGS`` read by typer: every command, help, completion and usage error."""
+    from .argv import reset_global_flags
+
+    reset_global_flags()
     _run(lambda: _by_typer(args))
 
 

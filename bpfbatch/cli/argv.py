@@ -94,6 +94,15 @@ def set_global_flag(which: str) -> None:
         options.TYPES[name] = value
 
 
+def reset_global_flags() -> None:
+    """Every global flag and option back to its default: each command line starts from
+    these, also when one process runs several (tests, ``python -c``)."""
+    from . import options
+
+    options.QUIET = options.PRETTY = False
+    options.TYPES.clear()
+
+
 def leading_global_flags(args: list[str]) -> tuple[list[str], int]:
     """The global flags and options at the head of ``args`` (before the command), as
     :func:`set_global_flag` takes them, and where the command starts. An option missing its

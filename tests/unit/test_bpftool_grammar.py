@@ -158,3 +158,12 @@ def test_c_type_names(spec, size):
 def test_a_wrong_type_is_named(spec, message):
     with pytest.raises(InputError, match=message):
         given_type(spec, 8, "key_type")
+
+
+def test_global_flags_do_not_outlive_their_command_line():
+    from bpfbatch.cli import argv, options
+
+    for flag in ("pretty", "quiet", "key_type=u32"):
+        argv.set_global_flag(flag)
+    argv.reset_global_flags()
+    assert (options.PRETTY, options.QUIET, options.TYPES) == (False, False, {})
