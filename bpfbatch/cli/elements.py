@@ -289,7 +289,5 @@ def push(value: ValueWords, map_id: MapId = None, pinned: Pinned = None, name: N
          decode: Decode = None) -> None:
     """Add VALUE to a queue or stack (bpftool map push)."""
     with open_map(map_id, pinned, name, read_only=False) as m:
-        if m.info.key_size:
-            raise InputError(f"{m.info.type_name} maps have keys: use update",
-                             obj=m.info.label)
+        _keyless(m, "update")
         m.update(b"", element(m, value, ("value",), decode)[0]["value"])
