@@ -359,7 +359,8 @@ class _Parser:
         node = getattr(codec, "node", None)
         if node is None:
             what = "key" if in_key else "value"
-            raise self.error(token, f"the map has no BTF {what} type: fields cannot be named")
+            raise self.error(token, f"the map has no BTF {what} type: fields cannot be named "
+                                    f"(give one: --{what}-type, or {what}_type= in the API)")
         return node
 
     def _integer_field(self, token: Token, node, path: str, in_key: bool) -> Field:

@@ -324,6 +324,8 @@ def test_list_with_j_and_p_is_list_json(raw_hash):
 
 def test_given_types_reach_exec_where_in_the_kernel(raw_hash):
     _, path = raw_hash
+    assert_one_line_error(bpfbatch("exec", "pinned", path, "--where", "value > 8"),
+                          "fields cannot be named (give one: --value-type")
     selected = bpfbatch("exec", "pinned", path, "--key-type", "u32", "--value-type", "u64",
                         "--where", "value > 8", "--action", "dump", "-o", "jsonl",
                         check=True).stdout
