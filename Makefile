@@ -7,8 +7,11 @@ setup:
 demo: setup
 	.venv/bin/bpfbatch demo
 
+# Two workers by default (pytest-xdist); PYTEST_JOBS=0 runs in one process.
+PYTEST_JOBS ?= 2
+
 test: setup lint
-	.venv/bin/python -m pytest $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -n $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check bpfbatch tests tools
