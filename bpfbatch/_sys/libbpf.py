@@ -39,6 +39,7 @@ _PROTOTYPES: dict[str, tuple[object, list[object]]] = {
     # Objects.
     "bpf_map_create": (c_int, [c_int, c_char_p, c_uint32, c_uint32, c_uint32, c_void_p]),
     "bpf_map_get_next_id": (c_int, [c_uint32, _u32p]),
+    "bpf_prog_get_next_id": (c_int, [c_uint32, _u32p]),
     "bpf_map_get_fd_by_id_opts": (c_int, [c_uint32, c_void_p]),
     "bpf_prog_get_fd_by_id": (c_int, [c_uint32]),
     "bpf_obj_get_opts": (c_int, [c_char_p, c_void_p]),
@@ -177,12 +178,21 @@ def obj_fd_by_path(path: str, *, read_only: bool) -> int:
 
 def map_ids():
     """Yield the id of every map on the system, in increasing order."""
+    return _ids(lib.bpf_map_get_next_id, "list maps")
+
+
+def prog_ids():
+    """Yield the id of every program on the system, in increasing order."""
+    return _ids(lib.bpf_prog_get_next_id, "list programs")
+
+
+def _ids(next_id, op: str):
     current = c_uint32(0)
     while True:
-        ret = lib.bpf_map_get_next_id(current.value, ctypes.byref(current))
+        ret = next_id(current.value, ctypes.byref(current))
         if ret == -errno.ENOENT:  # past the last id
             return
-        check(ret, "list maps")
+        check(ret, op)
         yield current.value
 
 

@@ -55,32 +55,71 @@ LIST_FORMATS = ("table", "json", "jsonl", "csv")
            help="Show where each map is pinned on bpffs (bpftool -f)."),
     Option("pinned_only", "--pinned-only", kind=bool, default=False,
            help="Only maps pinned on bpffs (implies -f)."),
+    Option("count", "--count", "--fill", kind=bool, default=False,
+           help="Count every map's elements: entries, fill %, memlock and the programs "
+                "using it, fullest first."),
+    Option("budget", "--budget", metavar="DURATION",
+           help="With --count: stop counting after DURATION (1s, 500ms); a map not counted "
+                "by then shows '-' and why."),
 )
 def list_maps(output: str, map_type: str | None, match: str | None, bpffs: bool,
-              pinned_only: bool) -> None:
+              pinned_only: bool, count: bool, budget: str | None) -> None:
     """List the maps on the system, like bpftool map show."""
     import fnmatch
 
     if output not in LIST_FORMATS:
         raise InputError(f"unknown format '{output}' (use {', '.join(LIST_FORMATS)})",
                          obj="--output")
+    if budget is not None and not count:
+        raise InputError("counts nothing without --count", obj="--budget")
+    budget_s = None
+    if budget is not None:
+        from ..exec.predicate import parse_duration
+
+        budget_s = parse_duration(budget, "--budget") / 1e9
     pins = pinned_paths() if bpffs or pinned_only else None
-    records = []
-    for info in iter_infos():
-        if map_type is not None and info.type_name != map_type:
-            continue
-        if match is not None and not fnmatch.fnmatchcase(info.name, match):
-            continue
-        if pinned_only and info.id not in pins:
-            continue
-        record = _show_record(info)
-        if pins is not None:
-            record["pinned"] = pins.get(info.id, [])
-        records.append(record)
-    _print_records(records, output)
+    infos = [info for info in iter_infos()
+             if (map_type is None or info.type_name == map_type)
+             and (match is None or fnmatch.fnmatchcase(info.name, match))
+             and (not pinned_only or info.id in pins)]
+    if count:
+        from ..map.inventory import inventory
+
+        records = [_count_record(row) for row in inventory(infos, budget_s=budget_s)]
+        texts = _count_texts
+    else:
+        records = [_show_record(info) for info in infos]
+        texts = _show_texts
+    if pins is not None:
+        for record in records:
+            record["pinned"] = pins.get(record["id"], [])
+    _print_records(records, output, texts)
 
 
-def _print_records(records: list[dict], output: str) -> None:
+def _count_record(row) -> dict:
+    """One line of ``list --count``: a :class:`~bpfbatch.map.inventory.Row` as JSON."""
+    info = row.info
+    return {"id": info.id, "type": info.type_name, "name": info.name, "entries": row.entries,
+            "max_entries": info.max_entries,
+            "fill": None if row.fill is None else round(row.fill, 2),
+            "bytes_memlock": info.memlock,
+            "programs": [{"id": p.id, "name": p.name} for p in row.programs],
+            "reason": row.reason}
+
+
+def _show_texts(record: dict) -> dict:
+    return {**record, "flags": hex(record["flags"]), "btf_id": record.get("btf_id", "")}
+
+
+def _count_texts(record: dict) -> dict:
+    return {**record, "entries": "-" if record["entries"] is None else record["entries"],
+            "fill": "-" if record["fill"] is None else f"{record['fill']:.1f}",
+            "programs": " ".join(f"{p['name']}({p['id']})" for p in record["programs"]),
+            "reason": record["reason"] or ""}
+
+
+def _print_records(records: list[dict], output: str, texts) -> None:
+    """``records`` as JSON, JSON lines, or a table or CSV of their ``texts(record)``."""
     import json  # not at the top: count does not print JSON
 
     if output == "json" and options.PRETTY:  # -p: laid out as bpftool -p map show
@@ -93,8 +132,7 @@ def _print_records(records: list[dict], output: str) -> None:
     elif output == "jsonl":
         sys.stdout.writelines(json.dumps(r) + "\n" for r in records)
     else:
-        rows = [{**r, "flags": hex(r["flags"]), "btf_id": r.get("btf_id", ""),
-                 **({"pinned": " ".join(r["pinned"])} if "pinned" in r else {})}
+        rows = [{**texts(r), **({"pinned": " ".join(r["pinned"])} if "pinned" in r else {})}
                 for r in records]
         headers = list(rows[0]) if rows else list(_SHOW_COLUMNS)
         if output == "csv":
@@ -114,11 +152,12 @@ def _print_records(records: list[dict], output: str) -> None:
 #: Table headings of the ``bpftool map show`` fields.
 _SHOW_COLUMNS = {"id": "id", "type": "type", "name": "name", "flags": "flags",
                  "bytes_key": "key", "bytes_value": "value", "max_entries": "max_entries",
-                 "bytes_memlock": "memlock", "frozen": "frozen", "btf_id": "btf_id"}
+                 "bytes_memlock": "memlock", "frozen": "frozen", "btf_id": "btf_id",
+                 "fill": "fill%"}
 
 
 def _right(rows: list[dict], column: str) -> bool:
-    return all(type(r[column]) is int for r in rows)
+    return all(type(r[column]) is int or r[column] == "-" or column == "fill" for r in rows)
 
 
 @commands.command("count", *MAP, BATCH_SIZE)
