@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import sys
 
+from .._sys import abi
 from ..errors import InputError
 from ..map import cursor
 from ..map.cursor import check_batch_size
@@ -104,7 +105,7 @@ def _count_record(row) -> dict:
             "fill": None if row.fill is None else round(row.fill, 2),
             "bytes_memlock": info.memlock,
             "programs": [{"id": p.id, "name": p.name} for p in row.programs],
-            "reason": row.reason}
+            "inner": row.inner, "reason": row.reason}
 
 
 def _show_texts(record: dict) -> dict:
@@ -115,6 +116,7 @@ def _count_texts(record: dict) -> dict:
     return {**record, "entries": "-" if record["entries"] is None else record["entries"],
             "fill": "-" if record["fill"] is None else f"{record['fill']:.1f}",
             "programs": " ".join(f"{p['name']}({p['id']})" for p in record["programs"]),
+            "inner": " ".join(map(str, record["inner"])),
             "reason": record["reason"] or ""}
 
 
@@ -160,14 +162,32 @@ def _right(rows: list[dict], column: str) -> bool:
     return all(type(r[column]) is int or r[column] == "-" or column == "fill" for r in rows)
 
 
-@commands.command("count", *MAP, BATCH_SIZE)
-def count(map_id: int | None, pinned: str | None, name: str | None, batch_size: int) -> None:
+RECURSIVE = Option("recursive", "--recursive", kind=bool, default=False,
+                   help="A map of maps: its inner maps' elements (dump: nested under each "
+                        "outer entry; json, jsonl or bpftool-json).")
+
+
+@commands.command("count", *MAP, BATCH_SIZE, RECURSIVE)
+def count(map_id: int | None, pinned: str | None, name: str | None, batch_size: int,
+          recursive: bool) -> None:
     """Count a map's elements with one batched pass (bpftool has no count)."""
     check_batch_size(batch_size)
     with open_map(map_id, pinned, name, read_only=True) as m:
         require(m.info, "count")
-        total = sum(batch.count for batch in cursor.BatchCursor(m, batch_size=batch_size))
+        if recursive:
+            from ..records import nested
+
+            _require_maps_of_maps(m)
+            total = nested.count(m, batch_size=batch_size)
+        else:
+            total = sum(batch.count for batch in cursor.BatchCursor(m, batch_size=batch_size))
     print(total)
+
+
+def _require_maps_of_maps(m) -> None:
+    if m.info.type not in abi.MAP_IN_MAP_TYPES:
+        raise InputError(f"{m.info.label} is a {m.info.type_name} map, not a map of maps",
+                         obj="--recursive")
 
 
 @commands.command(
@@ -176,9 +196,11 @@ def count(map_id: int | None, pinned: str | None, name: str | None, batch_size: 
     DECODE,
     Option("sum_cpus", "--sum", kind=bool, default=False,
            help="Per-CPU maps: one value per key, integer fields summed over the CPUs."),
+    RECURSIVE,
 )
 def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
-         batch_size: int, limit: int | None, decode: list[str] | None, sum_cpus: bool) -> None:
+         batch_size: int, limit: int | None, decode: list[str] | None, sum_cpus: bool,
+         recursive: bool) -> None:
     """Print a map's elements, typed from its BTF, read with batched lookups.
 
     Not an atomic snapshot: each hash bucket is read atomically, the map as a whole is not.
@@ -187,6 +209,9 @@ def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
     if limit is not None and limit < 0:
         raise InputError(f"must not be negative, got {limit}", obj="--limit")
     check_output(output)
+    if recursive:
+        return _dump_recursive(map_id, pinned, name, output, batch_size, limit, decode,
+                               sum_cpus)
     from ..records import pipeline
 
     pretty = options.PRETTY and output == "bpftool-json"  # -p: bpftool's layout, in memory
@@ -204,3 +229,22 @@ def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
         from .bpftool import pretty_text
 
         pipeline.stdout().write(pretty_text(target.getvalue()))
+
+
+def _dump_recursive(map_id: int | None, pinned: str | None, name: str | None, output: str,
+                    batch_size: int, limit: int | None, decode: list[str] | None,
+                    sum_cpus: bool) -> None:
+    """``dump --recursive``: each outer entry with its inner map's elements
+    (:mod:`bpfbatch.records.nested`)."""
+    from ..records import nested, pipeline
+
+    if output not in nested.FORMATS:
+        raise InputError(f"--recursive writes {', '.join(nested.FORMATS)}, not {output}",
+                         obj="--output")
+    for flag, given in (("--limit", limit is not None), ("--sum", sum_cpus),
+                        ("--decode", bool(decode) and output == "bpftool-json")):
+        if given:
+            raise InputError(f"not with --recursive -o {output}", obj=flag)
+    with open_map(map_id, pinned, name, read_only=True) as m:
+        _require_maps_of_maps(m)
+        nested.dump(m, output, pipeline.stdout(), batch_size=batch_size, decode=decode)

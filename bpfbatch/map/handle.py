@@ -350,6 +350,19 @@ class Map:
         check(ret, "get next key", self.info.label)
         return out.raw
 
+    def inner(self, key) -> "Map":
+        """The map stored at ``key`` of a map of maps (``array_of_maps``, ``hash_of_maps``),
+        opened by the id the kernel returns for it, read-only when this map is. ``key`` as
+        :meth:`items` yields it, or ``bytes``. No map at ``key``: :class:`NotFoundError`."""
+        if self.info.type not in abi.MAP_IN_MAP_TYPES:
+            raise InputError(f"inner: {self.info.type_name} maps hold no maps",
+                             obj=self.info.label)
+        value = self.lookup(self._encode([key], 0, "key"))
+        if value is None:
+            raise NotFoundError("inner: no map at this key", obj=self.info.label,
+                                errno=errno.ENOENT)
+        return Map.open_id(int.from_bytes(value[:4], "little"), read_only=self.read_only)
+
     def write_error(self, op: str, code: int) -> KernelError:
         """The error of a refused write. A frozen map answers EPERM like a missing
         capability; say which it is (the flag is read now: a map can be frozen after open)."""

@@ -51,6 +51,8 @@ class Row:
     entries: int | None = None
     reason: str | None = None
     programs: list[Program] = dataclasses.field(default_factory=list)
+    #: A map of maps: the ids of the inner maps it holds, as counted.
+    inner: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def fill(self) -> float | None:
@@ -72,7 +74,7 @@ def inventory(infos: Iterable[MapInfo] | None = None, *, budget_s: float | None 
     for info in sorted(infos, key=lambda i: (i.max_entries, i.id)):
         row = Row(info, programs=users.get(info.id, []))
         try:
-            row.entries, row.reason = count_until(info, deadline, budget_s, batch_size)
+            count_into(row, deadline, budget_s, batch_size)
         except _Vanished:
             continue
         rows.append(row)
@@ -84,34 +86,43 @@ class _Vanished(Exception):
     """The map was freed between listing it and counting it."""
 
 
-def count_until(info: MapInfo, deadline: float | None, budget_s: float | None,
-                batch_size: int = DEFAULT_BATCH) -> tuple[int | None, str | None]:
-    """``(entries, None)``, or ``(None, reason)`` when the map cannot be counted or the
-    ``deadline`` (a :func:`time.monotonic` time, ``budget_s`` after the start) came first."""
+def count_into(row: Row, deadline: float | None, budget_s: float | None,
+               batch_size: int = DEFAULT_BATCH) -> None:
+    """Count ``row``'s map into ``row.entries`` (and its inner map ids into ``row.inner``),
+    or say in ``row.reason`` why not: the map cannot be counted, or the ``deadline`` (a
+    :func:`time.monotonic` time, ``budget_s`` after the start) came first."""
+    info = row.info
     why = refusal(info, "count")
     if why is not None:
-        return None, f"{info.type_name} maps: {why}"
+        row.reason = f"{info.type_name} maps: {why}"
+        return
     if info.type in abi.ELEMENTS_ALWAYS_EXIST:
-        return info.max_entries, None
+        row.entries = info.max_entries
+        return
     if deadline is not None and time.monotonic() >= deadline:
-        return None, f"budget of {budget_s:g}s spent before this map"
+        row.reason = f"budget of {budget_s:g}s spent before this map"
+        return
     from .cursor import BatchCursor
 
     try:
         m = Map.open_id(info.id, read_only=True)
     except NotFoundError:
         raise _Vanished from None
-    total = 0
+    total, holds_maps = 0, info.type in abi.MAP_IN_MAP_TYPES
     try:
         with m:
             for batch in BatchCursor(m, batch_size=batch_size):
                 total += batch.count
+                if holds_maps:  # values are the inner maps' ids
+                    row.inner += memoryview(batch.values).cast("I")[:batch.count].tolist()
                 if deadline is not None and time.monotonic() >= deadline:
-                    return None, (f"budget of {budget_s:g}s spent after {total} entries "
-                                  f"of a walk over {info.max_entries} slots")
+                    row.reason = (f"budget of {budget_s:g}s spent after {total} entries of a "
+                                  f"walk over {info.max_entries} slots")
+                    return
     except BpfBatchError as exc:
-        return None, str(exc)
-    return total, None
+        row.reason = str(exc)
+        return
+    row.entries = total
 
 
 def map_programs() -> dict[int, list[Program]]:

@@ -137,7 +137,9 @@ def test_a_walk_stops_at_the_budget_and_says_how_far_it_got(monkeypatch):
     monkeypatch.setattr(inventory.time, "monotonic", lambda: float(next(clock)))
     with Map.create(MapType.HASH, 4, 8, 3000, name=f"{PREFIX}_big") as m:
         fill(m, 3000)
-        entries, reason = inventory.count_until(m.info, 2.0, 1.5, batch_size=1024)
+        row = inventory.Row(m.info)
+        inventory.count_into(row, 2.0, 1.5, batch_size=1024)
+    entries, reason = row.entries, row.reason
     assert entries is None
     assert reason.startswith("budget of 1.5s spent after ") and "of a walk over 3000" in reason
     assert int(reason.split("after ")[1].split()[0]) < 3000

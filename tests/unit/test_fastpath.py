@@ -195,7 +195,7 @@ def test_a_parsed_call_sets_the_flags_then_runs_the_body():
     assert flags == ["quiet"]
     assert calls == [("dump", {"map_id": 7, "pinned": None, "name": None, "output": "table",
                                "batch_size": 8192, "limit": None, "decode": None,
-                               "sum_cpus": False})]
+                               "sum_cpus": False, "recursive": False})]
 
 
 @pytest.mark.parametrize("args", [["count", "id", "1"], ["list", "-o", "json"],
