@@ -127,6 +127,7 @@ class Config:
     batch_size: int
     metrics: tuple[Metric, ...]
     journal: str | None = None  # the drain journal (default: journal.default_path)
+    inventory: object = None  # the [inventory] table (export.inventory.Inventory), if any
 
 
 def load(path: str, *, listen: str | None = None, batch_size: int | None = None) -> Config:
@@ -160,7 +161,7 @@ def parse(text: str, path: str = "<config>", *, listen: str | None = None,
                           obj=f"{path}:{line}") from None
     lines = _Lines(text, path)
     top = _Table(doc, lines, None, "")
-    top.only("listen", "scrape_budget", "batch_size", "journal", "metric")
+    top.only("listen", "scrape_budget", "batch_size", "journal", "metric", "inventory")
     address = _address(listen, "--listen") if listen is not None else \
         _address(top.get("listen", str, DEFAULT_LISTEN), top.where("listen"))
     budget = top.get("scrape_budget", str, None)
@@ -169,13 +170,18 @@ def parse(text: str, path: str = "<config>", *, listen: str | None = None,
     if batch_size <= 0:
         top.fail("batch_size", f"must be a positive number, got {batch_size}")
     journal = top.get("journal", str, None)
-    raw_metrics = top.get("metric", list, None)
-    if not raw_metrics:
+    raw_metrics = top.get("metric", list, None) or []
+    inventory = None
+    if top.has("inventory"):
+        from .inventory import parse as inventory_table
+
+        inventory = inventory_table(top.sub("inventory", required=True), _duration_s)
+    if not raw_metrics and inventory is None:
         raise ConfigError("no [[metric]] tables: nothing to export", obj=path)
     metrics = tuple(_metric(_Table(raw, lines, i, f"metric {i}"), i)
                     for i, raw in enumerate(raw_metrics))
     _check_across(metrics, lines)
-    return Config(path, address, budget_s, batch_size, metrics, journal)
+    return Config(path, address, budget_s, batch_size, metrics, journal, inventory)
 
 
 def _metric(t: _Table, index: int) -> Metric:

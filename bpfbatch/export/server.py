@@ -134,6 +134,10 @@ class Exporter:
                     self.log(f"{source.ref}: read again")
                     source.stats.last_error = ""
             families.extend(family(series) for series in result)
+        if self.config.inventory is not None:
+            from . import inventory
+
+            families.extend(inventory.families(self.config.inventory))
         self.budget_exceeded += spent
         yield from families
         yield from self._self_metrics(time.monotonic() - start)
