@@ -79,17 +79,26 @@ def list_maps(output: str, map_type: str | None, match: str | None, bpffs: bool,
 
         budget_s = parse_duration(budget, "--budget") / 1e9
     pins = pinned_paths() if bpffs or pinned_only else None
-    infos = [info for info in iter_infos()
-             if (map_type is None or info.type_name == map_type)
-             and (match is None or fnmatch.fnmatchcase(info.name, match))
-             and (not pinned_only or info.id in pins)]
+
+    def listed() -> list[MapInfo]:
+        return [info for info in iter_infos()
+                if (map_type is None or info.type_name == map_type)
+                and (match is None or fnmatch.fnmatchcase(info.name, match))
+                and (not pinned_only or info.id in pins)]
     if count:
+        from .. import interrupts
         from ..map.inventory import inventory
 
-        records = [_count_record(row) for row in inventory(infos, budget_s=budget_s)]
+        done, infos = interrupts.Tally(), []
+        with interrupts.stopping(lambda: f"{done.applied} of {len(infos)} maps counted, "
+                                         "nothing printed" if infos else
+                                         "0 maps counted, nothing printed"):
+            infos.extend(listed())
+            rows = inventory(infos, budget_s=budget_s, tally=done)
+        records = [_count_record(row) for row in rows]
         texts = _count_texts
     else:
-        records = [_show_record(info) for info in infos]
+        records = [_show_record(info) for info in listed()]
         texts = _show_texts
     if pins is not None:
         for record in records:
@@ -245,6 +254,11 @@ def _dump_recursive(map_id: int | None, pinned: str | None, name: str | None, ou
                         ("--decode", bool(decode) and output == "bpftool-json")):
         if given:
             raise InputError(f"not with --recursive -o {output}", obj=flag)
-    with open_map(map_id, pinned, name, read_only=True) as m:
+    from .. import interrupts
+
+    printed = interrupts.Tally()
+    with open_map(map_id, pinned, name, read_only=True) as m, \
+            interrupts.stopping(lambda: f"{printed.applied} outer entries printed"):
         _require_maps_of_maps(m)
-        nested.dump(m, output, pipeline.stdout(), batch_size=batch_size, decode=decode)
+        nested.dump(m, output, pipeline.stdout(), batch_size=batch_size, decode=decode,
+                    tally=printed)

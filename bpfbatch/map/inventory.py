@@ -31,6 +31,7 @@ from collections.abc import Iterable
 
 from .._sys import abi, libbpf
 from ..errors import BpfBatchError, NotFoundError
+from ..interrupts import Tally
 from .handle import DEFAULT_BATCH, Map, MapInfo, iter_infos, refusal
 
 
@@ -63,10 +64,11 @@ class Row:
 
 
 def inventory(infos: Iterable[MapInfo] | None = None, *, budget_s: float | None = None,
-              batch_size: int = DEFAULT_BATCH) -> list[Row]:
+              batch_size: int = DEFAULT_BATCH, tally: Tally | None = None) -> list[Row]:
     """A :class:`Row` for each of ``infos`` (every map on the system by default), counted
     within ``budget_s`` seconds in all (no bound when ``None``), sorted fullest first; maps
-    that cannot be counted come last. Maps that vanish meanwhile are left out."""
+    that cannot be counted come last. Maps that vanish meanwhile are left out. ``tally``
+    counts the maps done, for a caller that says how far it got when a signal stops it."""
     infos = list(iter_infos() if infos is None else infos)
     users = map_programs()
     deadline = None if budget_s is None else time.monotonic() + budget_s
@@ -76,8 +78,11 @@ def inventory(infos: Iterable[MapInfo] | None = None, *, budget_s: float | None 
         try:
             count_into(row, deadline, budget_s, batch_size)
         except _Vanished:
-            continue
-        rows.append(row)
+            row = None
+        if tally is not None:
+            tally.add(1)
+        if row is not None:
+            rows.append(row)
     rows.sort(key=lambda r: (r.fill is None, -(r.fill or 0.0), r.info.id))
     return rows
 

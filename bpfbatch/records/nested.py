@@ -26,7 +26,9 @@ import io
 import json
 import os
 
+from .. import interrupts
 from ..errors import NotFoundError
+from ..interrupts import Tally
 from ..map import cursor
 from ..map.handle import Map
 from .columns import batch_rows
@@ -44,10 +46,11 @@ def inner_id(value: bytes) -> int:
 
 
 def dump(outer: Map, fmt: str, out, *, batch_size: int = cursor.DEFAULT_BATCH,
-         decode: list[str] | None = None) -> int:
+         decode: list[str] | None = None, tally: Tally | None = None) -> int:
     """Write ``outer``'s entries, each with its inner map's dump, in ``fmt`` (one of
     :data:`FORMATS`) to the binary stream ``out``; returns how many outer entries.
-    ``decode`` applies to the inner maps' elements (``json``/``jsonl``)."""
+    ``decode`` applies to the inner maps' elements (``json``/``jsonl``); ``tally`` counts
+    the outer entries written, each with the write that wrote it."""
     entry = _entry_template(fmt, outer.info)
     head, sep, end = _FRAMES[fmt]
     written = 0
@@ -59,10 +62,14 @@ def dump(outer: Map, fmt: str, out, *, batch_size: int = cursor.DEFAULT_BATCH,
             map_id = inner_id(values[i:i + 1].tobytes())
             if fmt != "bpftool-json":
                 text += b',"inner_id":%d' % map_id
-            out.write((sep if written else head) + text + b',"inner":'
-                      + _inner_text(map_id, fmt, decode) + b"}" + (b"\n" if fmt == "jsonl"
-                                                                      else b""))
-            written += 1
+            entry = ((sep if written else head) + text + b',"inner":'
+                     + _inner_text(map_id, fmt, decode) + b"}" + (b"\n" if fmt == "jsonl"
+                                                                     else b""))
+            with interrupts.deferred():
+                out.write(entry)
+                written += 1
+                if tally is not None:
+                    tally.add(1)
     out.write(end if written else _EMPTY[fmt])
     out.flush()
     return written
