@@ -62,11 +62,11 @@ def dump(outer: Map, fmt: str, out, *, batch_size: int = cursor.DEFAULT_BATCH,
             map_id = inner_id(values[i:i + 1].tobytes())
             if fmt != "bpftool-json":
                 text += b',"inner_id":%d' % map_id
-            entry = ((sep if written else head) + text + b',"inner":'
+            whole = ((sep if written else head) + text + b',"inner":'
                      + _inner_text(map_id, fmt, decode) + b"}" + (b"\n" if fmt == "jsonl"
                                                                      else b""))
             with interrupts.deferred():
-                out.write(entry)
+                out.write(whole)
                 written += 1
                 if tally is not None:
                     tally.add(1)

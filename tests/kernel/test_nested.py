@@ -7,11 +7,14 @@ import io
 import json
 import os
 import re
+import signal
 import struct
 import subprocess
+import sys
 
 import pytest
 from test_cli_maps import assert_one_line_error, bpfbatch
+from test_inventory import holds_map
 
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
@@ -183,3 +186,34 @@ def test_an_empty_map_of_maps_prints_as_dump_does():
             assert nested.dump(outer, fmt, out) == 0
             plain = bpfbatch("dump", "id", str(outer.info.id), "-o", fmt, check=True).stdout
             assert out.getvalue().decode() == plain
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_after_whole_entries(sig, tmp_path):
+    """The signal lands while inner map 1 is read (the command holds it open): entry 0 was
+    printed whole, and the one line says so. The output goes to a file: a pipe nobody reads
+    yet would stop the command at entry 0."""
+    inner = [Map.create(MapType.ARRAY, 4, 8, 1 << 19, name=f"{PREFIX}_big{i}")
+             for i in range(3)]
+    outer = Map.create(MapType.ARRAY_OF_MAPS, 4, 4, 3, name=f"{PREFIX}_sig",
+                       inner_map_fd=inner[0].fd)
+    try:
+        for slot, m in enumerate(inner):
+            outer.update(struct.pack("I", slot), struct.pack("I", m.fd))
+        with open(tmp_path / "out", "w") as sink:
+            proc = subprocess.Popen([sys.executable, "-m", "bpfbatch", "dump", "id",
+                                     str(outer.info.id), "--recursive", "-o", "jsonl"],
+                                    stdout=sink, stderr=subprocess.PIPE, text=True)
+            while not holds_map(proc.pid, inner[1].info.id) and proc.poll() is None:
+                pass
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=120)
+        out = (tmp_path / "out").read_text()
+    finally:
+        for m in (outer, *inner):
+            m.close()
+    assert proc.returncode == 128 + sig
+    assert err == (f"bpfbatch: interrupted ({signal.Signals(sig).name}) after 1 outer "
+                   "entries printed\n")
+    [line] = out.splitlines()
+    assert len(json.loads(line)["inner"]) == 1 << 19
