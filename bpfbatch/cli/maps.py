@@ -251,7 +251,8 @@ def _dump_recursive(map_id: int | None, pinned: str | None, name: str | None, ou
         raise InputError(f"--recursive writes {', '.join(nested.FORMATS)}, not {output}",
                          obj="--output")
     for flag, given in (("--limit", limit is not None), ("--sum", sum_cpus),
-                        ("--decode", bool(decode) and output == "bpftool-json")):
+                        ("--decode", bool(decode) and output == "bpftool-json"),
+                        ("-p", options.PRETTY)):
         if given:
             raise InputError(f"not with --recursive -o {output}", obj=flag)
     from .. import interrupts

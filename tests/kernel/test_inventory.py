@@ -220,3 +220,20 @@ def test_a_signal_while_counting_says_how_far_it_got(maps, sig):
     assert err in (f"bpfbatch: interrupted ({name}) after 5 of 6 maps counted, nothing "
                    "printed\n", f"bpfbatch: interrupted ({name}) after 0 maps counted, "
                    "nothing printed\n")
+
+
+def test_the_cheapest_maps_are_counted_first(monkeypatch):
+    """A clock that moves one second per reading and a budget of 2.5 s: the deadline, the
+    small map's check and its one batch take the budget; the big map, created first, is the
+    one left uncounted."""
+    clock = iter(range(10**6))
+    monkeypatch.setattr(inventory.time, "monotonic", lambda: float(next(clock)))
+    with Map.create(MapType.HASH, 4, 8, 4096, name=f"{PREFIX}_big2") as big, \
+            Map.create(MapType.HASH, 4, 8, 16, name=f"{PREFIX}_small") as small:
+        fill(big, 100)
+        fill(small, 3)
+        rows = {r.info.id: r for r in inventory.inventory([big.info, small.info],
+                                                          budget_s=2.5)}
+    assert rows[small.info.id].entries == 3
+    assert rows[big.info.id].entries is None
+    assert rows[big.info.id].reason == "budget of 2.5s spent before this map"

@@ -175,6 +175,8 @@ def test_recursive_refuses_what_it_cannot_do(hash_of_hashes):
                           "--output", "json, jsonl, bpftool-json")
     assert_one_line_error(bpfbatch("dump", "id", oid, "--recursive", "--limit", "1"),
                           "--limit")
+    assert_one_line_error(bpfbatch("-p", "dump", "id", oid, "--recursive", "-o",
+                                   "bpftool-json"), "-p: not with --recursive")
 
 
 def test_an_empty_map_of_maps_prints_as_dump_does():
