@@ -1,22 +1,38 @@
 """A list of actions, as iproute2's ``m_action.c`` reads it: ``action KIND ...`` groups, each
 kind's options read by its module in :mod:`.kinds`, then the words every action takes
 (``cookie``, ``no_percpu``); and the control verdicts (``parse_action_control``) several kinds
-share."""
+share.
+
+As in tc, any word where an action may start opens one: a control verdict (or a prefix of one)
+is gact's, a kind with a module here is read by it, and any other word falls to gact (tc finds
+no module for it and loads gact in its place), whose parser then refuses it with its usage.
+``flowid``/``classid`` end the list (the classifier reads them)."""
 
 from __future__ import annotations
 
 from . import rules as R
 from . import specs as S
-from .grammar import CommandError, Words
+from .grammar import CommandError, Words, matches, unsigned
 from .kinds import parsers
 
-#: Words that open an action right after another one (tc's gact takes a bare verdict).
-CONTROLS = frozenset((*S.GACT_VERDICTS, "jump", "goto"))
 _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
+#: tc 6.1's action modules this package has no parser for: tc reads their options, so a line
+#: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1).
+TC_ONLY_KINDS = frozenset(("bpf", "connmark", "csum", "ct", "ctinfo", "gate", "ife", "ipt", "mpls",
+                           "nat", "pedit", "police", "sample", "simple", "skbedit", "skbmod",
+                           "tunnel_key", "vlan", "xt"))
+
+
+def verdict_word(token: str | None) -> str | None:
+    """``action_a2n``: the control word ``token`` names (itself or a prefix of it, the first in
+    tc's order), or None."""
+    if token in S.GACT_VERDICTS:
+        return token
+    return next((word for word in S.CONTROL_WORDS if matches(token, word)), None)
 
 
 def parse_actions(w: Words) -> tuple[R.Action, ...]:
-    """One or more ``action KIND ...`` groups, the cursor on the first ``action``.
+    """One or more actions, the cursor on the first ``action``.
 
     As in tc's ``parse_action``, a cookie stays set for the rest of the command: an action
     without one of its own carries the last one given before it (tc keeps one cookie buffer
@@ -24,16 +40,12 @@ def parse_actions(w: Words) -> tuple[R.Action, ...]:
     kinds = parsers("action")
     actions = []
     cookie = None
-    while True:
-        word = w.peek()
+    while (word := w.peek()) is not None:
         if word in ("action", "actions"):
             w.pos += 1
-        elif word is None:
+            continue
+        if word in ("flowid", "classid"):
             break
-        elif not (actions and (word in CONTROLS or word in kinds)):
-            # tc's parse_action takes any other word as the next action's kind; one it has no
-            # module for falls to gact, whose usage() ends tc (status 255)
-            raise CommandError(f"Bad action type {word}", fatal=True)
         action = parse_action(w, kinds)
         if action.cookie is None:
             action.cookie = cookie
@@ -45,14 +57,16 @@ def parse_actions(w: Words) -> tuple[R.Action, ...]:
 
 
 def parse_action(w: Words, kinds: dict) -> R.Action:
+    """One action, the cursor on its kind word (each kind's parser starts there, as tc's
+    ``parse_aopt`` does)."""
     left = w.left()
-    kind = w.take("action kind")
-    if kind in CONTROLS:  # a bare verdict is gact's
-        w.pos -= 1
-        kind = "gact"
+    word = w.peek()
+    kind = "gact" if verdict_word(word) else word
     parse = kinds.get(kind)
     if parse is None:
-        raise CommandError(f"unsupported action '{kind}'")
+        if kind in TC_ONLY_KINDS:
+            raise CommandError(f"unsupported action '{kind}'")
+        parse = kinds["gact"]  # tc: no module by that name, gact's parser takes the words
     action = parse(w, left)
     if w.peek() == "cookie":
         w.pos += 1
@@ -65,24 +79,49 @@ def parse_action(w: Words, kinds: dict) -> R.Action:
 
 def action_failed(text: str, left: int, kind: str) -> CommandError:
     """A failure inside an action's own parser, followed by the lines tc's parse_action adds
-    (``left``: the words from the action's kind to the end of the line, tc's argc there)."""
+    (``left``: the words from the action's kind to the end of the line, tc's argc there;
+    ``kind``: the word there)."""
     return CommandError(f"{text}\nbad action parsing\nparse_action: bad value ({left}:{kind})!\n"
                         'Illegal "action"')
 
 
-def control(w: Words, word: str) -> str | None:
-    """A control verdict as tc's ``parse_action_control`` reads it: a word of
-    :data:`~.specs.GACT_VERDICTS`, ``jump N`` or ``goto chain N`` (the cursor after ``word``);
-    None if ``word`` is none of them."""
-    if word in S.GACT_VERDICTS:
-        return word
-    if word == "jump":
-        return f"jump {w.number('jump count', 10)}"
+def incomplete() -> CommandError:
+    """tc's ``NEXT_ARG()`` at the end of the line: ``incomplete_command()``, which exits."""
+    return CommandError('Command line is not complete. Try option "help"', fatal=True)
+
+
+def control(w: Words) -> str:
+    """A control verdict as tc's ``parse_action_control`` reads it, the cursor on it: a word of
+    :data:`~.specs.CONTROL_WORDS` (or a prefix), ``jump N`` or ``goto chain N``; the verdict in
+    :func:`~.specs.control_value`'s spelling. CommandError with tc's words otherwise."""
+    token = w.peek()
+    word = verdict_word(token)
+    if word is None:
+        raise CommandError(f"Bad action type {token}")
+    w.pos += 1
     if word == "goto":
-        if w.take("'chain'") != "chain":
-            raise CommandError("Bad action type goto", fatal=True)
-        return f"goto chain {w.number('chain index', 10)}"
-    return None
+        if not matches(_next(w), "chain"):
+            raise CommandError('"chain index" expected')
+        w.pos += 1
+        chain = unsigned(_next(w), 10)
+        if chain is None or chain > S.TC_ACT_EXT_VAL_MASK:
+            raise CommandError('Illegal "chain index"')
+        w.pos += 1
+        return f"goto chain {chain}"
+    if word == "jump":
+        count = unsigned(_next(w), 10)
+        if count is None or count > S.TC_ACT_EXT_VAL_MASK:
+            raise CommandError(f'Invalid "jump count" ({w.peek()})')
+        w.pos += 1
+        return f"jump {count}"
+    return word
+
+
+def _next(w: Words) -> str:
+    """tc's ``NEXT_ARG()``: the next word must be there."""
+    if w.peek() is None:
+        raise incomplete()
+    return w.peek()
 
 
 def _cookie(text: str) -> bytes:

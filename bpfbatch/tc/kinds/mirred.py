@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .. import rules as R
-from ..action_list import CONTROLS, action_failed, control
+from ..action_list import action_failed, control, verdict_word
 from ..grammar import CommandError, Words
 
 NAMES = ("mirred",)
@@ -15,7 +15,8 @@ _INCOMPLETE = 'Command line is not complete. Try option "help"'
 def parse_action(w: Words, left: int) -> R.Mirred:
     """tc's ``parse_mirred``: direction, mode, ``index N`` and/or ``dev DEV``; for a mirror a
     control verdict after the device; ``index`` also after it. ``mirred index N`` alone names
-    an existing action (tc sends it with nothing else set)."""
+    an existing action (tc sends it with nothing else set). The cursor is on ``mirred``."""
+    w.pos += 1
     if w.peek() == "index":
         w.pos += 1
         return R.Mirred("", "", 0, _index(w, left))
@@ -37,9 +38,8 @@ def parse_action(w: Words, left: int) -> R.Mirred:
             dev = w.take("device name")
         else:
             raise CommandError(_INCOMPLETE, fatal=True)
-    if mode == "mirror" and w.peek() in CONTROLS:
-        w.pos += 1
-        verdict = control(w, w.words[w.pos - 1])
+    if mode == "mirror" and verdict_word(w.peek()):
+        verdict = control(w)
     if w.peek() == "index":
         if index:
             raise action_failed('mirred: Illegal double index', left, "mirred")

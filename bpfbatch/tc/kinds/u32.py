@@ -54,6 +54,8 @@ def parse_filter(w: Words) -> R.U32:
         elif word == "hashkey":
             opts["hashkey"] = _hashkey(w)
         elif word in ("classid", "flowid"):
+            if "classid" in opts:
+                opts["earlier_classids"] = (*opts.get("earlier_classids", ()), opts["classid"])
             opts["classid"] = illegal_unless(parse_classid(w.take("classid")), "classid")
             order.append("classid")
         elif word == "indev":
