@@ -27,7 +27,7 @@ from .grammar import (CommandError, Words, invalid, matches, parse_classid, pars
                       parse_qdisc_handle, parse_u32_handle, read_commands, split_words, unsigned)
 from .kinds import parsers
 from .kinds.u32 import filter_id as u32_filter_id
-from .message import LineError
+from .message import LineError, Listing
 
 __all__ = ["SUPPORTED", "CommandError", "parse_batch", "parse_classid", "parse_command", "parse_mac",
            "parse_numbered", "parse_u32_handle", "read_commands", "split_words"]
@@ -203,21 +203,35 @@ def _filter_handle(text: str | None, classifier) -> int:
 #: Command groups in tc's order of precedence for abbreviations ("a" is actions).
 _GROUPS = {"qdisc": _parse_qdisc, "class": _parse_class, "filter": _parse_filter,
            "actions": _parse_actions_command}
+#: Per group, the verbs tc checks before its listing verbs (a prefix takes the first match),
+#: then the verbs of a :class:`~.message.Listing`: lines tc answers by printing, and
+#: ``actions flush``.
+_WRITE_VERBS = {"qdisc": ("add", "change", "replace", "link", "delete"),
+                "class": ("add", "change", "replace", "delete"),
+                "filter": ("add", "change", "replace", "delete"),
+                "actions": ("add", "change", "replace", "delete")}
+_LISTING_VERBS = {"qdisc": ("list", "show", "lst", "help"), "class": ("list", "show", "lst", "help"),
+                  "filter": ("get", "list", "show", "lst", "help"),
+                  "actions": ("get", "list", "show", "lst", "flush", "help")}
 
 
-def parse_command(text: str) -> R.Rule:
-    """One command line (without a leading ``tc``) → a rule; ``CommandError`` on anything unsupported."""
-    w = Words(split_words(text))
+def parse_command(text: str) -> R.Rule | Listing:
+    """One command line (without a leading ``tc``) → a rule, or the :class:`~.message.Listing`
+    of a line tc answers by printing; ``CommandError`` on anything unsupported."""
+    words = split_words(text)
+    w = Words(words)
     group = w.take("command")
-    parse = _GROUPS.get(group)
-    if parse is None:
-        parse = next((p for word, p in _GROUPS.items() if matches(group, word)), None)
-        if parse is None:
-            raise CommandError(f"unsupported command '{group}'")
-    return parse(w)
+    name = group if group in _GROUPS else next((g for g in _GROUPS if matches(group, g)), None)
+    if name is None:
+        raise CommandError(f"unsupported command '{group}'")
+    verb = w.peek()
+    if verb is None or (not any(matches(verb, v) for v in _WRITE_VERBS[name])
+                        and any(matches(verb, v) for v in _LISTING_VERBS[name])):
+        return Listing(tuple(words[:-1]))  # without the cursor's end sentinel
+    return _GROUPS[name](w)
 
 
-def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | LineError:
+def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | Listing | LineError:
     """One command of :func:`read_commands` → its rule, or the :class:`~.message.LineError`
     naming ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on)."""
     try:

@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from bpfbatch.errors import InputError
-from bpfbatch.tc.message import LineError
+from bpfbatch.tc.message import LineError, Listing
 from bpfbatch.tc import specs as S
 from bpfbatch.tc.parse import (CommandError, parse_batch, parse_classid, parse_command, parse_u32_handle,
                                read_commands, split_words)
@@ -156,6 +156,19 @@ def test_gact_refusals_in_tcs_words(line, text, fatal):
     assert str(refused.value).startswith(text) and refused.value.fatal == fatal
 
 
+@pytest.mark.parametrize("line", ["filter show dev a ingress", "f ls dev a", "filter get dev a",
+                                  "actions list action mirred", "a get action gact index 1",
+                                  "actions flush action mirred", "qdisc", "class show dev a",
+                                  "q s dev a", "filter help"])
+def test_read_only_lines_are_listings(line):
+    assert parse_command(line) == Listing(tuple(line.split()))
+
+
+def test_write_verbs_take_a_prefix_first():
+    # tc checks add/change/replace/delete before its listing verbs: "d" deletes
+    assert parse_command("filter d dev a ingress").verb == "del"
+
+
 def test_tdc_batch_lines():
     rule = parse_command("filter add dev v prio 1 protocol ip ingress handle 1  flower skip_hw "
                          "src_mac e4:11:00:00:01:02 dst_mac e4:12:00:00:01:02 action drop index 1")
@@ -167,7 +180,6 @@ def test_tdc_batch_lines():
 @pytest.mark.parametrize("line,message", [
     ("chain add dev a", "unsupported command 'chain'"),
     ("monitor", "unsupported command 'monitor'"),
-    ("filter get dev a ingress u32", "unsupported command 'get'"),
     ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", 'What is "police"? Usage: ... u32'),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress fw", "unsupported filter option or classifier 'fw'"),
