@@ -17,10 +17,15 @@ from .kinds import parsers
 
 _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
 #: tc 6.1's action modules this package has no parser for: tc reads their options, so a line
-#: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1).
-TC_ONLY_KINDS = frozenset(("bpf", "connmark", "csum", "ct", "ctinfo", "gate", "ife", "ipt", "mpls",
+#: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
+#: built into Debian's tc, which reads it as gact).
+TC_ONLY_KINDS = frozenset(("bpf", "connmark", "csum", "ct", "ctinfo", "gate", "ife", "mpls",
                            "nat", "pedit", "police", "sample", "simple", "skbedit", "skbmod",
                            "tunnel_key", "vlan", "xt"))
+#: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
+#: tc ends with "Command line is not complete".
+_NEXT_ARG_FIRST = frozenset(("bpf", "csum", "gate", "ife", "mpls", "nat", "pedit", "police",
+                             "simple", "skbedit", "skbmod", "tunnel_key", "vlan"))
 
 
 def verdict_word(token: str | None) -> str | None:
@@ -64,6 +69,8 @@ def parse_action(w: Words, kinds: dict) -> R.Action:
     kind = "gact" if verdict_word(word) else word
     parse = kinds.get(kind)
     if parse is None:
+        if kind in _NEXT_ARG_FIRST and left == 1:
+            raise incomplete()
         if kind in TC_ONLY_KINDS:
             raise CommandError(f"unsupported action '{kind}'")
         parse = kinds["gact"]  # tc: no module by that name, gact's parser takes the words

@@ -8,10 +8,18 @@ every kind and a bad value gets the same reply.
 
 from __future__ import annotations
 
+import contextvars
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from . import specs as S
+
+
+#: Where tc resolves a device while it parses (mirred's ``dev``), and so fails there before
+#: reading the rest of the line: whether a device exists. Set by the batch reader around each
+#: line it parses; unset (None), the encoder reports a missing device instead.
+DEVICES: contextvars.ContextVar[Callable[[str], bool] | None] = \
+    contextvars.ContextVar("tc_devices", default=None)
 
 
 class CommandError(Exception):

@@ -40,6 +40,14 @@ class Resolver:
             found = self._ifindex[dev] = self._lookup(dev)
         return found
 
+    def has_device(self, dev: str) -> bool:
+        """Whether ``dev`` exists (a lookup the ``ifindex`` cache then keeps)."""
+        try:
+            self.ifindex(dev)
+        except NotFoundError:
+            return False
+        return True
+
     def _lookup(self, dev: str) -> int:
         name = dev.encode()
         if not name or len(name) >= IFNAMSIZ or b"\0" in name:

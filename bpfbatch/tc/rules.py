@@ -98,11 +98,12 @@ class Mirred:
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
         if not self.direction:
             parms = S.TC_MIRRED.pack(self.index, 0, 0, 0, 0, 0, 0)
-        else:
-            eaction, control = S.MIRRED_MODES[self.direction, self.mode]
+        else:  # without a mode or a device tc sends zeros there (the kernel refuses them)
+            eaction, control = S.MIRRED_MODES.get((self.direction, self.mode), (0, 0))
             if self.verdict is not None:
                 control = S.control_value(self.verdict)
-            parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, self._ifindex(resolve))
+            ifindex = self._ifindex(resolve) if self.dev else 0
+            parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, ifindex)
         return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu, self.cookie)
 
     def _ifindex(self, resolve: Resolver) -> int:

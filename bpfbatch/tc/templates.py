@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 from ..errors import BpfBatchError
 from .message import LineError, Listing, Message, Parsed, undo_of
+from .grammar import DEVICES
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
 from . import rules as R
@@ -258,7 +259,11 @@ class TemplateReader:
 
     def _parsed(self, number: int, text: str | None, name: str) -> Parsed | Rule:
         """The full parser and encoder for one line (the rule itself if ``unencoded`` takes it)."""
-        rule = parse_numbered(number, text, name)
+        token = DEVICES.set(self._resolve.has_device)  # devices tc resolves while parsing
+        try:
+            rule = parse_numbered(number, text, name)
+        finally:
+            DEVICES.reset(token)
         if rule.__class__ in _NOT_RULES or (self._unencoded is not None and self._unencoded(rule)):
             return rule
         return encode_rule(rule, self._resolve, name, number)

@@ -22,7 +22,7 @@ Where: \tACTION := reclassify | drop | continue | pass | pipe |
 """
 
 
-def _usage(text: str = "") -> CommandError:
+def usage_error(text: str = "") -> CommandError:
     """gact's ``usage()``: the usage block, and tc exits (status 255)."""
     return CommandError(f"{text}\n{USAGE}" if text else USAGE, fatal=True)
 
@@ -40,19 +40,19 @@ def parse_action(w: Words, left: int) -> R.Gact:
     try:
         verdict = control(w)
     except CommandError as exc:
-        raise exc if exc.fatal else _usage(str(exc)) from None
+        raise exc if exc.fatal else usage_error(str(exc)) from None
     prob = None
     word = w.peek()
     if matches(word, "random"):
         prob = _random(w, left, kind_word)
     elif matches(word, "help"):
-        raise _usage()
+        raise usage_error()
     index = 0
     word = w.peek()
     if matches(word, "index"):
         index = _index(w, left, kind_word)
     elif matches(word, "help"):
-        raise _usage()
+        raise usage_error()
     return R.Gact(verdict, index, prob=prob)
 
 
@@ -71,7 +71,7 @@ def _random(w: Words, left: int, kind_word: str) -> tuple[int, str, int]:
     try:
         verdict = control(w)
     except CommandError as exc:
-        raise exc if exc.fatal else _usage(str(exc)) from None
+        raise exc if exc.fatal else usage_error(str(exc)) from None
     value = unsigned(w.peek(), 10, bits=16)
     if value is None:
         # tc prints its never-set field here: what it holds is not defined; 0 is printed
