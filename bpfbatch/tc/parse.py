@@ -23,7 +23,7 @@ from ..errors import InputError
 from . import rules as R
 from . import specs as S
 from .action_list import parse_actions
-from .grammar import (CommandError, Words, invalid, matches, parse_classid, parse_mac,
+from .grammar import (DEVICES, CommandError, Words, invalid, matches, parse_classid, parse_mac,
                       parse_qdisc_handle, parse_u32_handle, read_commands, split_words, unsigned)
 from .kinds import parsers
 from .kinds.u32 import filter_id as u32_filter_id
@@ -178,10 +178,18 @@ def _parse_filter(w: Words) -> R.Filter:
                 raise invalid(w.words[w.pos - 1], "invalid chain index value")
         elif word == "handle":
             handle_text = w.take("filter handle")
-        elif word in parsers("filter"):
-            classifier = parsers("filter")[word](w)
-        else:
-            raise CommandError(f"unsupported filter option or classifier '{word}'")
+        else:  # tc: any other word names the classifier, and the device is looked up first
+            exists = DEVICES.get()
+            if dev is not None and exists is not None and not exists(dev):
+                raise CommandError(f'Cannot find device "{dev}"')
+            parse = parsers("filter").get(word)
+            if parse is not None:
+                classifier = parse(w)
+            elif word in TC_ONLY_CLASSIFIERS or w.peek() is None:
+                raise CommandError(f"unsupported filter option or classifier '{word}'")
+            else:  # tc has no module by that name: its stand-in parser refuses any option
+                raise CommandError(f'Unknown filter "{word}", hence option "{w.peek()}" is '
+                                   "unparsable")
     if dev is None:
         raise CommandError("missing 'dev DEV'")
     return R.Filter(verb, dev, parent, classifier, prio, protocol,
@@ -199,6 +207,9 @@ def _filter_handle(text: str | None, classifier) -> int:
         raise CommandError('Illegal "handle"')
     return value
 
+
+#: tc 6.1's classifiers this package has no parser for (f_*.c): tc reads their options.
+TC_ONLY_CLASSIFIERS = frozenset(("basic", "cgroup", "flow", "fw", "route", "rsvp", "tcindex"))
 
 #: Command groups in tc's order of precedence for abbreviations ("a" is actions).
 _GROUPS = {"qdisc": _parse_qdisc, "class": _parse_class, "filter": _parse_filter,
