@@ -49,11 +49,15 @@ filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [
   matchall [skip_hw|skip_sw] [classid ID] [action ...]
   flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
 actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N ...
-ACTION := action (gact CONTROL | CONTROL) [index N] [cookie HEX] [no_percpu]
+qdisc|class|filter show|list|ls ...   filter|actions get ...   actions list|flush action KIND
+      (read-only lines and flush: run by iproute2's tc at their point of the batch)
+ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [cookie HEX]
+                 [no_percpu]
+        | action gact index N
         | action mirred egress|ingress redirect|mirror [index N] dev DEV [CONTROL (mirror only)]
                  [index N] [cookie HEX] [no_percpu]
         | action mirred index N
-CONTROL := drop|pass|ok|pipe|continue|reclassify | jump N | goto chain N"""
+CONTROL := drop|shot|pass|ok|pipe|continue|reclassify|trap (or a prefix) | jump N | goto chain N"""
 
 
 def _parse_actions_command(w: Words) -> R.Actions:
