@@ -99,10 +99,19 @@ def _placement(w: Words, word: str, where: dict) -> bool:
     elif word == "root":
         where["parent"] = S.TC_H_ROOT
     elif word == "parent":
-        where["parent"] = w.handle("parent", parse_classid)
+        where["parent"] = _id(w, parse_classid, "invalid parent ID")
     else:
         return False
     return True
+
+
+def _id(w: Words, parse, what: str) -> int:
+    """A handle or class id of tc_qdisc.c/tc_class.c: a bad one is ``invarg()``, which exits."""
+    word = w.take("id")
+    value = parse(word)
+    if value is None:
+        raise invalid(word, what)
+    return value
 
 
 def _parse_qdisc(w: Words) -> R.Qdisc:
@@ -114,7 +123,7 @@ def _parse_qdisc(w: Words) -> R.Qdisc:
         if _placement(w, word, where):
             continue
         if word == "handle":
-            handle = w.handle("qdisc handle", parse_qdisc_handle)
+            handle = _id(w, parse_qdisc_handle, "invalid qdisc ID")
         elif word in parsers("qdisc"):
             kind = parsers("qdisc")[word](w, word)
         else:
@@ -133,7 +142,7 @@ def _parse_class(w: Words) -> R.Class:
         if _placement(w, word, where):
             continue
         if word == "classid":
-            classid = w.handle("classid", parse_classid)
+            classid = _id(w, parse_classid, "invalid class ID")
         elif word in parsers("class"):
             kind = parsers("class")[word](w)
         else:

@@ -4,7 +4,7 @@ kind's own words. Not a kind: it names none."""
 from __future__ import annotations
 
 from ..action_list import parse_actions
-from ..grammar import CommandError, Words, parse_classid
+from ..grammar import CommandError, Words, illegal_unless, parse_classid
 
 
 def classifier_options(w: Words, kind: str, extra) -> dict:
@@ -13,7 +13,7 @@ def classifier_options(w: Words, kind: str, extra) -> dict:
     while (word := w.peek()) is not None:
         w.pos += 1
         if word in ("classid", "flowid"):
-            opts["classid"] = w.handle("classid", parse_classid)
+            opts["classid"] = illegal_unless(parse_classid(w.take("classid")), "classid")
         elif word in ("action", "actions"):
             w.pos -= 1
             opts["actions"] = parse_actions(w)
