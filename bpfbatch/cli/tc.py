@@ -7,12 +7,12 @@ spellings (``-force``, ``-batch``, ``-netns``, ``-json``, any prefix tc accepts)
 from __future__ import annotations
 
 import contextlib
-import signal
 import sys
 
 import typer
 
-from ..errors import InputError
+from ..errors import InputError, Interrupted
+from ..interrupts import raised_as_interrupted
 
 commands = typer.Typer()
 
@@ -45,7 +45,9 @@ def _print_failure(failure) -> None:
     (not after a line tc's parser exits on: tc prints nothing more)."""
     from ..tc import specs as S
 
-    if failure.extack:
+    if failure.said:  # a listing line tc ran: it printed its reason itself
+        pass
+    elif failure.extack:
         print(f"Error: {_kernel_text(failure.extack)}", file=sys.stderr)
     elif failure.errno is not None:
         print(f"RTNETLINK answers: {failure.text}", file=sys.stderr)
@@ -57,10 +59,6 @@ def _print_failure(failure) -> None:
         print('Command "action" is unknown, try "tc actions help".', file=sys.stderr)
     if not failure.fatal:
         print(f"Command failed {failure.where}", file=sys.stderr)
-
-
-def _interrupted(signum: int, _frame) -> None:
-    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _print_warning(_line: int, text: str) -> None:
@@ -76,7 +74,7 @@ def tc_batch(
     netns: str = typer.Option(None, "-n", "--netns", metavar="NAME",
                               help="Network namespace (`ip netns` name) to configure."),
     json_: bool = typer.Option(False, "-j", "--json",
-                               help="Accepted as tc accepts it; a batch of changes prints nothing."),
+                               help="Listings of read-only lines (filter show, actions list, ...) as JSON, as tc -j."),
     batch_bytes: int = typer.Option(None, "--batch-bytes", metavar="N", min=1024,
                                     help="Bytes per sendmsg (default 256 KiB; capped by the "
                                          "socket's send limit)."),
@@ -85,7 +83,28 @@ def tc_batch(
                                        "messages, up to 32 actions each."),
 ) -> None:
     """Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages per sendmsg."""
+    with raised_as_interrupted():  # SIGINT/SIGTERM/SIGHUP: one line saying what was applied
+        done = []  # the report, once the send returned it
+        try:
+            _send(batch, force, netns, batch_bytes, coalesce, json_, done)
+        except Interrupted as exc:
+            if not exc.message:  # outside the send: before it began, or once it was done
+                exc.obj = batch
+                exc.message = f"after {done[0].summary()}" if done else "before any line was sent"
+            raise
+    report = done[0]
+    if report.fatal:
+        raise typer.Exit(EXIT_FATAL)
+    if not report.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _send(batch: str, force: bool, netns: str | None, batch_bytes: int | None, coalesce: bool,
+          json_: bool, done: list) -> None:
+    """Open the file and the session, send, append the report to ``done`` (kept when a signal
+    lands while the session closes)."""
     from ..tc import DEFAULT_BATCH_BYTES, Session
+    from ..tc.listing import tc_printer
 
     if batch == "-":
         stream, name = contextlib.nullcontext(sys.stdin), "-"  # stdin is not ours to close
@@ -94,12 +113,8 @@ def tc_batch(
             stream, name = open(batch, encoding="utf-8", errors="surrogateescape"), batch
         except OSError as exc:
             raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch) from None
-    signal.signal(signal.SIGTERM, _interrupted)  # reported like Ctrl-C: what was applied
     with stream as lines, Session(netns=netns, force=force, coalesce=coalesce,
                                   on_failure=_print_failure, on_warning=_print_warning,
+                                  on_listing=tc_printer(netns, json=json_),
                                   batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
-        report = session.send_batch(lines, name)
-    if report.fatal:
-        raise typer.Exit(EXIT_FATAL)
-    if not report.ok:
-        raise typer.Exit(EXIT_FAILED)
+        done.append(session.send_batch(lines, name))

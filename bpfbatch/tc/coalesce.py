@@ -22,12 +22,12 @@ from collections.abc import Iterable, Iterator
 from ..errors import BpfBatchError
 from . import rules as R
 from . import specs as S
-from .message import BY_INDEX, Joined, LineError, Message, Parsed
+from .message import BY_INDEX, Joined, LineError, Listing, Message, Parsed
 from .resolve import Resolver
 from .templates import encode_rule
 
 #: Reader items passed through as they are; anything else is a rule still to be encoded.
-_ENCODED = (Message, LineError)
+_ENCODED = (Message, LineError, Listing)
 
 
 #: Actions whose message carries their index in its parms (an ActionRef names no kind options).

@@ -80,9 +80,18 @@ class Joined(NamedTuple):
     split: Callable[[], tuple[Message, ...]]
 
 
+class Listing(NamedTuple):
+    """A line tc answers by printing (``filter show``, ``actions list``, ``qdisc show``,
+    ``class show``, ``... get``, ``help``) or ``actions flush``: no message of ours. The sender
+    settles every line before it, then hands its ``words`` to whoever prints listings (the
+    CLI runs iproute2's tc on them, so the listing is tc's own, text or JSON)."""
+
+    words: tuple[str, ...]
+
+
 #: What the batch reader yields per command: the message to send, or why there is none; with
 #: coalescing, also one message for several lines (yielded with its last line).
-Parsed = Message | Joined | LineError
+Parsed = Message | Joined | LineError | Listing
 
 
 class Undo(NamedTuple):

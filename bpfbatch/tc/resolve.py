@@ -15,7 +15,7 @@ import os
 import socket
 import struct
 
-from ..errors import NotFoundError
+from ..errors import KernelError, NotFoundError
 
 SIOCGIFINDEX = 0x8933
 BPF_PROG_TYPE_SCHED_CLS = 3
@@ -40,6 +40,14 @@ class Resolver:
             found = self._ifindex[dev] = self._lookup(dev)
         return found
 
+    def has_device(self, dev: str) -> bool:
+        """Whether ``dev`` exists (a lookup the ``ifindex`` cache then keeps)."""
+        try:
+            self.ifindex(dev)
+        except NotFoundError:
+            return False
+        return True
+
     def _lookup(self, dev: str) -> int:
         name = dev.encode()
         if not name or len(name) >= IFNAMSIZ or b"\0" in name:
@@ -56,7 +64,13 @@ class Resolver:
         if fd is None:
             from .._sys import libbpf  # loads libbpf: only batches with bpf filters pay for it
 
-            fd = self._program_fd[path] = libbpf.obj_fd_by_path(path, read_only=False)
+            try:
+                fd = libbpf.obj_fd_by_path(path, read_only=False)
+            except KernelError as exc:  # in tc's words (f_bpf's bpf_parse_opt)
+                raise NotFoundError(f"Couldn't retrieve pinned program '{path}': "
+                                    f"{os.strerror(exc.errno)}\nUnable to parse bpf command line"
+                                    ) from None
+            self._program_fd[path] = fd
         return fd
 
     def object_program_fd(self, path: str, section: str) -> int:
@@ -67,6 +81,8 @@ class Resolver:
         if fd is None:
             from ..loader import BpfObject  # loads libbpf: only batches that need it pay
 
+            if not os.access(path, os.R_OK):  # tc's words when it cannot read the ELF file
+                raise NotFoundError("Cannot initialize ELF context!\nUnable to load program")
             with BpfObject(path) as obj:
                 program = obj.only_section(section, BPF_PROG_TYPE_SCHED_CLS)
                 obj.load()

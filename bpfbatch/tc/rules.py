@@ -53,18 +53,26 @@ def _action_attrs(kind: bytes, parms_type: int, parms: bytes, no_percpu: bool,
 
 @dataclasses.dataclass(slots=True)
 class Gact:
-    """gact: a plain verdict (``drop``, ``pass``/``ok``, ``pipe``, ``continue``, ``reclassify``)."""
+    """gact: a verdict (``drop``, ``pass``/``ok``, ``pipe``, ``continue``, ``reclassify``,
+    ``trap``, ``jump N``, ``goto chain N``); ``prob`` (random type — 1 netrand, 2 determ —,
+    verdict, value 0..10000) takes the other verdict at random (tc's ``random``)."""
 
     verdict: str = "pass"
     index: int = 0
     no_percpu: bool = False
     #: Up to 16 bytes the kernel stores with the action (tc's ``cookie HEX``).
     cookie: bytes | None = None
+    prob: tuple[int, str, int] | None = None
     kind = "gact"
 
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
         parms = S.TC_GACT.pack(self.index, 0, S.control_value(self.verdict), 0, 0)
-        return _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu, self.cookie)
+        attrs = _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu, self.cookie)
+        if self.prob is None:
+            return attrs
+        ptype, verdict, value = self.prob
+        prob = (S.TCA_GACT_PROB, S.TC_GACT_P.pack(ptype, value, S.control_value(verdict)))
+        return (attrs[0], (attrs[1][0], attrs[1][1] + (prob,))) + attrs[2:]
 
 
 @dataclasses.dataclass(slots=True)
@@ -90,11 +98,12 @@ class Mirred:
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
         if not self.direction:
             parms = S.TC_MIRRED.pack(self.index, 0, 0, 0, 0, 0, 0)
-        else:
-            eaction, control = S.MIRRED_MODES[self.direction, self.mode]
+        else:  # without a mode or a device tc sends zeros there (the kernel refuses them)
+            eaction, control = S.MIRRED_MODES.get((self.direction, self.mode), (0, 0))
             if self.verdict is not None:
                 control = S.control_value(self.verdict)
-            parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, self._ifindex(resolve))
+            ifindex = self._ifindex(resolve) if self.dev else 0
+            parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, ifindex)
         return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu, self.cookie)
 
     def _ifindex(self, resolve: Resolver) -> int:
@@ -344,13 +353,17 @@ class U32:
     #: The order tc met these options in, which is the order it emits them in.
     order: tuple[str, ...] = dataclasses.field(
         default=("classid", "divisor", "link", "indev", "actions"), compare=False, repr=False)
+    #: Class ids a line gave before its last (``flowid 1:6 classid 1:5``): tc sends each, in
+    #: order (the kernel keeps the last).
+    earlier_classids: tuple[int, ...] = dataclasses.field(default=(), compare=False, repr=False)
     kind = "u32"
 
     def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
         attrs = []
+        classids = iter((*self.earlier_classids, self.classid))
         for name in self.order:
             if name == "classid" and self.classid is not None:
-                attrs.append(u32(S.U32Attr.CLASSID, self.classid))
+                attrs.append(u32(S.U32Attr.CLASSID, next(classids)))
             elif name == "divisor" and self.divisor:
                 attrs.append(u32(S.U32Attr.DIVISOR, self.divisor))
             elif name == "link" and self.link:

@@ -45,6 +45,7 @@ deleting it then also removes that instance's hash tables.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno as _errno
 import os
@@ -55,7 +56,7 @@ from typing import NamedTuple
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
 from . import specs as S
-from .message import (BY_INDEX, UNKNOWN, Joined, LineError, Message, Parsed, Undo, filter_delete,
+from .message import (BY_INDEX, UNKNOWN, Joined, LineError, Listing, Message, Parsed, Undo, filter_delete,
                       filter_get, undo_of)
 from .netlink import Reply, RtnlSocket
 from .release import filter_actions, releases, wait_released
@@ -87,6 +88,8 @@ class Failure:
     extack: str | None = None
     msg_type: int | None = None
     fatal: bool = False
+    #: The reason was printed already (by tc itself, for a listing line it failed).
+    said: bool = False
 
     @property
     def where(self) -> str:
@@ -171,13 +174,15 @@ class Sender:
     def __init__(self, sock: RtnlSocket, *, source: str, force: bool = False,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
                  on_failure: Callable[[Failure], None] | None = None,
-                 on_warning: Callable[[int, str], None] | None = None) -> None:
+                 on_warning: Callable[[int, str], None] | None = None,
+                 on_listing: Callable[[tuple[str, ...]], int] | None = None) -> None:
         self._sock = sock
         self._force = force
         #: Undo is needed when a failure must not leave later messages applied.
         self._may_undo = not force or coalesce
         self._on_failure = on_failure
         self._on_warning = on_warning
+        self._on_listing = on_listing
         self._send_limit = sock.max_send_bytes
         self._max_bytes = min(batch_bytes, self._send_limit)
         self._max_messages = sock.max_replies
@@ -203,8 +208,12 @@ class Sender:
         self._error: BaseException | None = None
         self._aborted = False
         self.report = Report(source)
-        self._thread = threading.Thread(target=self._send_loop, name="tc-batch-sender", daemon=True)
-        self._thread.start()
+        #: Set by the sending thread as it ends. Waited on instead of ``Thread.join``: a signal
+        #: handler raising inside ``join`` can leave a running thread marked as ended
+        #: (CPython's bpo-45274 cleanup releases the lock the thread still holds), and the
+        #: report would then be read while the last batch is still being settled.
+        self._ended = threading.Event()
+        threading.Thread(target=self._send_loop, name="tc-batch-sender", daemon=True).start()
 
     # --- packing (caller's thread) -------------------------------------------------------------
 
@@ -214,6 +223,8 @@ class Sender:
             return False
         if parsed.__class__ is LineError:
             return self._input_failure(line, parsed)
+        if parsed.__class__ is Listing:
+            return self._listing(line, parsed)
         if parsed.__class__ is Joined:
             self._queue(_joined_entry(parsed))
             return not self.report.stopped
@@ -228,10 +239,14 @@ class Sender:
         return not self.report.stopped
 
     def abort(self) -> None:
-        """Stop after the batch being sent (settled, undone as needed); send nothing more."""
+        """Stop after the batch being sent (its replies read and accounted, undone as needed);
+        send nothing more. Safe to call again when a signal interrupted it: the report is
+        whole only once this returns."""
         self._aborted = True
-        self._batches.put(None)
-        self._thread.join()
+        while not self._ended.is_set():
+            with contextlib.suppress(queue.Full):  # wakes the thread; batches left are dropped
+                self._batches.put_nowait(None)
+            self._ended.wait(0.05)
 
     def finish(self) -> Report:
         """Send whatever is queued, wait for every reply, and return the report."""
@@ -240,20 +255,48 @@ class Sender:
                 self._flush()
         finally:
             self._batches.put(None)
-            self._thread.join()
+            self._ended.wait()
         if self._error is not None:
             raise self._error
         return self.report
 
-    def _input_failure(self, line: int, failure: LineError) -> bool:
-        # Everything before this line goes first, so failures stay in line order.
+    def _settled(self) -> bool:
+        """Send and settle everything before this line (failures stay in line order, and a
+        listing shows them applied); False when sending has stopped."""
         self._flush()
         self._batches.join()
         if self._error is not None:
             raise self._error
-        report = self.report
-        if report.stopped:
+        return not self.report.stopped
+
+    def _listing(self, line: int, listing: Listing) -> bool:
+        """A line tc answers by printing: every line before it settled, then ``on_listing``
+        prints it and says tc's exit status (255: tc's parser ended the batch)."""
+        if not self._settled():
             return False
+        report = self.report
+        report.commands += 1
+        report.last_line = line
+        if self._on_listing is None:
+            self._fail(Failure(report.source, line, f"'{' '.join(listing.words)}' prints a "
+                               "listing, and no printer was given"))
+            status = 1
+        else:
+            status = self._on_listing(listing.words)
+            if status:
+                self._fail(Failure(report.source, line, f"'{' '.join(listing.words)}' failed "
+                                   f"(status {status})", fatal=status == 255, said=True))
+        if not status:
+            report.applied += 1
+        elif status == 255 or not self._force:
+            report.stopped = True
+            report.fatal = status == 255
+        return not report.stopped
+
+    def _input_failure(self, line: int, failure: LineError) -> bool:
+        if not self._settled():
+            return False
+        report = self.report
         report.commands += 1
         report.last_line = line
         # the message alone: "Command failed FILE:LINE" names the line, as in tc
@@ -336,6 +379,12 @@ class Sender:
     # --- sending (sending thread) --------------------------------------------------------------
 
     def _send_loop(self) -> None:
+        try:
+            self._send_batches()
+        finally:
+            self._ended.set()
+
+    def _send_batches(self) -> None:
         while True:
             batch = self._batches.get()
             try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
-from ..errors import BpfBatchError, InputError
+from ..errors import BpfBatchError, InputError, Interrupted
 from .coalesce import coalesce, coalescible
 from .netns import entered as in_netns
 from .netlink import RtnlSocket
@@ -31,6 +31,16 @@ class BatchInterrupted(BpfBatchError):
         super().__init__(f"{what}; {report.summary()}", obj=report.source)
         self.report = report
 
+def _stop(sender: Sender) -> None:
+    """``sender.abort()``, begun again when a further signal interrupts it."""
+    while True:
+        try:
+            sender.abort()
+            return
+        except (Interrupted, KeyboardInterrupt):
+            continue
+
+
 #: Receive-buffer request: the kernel doubles it; replies are small and few (one per failure
 #: plus one per send), but a send of all-failing messages must still fit.
 _RCVBUF = 16 << 20
@@ -40,7 +50,8 @@ class Session:
     """Send tc rules in batches. ``netns`` is an ``ip netns`` name (or a path); ``force`` keeps
     going after failures; ``coalesce`` packs consecutive ``actions add`` into shared messages;
     ``on_failure`` sees each failed command as it is known, in line order (called from the
-    sender's thread). A session can send several batches; close it (or use ``with``) to release
+    sender's thread); ``on_listing`` prints a read-only line's listing (see :mod:`.listing`)
+    once every line before it is settled, and returns tc's exit status for it. A session can send several batches; close it (or use ``with``) to release
     the socket and any pinned-program fds. Example::
 
         with Session(netns="lab") as tc:
@@ -51,12 +62,13 @@ class Session:
     def __init__(self, *, netns: str | None = None, force: bool = False,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
                  on_failure: Callable[[Failure], None] | None = None,
-                 on_warning: Callable[[int, str], None] | None = None) -> None:
+                 on_warning: Callable[[int, str], None] | None = None,
+                 on_listing: Callable[[tuple[str, ...]], int] | None = None) -> None:
         if batch_bytes < MIN_BATCH_BYTES:
             raise InputError(f"must be at least {MIN_BATCH_BYTES}", obj="batch_bytes")
         self._coalesce = coalesce
         self._options = dict(force=force, batch_bytes=batch_bytes, coalesce=coalesce,
-                             on_failure=on_failure, on_warning=on_warning)
+                             on_failure=on_failure, on_warning=on_warning, on_listing=on_listing)
         with in_netns(netns):
             self._sock = RtnlSocket(sndbuf=batch_bytes + 64, rcvbuf=_RCVBUF)
             try:
@@ -83,7 +95,13 @@ class Session:
         return self._run(coalesce(lines, self._resolve, name), name)
 
     def _run(self, items, source: str) -> Report:
-        """Feed the sender; on a signal or any error, stop cleanly and say what was applied."""
+        """Feed the sender; on a signal or any error, stop cleanly and say what was applied.
+
+        The report is made only once the batch in flight is settled (its replies read: the
+        kernel has applied it), so it says exactly what the kernel holds. A signal that lands
+        while stopping (a second SIGINT) does not cut that short. The CLI's
+        :class:`~bpfbatch.errors.Interrupted` goes on with the report as its message (the CLI
+        exits 128 + the signal); anything else becomes :class:`BatchInterrupted`."""
         sender = Sender(self._sock, source=source, **self._options)
         try:
             for line, parsed in items:
@@ -91,7 +109,10 @@ class Session:
                     break
             return sender.finish()
         except BaseException as exc:
-            sender.abort()
+            _stop(sender)
+            if isinstance(exc, Interrupted):
+                exc.obj, exc.message = source, f"after {sender.report.summary()}"
+                raise
             raise BatchInterrupted(exc, sender.report) from exc
 
     def close(self) -> None:

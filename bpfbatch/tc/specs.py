@@ -126,12 +126,23 @@ class Verdict(IntEnum):
     SHOT = 2
     PIPE = 3
     STOLEN = 4
+    TRAP = 8
 
 
 #: gact verdict words (tc/tc_util.c action_a2n).
 GACT_VERDICTS = {"continue": Verdict.UNSPEC, "drop": Verdict.SHOT, "shot": Verdict.SHOT,
                  "pass": Verdict.OK, "ok": Verdict.OK, "reclassify": Verdict.RECLASSIFY,
-                 "pipe": Verdict.PIPE}
+                 "pipe": Verdict.PIPE, "trap": Verdict.TRAP}
+#: ``action_a2n``'s words in its order: a prefix names the first word it begins.
+CONTROL_WORDS = ("continue", "drop", "shot", "pass", "ok", "reclassify", "pipe", "goto", "jump",
+                 "trap")
+#: The largest chain index or jump count a control verdict carries (TC_ACT_EXT_VAL_MASK).
+TC_ACT_EXT_VAL_MASK = 0x0FFFFFFF
+TCA_GACT_PROB = 3
+#: struct tc_gact_p: ptype, pval, paction.
+TC_GACT_P = struct.Struct("=HHi")
+#: gact's ``random`` types (PGACT_NETRAND, PGACT_DETERM).
+GACT_RANDOM = {"netrand": 1, "determ": 2}
 
 TC_ACT_JUMP = 0x10000000
 TC_ACT_GOTO_CHAIN = 0x20000000

@@ -42,7 +42,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ..errors import BpfBatchError
-from .message import LineError, Message, Parsed, undo_of
+from .message import LineError, Listing, Message, Parsed, undo_of
+from .grammar import DEVICES
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
 from . import rules as R
@@ -196,6 +197,8 @@ def _line_pattern(shape: tuple[str, ...]) -> re.Pattern:
     return re.compile(re.escape(shape[0]) + fields)
 
 
+#: What the parser gives in place of a rule: passed on as it is.
+_NOT_RULES = (LineError, Listing)
 #: Shapes the probes refused: they stay on the full parser.
 _UNTEMPLATABLE = object()
 
@@ -256,8 +259,12 @@ class TemplateReader:
 
     def _parsed(self, number: int, text: str | None, name: str) -> Parsed | Rule:
         """The full parser and encoder for one line (the rule itself if ``unencoded`` takes it)."""
-        rule = parse_numbered(number, text, name)
-        if rule.__class__ is LineError or (self._unencoded is not None and self._unencoded(rule)):
+        token = DEVICES.set(self._resolve.has_device)  # devices tc resolves while parsing
+        try:
+            rule = parse_numbered(number, text, name)
+        finally:
+            DEVICES.reset(token)
+        if rule.__class__ in _NOT_RULES or (self._unencoded is not None and self._unencoded(rule)):
             return rule
         return encode_rule(rule, self._resolve, name, number)
 
@@ -265,7 +272,7 @@ class TemplateReader:
                      name: str) -> Parsed | Rule:
         """A shape without a template yet: parse; on its second line, build the template."""
         message = self._parsed(number, text, name)
-        if message.__class__ is LineError:
+        if message.__class__ in _NOT_RULES:
             return message
         if shape not in self._seen:
             if len(self._seen) >= MAX_SEEN:

@@ -67,6 +67,12 @@ filter add dev vethA prio 1 protocol ip ingress handle 2  flower skip_hw src_mac
 filter replace dev vethA prio 1 protocol ip ingress handle 1  flower skip_hw src_mac e4:11:00:00:00:00 dst_mac e4:12:00:00:00:00 action drop 
 filter del dev vethA prio 1 protocol ip ingress handle 1 flower
 actions add action gact drop index 1
+actions add action pass random determ drop 2 index 90
+actions add action pass random netrand goto chain 1 2 index 91
+actions add action gact index 1
+actions add action gact goto chain 5 index 4 action trap action dr i 3 action rec
+actions replace action goto chain 42 random determ drop 5 index 90 cookie c1a0c1a0
+filter add dev vethA ingress protocol ip prio 14 u32 match ip dst 10.0.0.9/32 flowid 1:6 classid 1:5 action drop flowid 1:7
 actions add action pass
 actions add action gact reclassify index 3 no_percpu
 actions add action mirred egress redirect dev vethB index 9 no_percpu

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from bpfbatch.errors import BpfBatchError
 from bpfbatch.tc import specs as S
 from bpfbatch.tc.coalesce import coalesce, coalescible
-from bpfbatch.tc.message import Joined, LineError, Message, undo_of
+from bpfbatch.tc.message import Joined, LineError, Listing, Message, undo_of
 from bpfbatch.tc.parse import CommandError, parse_command, parse_numbered
 from bpfbatch.tc.rules import Actions
 from bpfbatch.tc.templates import TemplateReader
@@ -36,6 +36,8 @@ def coalesced(lines: list[str], resolve) -> list:
 def _outcome(item) -> tuple:
     if isinstance(item, LineError):
         return "error", str(item.error), item.fatal
+    if isinstance(item, Listing):
+        return "listing", item.words
     return item.msg_type, item.flags, bytes(item.body)
 
 

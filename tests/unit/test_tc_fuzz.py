@@ -1,6 +1,7 @@
 """A grammar fuzzer of the batch parser and encoder: lines built from tc's own words, numbers
 at and past every range edge, and junk. Whatever the line, the reader yields an encoded message
-or a LineError naming the line — only the project's errors, never a traceback; with
+or a LineError naming the line (or, for a read-only line, its Listing) — only the project's
+errors, never a traceback; with
 ``--coalesce`` every line still sends the same bytes or fails the same way."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpfbatch.errors import BpfBatchError
-from bpfbatch.tc.message import LineError, Message
+from bpfbatch.tc.message import LineError, Listing, Message
 from bpfbatch.tc.templates import TemplateReader
 
 from test_tc_coalesce import coalesced, per_line, plain
@@ -51,7 +52,7 @@ def test_only_project_errors_escape(lines):
             if isinstance(parsed, LineError):
                 assert isinstance(parsed.error, BpfBatchError)
                 assert str(parsed.error).startswith(f"fuzz.tc:{number}: ")
-            else:
+            elif not isinstance(parsed, Listing):
                 assert isinstance(parsed, Message) and len(parsed.body) >= 4
         # coalescing changes how lines travel, never what each line sends or why it fails
         assert per_line(coalesced(text, devices)) == plain(text, devices)

@@ -9,9 +9,9 @@ import tracemalloc
 import pytest
 
 from bpfbatch.errors import InputError
-from bpfbatch.tc.message import LineError
+from bpfbatch.tc.message import LineError, Listing
 from bpfbatch.tc import specs as S
-from bpfbatch.tc.parse import (parse_batch, parse_classid, parse_command, parse_u32_handle,
+from bpfbatch.tc.parse import (CommandError, parse_batch, parse_classid, parse_command, parse_u32_handle,
                                read_commands, split_words)
 from bpfbatch.tc.htb import HtbClass, parse_rate
 from bpfbatch.tc.rules import (EGRESS, INGRESS, ActionRef, Actions, Class, Filter, Gact, Htb,
@@ -121,6 +121,54 @@ def test_actions_commands():
         (Mirred("egress", "redirect", "b"), Gact("pass"))
 
 
+def test_gact_forms_tc_reads():
+    """m_gact.c's grammar: random, an index alone (an existing action), verdict prefixes, and
+    any word with no action module of its own falling to gact."""
+    assert parse_command("actions add action pass random determ drop 2 index 90").actions == \
+        (Gact("pass", 90, prob=(S.GACT_RANDOM["determ"], "drop", 2)),)
+    assert parse_command("actions add action gact index 1").actions == (Gact("pass", 1),)
+    assert parse_command("actions add action gact goto chain 5 index 4").actions == \
+        (Gact("goto chain 5", 4),)
+    assert parse_command("actions add action dr i 3 action rec").actions == \
+        (Gact("drop", 3), Gact("reclassify"))
+    assert parse_command("actions add action trap").actions == (Gact("trap"),)
+    # an action list ends at flowid/classid: u32 reads them
+    rule = parse_command("filter add dev a ingress u32 match u32 0 0 action drop flowid 1:5")
+    assert rule.classifier.actions == (Gact("drop"),) and rule.classifier.classid == 0x10005
+
+
+@pytest.mark.parametrize("line,text,fatal", [
+    ("actions add action pump index 386", "Bad action type pump\nUsage: ... gact <ACTION>", True),
+    ("actions add action gact", 'Command line is not complete. Try option "help"', True),
+    ("actions add action pass help", "Usage: ... gact <ACTION> [RAND] [INDEX]", True),
+    ("actions add action drop index 4294967296", 'Illegal "index"\nbad action parsing\n'
+     "parse_action: bad value (3:drop)!\nIllegal \"action\"", False),
+    ("actions add action pass random foo drop 2", 'Illegal "random type"\nbad action parsing\n'
+     "parse_action: bad value (5:pass)!", False),
+    ("actions add action pass random determ drop 20000", "Illegal probability val  0x4e20\n", False),
+    ("actions add action pass random determ", "Command line is not complete.", True),
+    ("actions add action goto 5", '"chain index" expected\nUsage: ... gact', True),
+    ("actions add action jump x", 'Invalid "jump count" (x)\nUsage: ... gact', True),
+])
+def test_gact_refusals_in_tcs_words(line, text, fatal):
+    with pytest.raises(CommandError) as refused:
+        parse_command(line)
+    assert str(refused.value).startswith(text) and refused.value.fatal == fatal
+
+
+@pytest.mark.parametrize("line", ["filter show dev a ingress", "f ls dev a", "filter get dev a",
+                                  "actions list action mirred", "a get action gact index 1",
+                                  "actions flush action mirred", "qdisc", "class show dev a",
+                                  "q s dev a", "filter help"])
+def test_read_only_lines_are_listings(line):
+    assert parse_command(line) == Listing(tuple(line.split()))
+
+
+def test_write_verbs_take_a_prefix_first():
+    # tc checks add/change/replace/delete before its listing verbs: "d" deletes
+    assert parse_command("filter d dev a ingress").verb == "del"
+
+
 def test_tdc_batch_lines():
     rule = parse_command("filter add dev v prio 1 protocol ip ingress handle 1  flower skip_hw "
                          "src_mac e4:11:00:00:01:02 dst_mac e4:12:00:00:01:02 action drop index 1")
@@ -132,7 +180,6 @@ def test_tdc_batch_lines():
 @pytest.mark.parametrize("line,message", [
     ("chain add dev a", "unsupported command 'chain'"),
     ("monitor", "unsupported command 'monitor'"),
-    ("filter get dev a ingress u32", "unsupported command 'get'"),
     ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", 'What is "police"? Usage: ... u32'),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress fw", "unsupported filter option or classifier 'fw'"),
@@ -147,7 +194,7 @@ def test_tdc_batch_lines():
     ("actions add action mirred sideways redirect dev b", "mirred option not supported sideways "
      "bad action parsing parse_action: bad value (5:mirred)! Illegal \"action\""),
     ("actions add action mirred egress redirect index 3", 'Command line is not complete.'),
-    ("actions add action gact frobnicate", "Bad action type frobnicate"),
+    ("actions add action gact frobnicate", "Bad action type frobnicate Usage: ... gact"),
     ("actions del action mirred 9", "expected 'index', got '9'"),
     ("qdisc add ingress", "missing 'dev DEV'"),
     ("class add dev a parent 1: classid 1:1 htb ceil 1mbit", "htb class needs 'rate RATE'"),

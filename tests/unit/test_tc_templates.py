@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from bpfbatch.errors import BpfBatchError, NotFoundError
 from bpfbatch.tc import templates
+from bpfbatch.tc.grammar import DEVICES
 from bpfbatch.tc.parse import parse_batch
 from bpfbatch.tc.resolve import Resolver
 from bpfbatch.tc.message import LineError
@@ -52,8 +53,12 @@ def _both_paths(lines: list[str], resolve) -> tuple[list, list, int]:
     """(fast outcomes, full-parser outcomes, how many lines came from templates)."""
     reader = TemplateReader(resolve)
     fast = list(reader.read(lines, "t.tc"))
-    full = [(n, r if isinstance(r, LineError) else encode_rule(r, resolve, "t.tc", n))
-            for n, r in parse_batch(lines, "t.tc")]
+    token = DEVICES.set(resolve.has_device)  # the full parser with the devices the reader knows
+    try:
+        full = [(n, r if isinstance(r, LineError) else encode_rule(r, resolve, "t.tc", n))
+                for n, r in parse_batch(lines, "t.tc")]
+    finally:
+        DEVICES.reset(token)
     assert [n for n, _ in fast] == [n for n, _ in full]
     filled = reader.filled
     return [_outcome(i, resolve) for _, i in fast], [_outcome(i, resolve) for _, i in full], filled

@@ -1,0 +1,144 @@
+"""A list of actions, as iproute2's ``m_action.c`` reads it: ``action KIND ...`` groups, each
+kind's options read by its module in :mod:`.kinds`, then the words every action takes
+(``cookie``, ``no_percpu``); and the control verdicts (``parse_action_control``) several kinds
+share.
+
+As in tc, any word where an action may start opens one: a control verdict (or a prefix of one)
+is gact's, a kind with a module here is read by it, and any other word falls to gact (tc finds
+no module for it and loads gact in its place), whose parser then refuses it with its usage.
+``flowid``/``classid`` end the list (the classifier reads them)."""
+
+from __future__ import annotations
+
+from . import rules as R
+from . import specs as S
+from .grammar import CommandError, Words, matches, unsigned
+from .kinds import parsers
+
+_MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
+#: tc 6.1's action modules this package has no parser for: tc reads their options, so a line
+#: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
+#: built into Debian's tc, which reads it as gact).
+TC_ONLY_KINDS = frozenset(("bpf", "connmark", "csum", "ct", "ctinfo", "gate", "ife", "mpls",
+                           "nat", "pedit", "police", "sample", "simple", "skbedit", "skbmod",
+                           "tunnel_key", "vlan", "xt"))
+#: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
+#: tc ends with "Command line is not complete".
+_NEXT_ARG_FIRST = frozenset(("bpf", "csum", "gate", "ife", "mpls", "nat", "pedit", "police",
+                             "simple", "skbedit", "skbmod", "tunnel_key", "vlan"))
+
+
+def verdict_word(token: str | None) -> str | None:
+    """``action_a2n``: the control word ``token`` names (itself or a prefix of it, the first in
+    tc's order), or None."""
+    if token in S.GACT_VERDICTS:
+        return token
+    return next((word for word in S.CONTROL_WORDS if matches(token, word)), None)
+
+
+def parse_actions(w: Words) -> tuple[R.Action, ...]:
+    """One or more actions, the cursor on the first ``action``.
+
+    As in tc's ``parse_action``, a cookie stays set for the rest of the command: an action
+    without one of its own carries the last one given before it (tc keeps one cookie buffer
+    per command and never clears it)."""
+    kinds = parsers("action")
+    actions = []
+    cookie = None
+    while (word := w.peek()) is not None:
+        if word in ("action", "actions"):
+            w.pos += 1
+            continue
+        if word in ("flowid", "classid"):
+            break
+        action = parse_action(w, kinds)
+        if action.cookie is None:
+            action.cookie = cookie
+        cookie = action.cookie
+        actions.append(action)
+    if len(actions) > S.TCA_ACT_MAX_PRIO:
+        raise CommandError(f"more than {S.TCA_ACT_MAX_PRIO} actions")
+    return tuple(actions)
+
+
+def parse_action(w: Words, kinds: dict) -> R.Action:
+    """One action, the cursor on its kind word (each kind's parser starts there, as tc's
+    ``parse_aopt`` does)."""
+    left = w.left()
+    word = w.peek()
+    kind = "gact" if verdict_word(word) else word
+    parse = kinds.get(kind)
+    if parse is None:
+        if kind in _NEXT_ARG_FIRST and left == 1:
+            raise incomplete()
+        if kind in TC_ONLY_KINDS:
+            raise CommandError(f"unsupported action '{kind}'")
+        parse = kinds["gact"]  # tc: no module by that name, gact's parser takes the words
+    action = parse(w, left)
+    if w.peek() == "cookie":
+        w.pos += 1
+        action.cookie = _cookie(w.take("cookie"))
+    if w.peek() == "no_percpu":
+        w.pos += 1
+        action.no_percpu = True
+    return action
+
+
+def action_failed(text: str, left: int, kind: str) -> CommandError:
+    """A failure inside an action's own parser, followed by the lines tc's parse_action adds
+    (``left``: the words from the action's kind to the end of the line, tc's argc there;
+    ``kind``: the word there)."""
+    return CommandError(f"{text}\nbad action parsing\nparse_action: bad value ({left}:{kind})!\n"
+                        'Illegal "action"')
+
+
+def incomplete() -> CommandError:
+    """tc's ``NEXT_ARG()`` at the end of the line: ``incomplete_command()``, which exits."""
+    return CommandError('Command line is not complete. Try option "help"', fatal=True)
+
+
+def control(w: Words) -> str:
+    """A control verdict as tc's ``parse_action_control`` reads it, the cursor on it: a word of
+    :data:`~.specs.CONTROL_WORDS` (or a prefix), ``jump N`` or ``goto chain N``; the verdict in
+    :func:`~.specs.control_value`'s spelling. CommandError with tc's words otherwise."""
+    token = w.peek()
+    word = verdict_word(token)
+    if word is None:
+        raise CommandError(f"Bad action type {token}")
+    w.pos += 1
+    if word == "goto":
+        if not matches(_next(w), "chain"):
+            raise CommandError('"chain index" expected')
+        w.pos += 1
+        chain = unsigned(_next(w), 10)
+        if chain is None or chain > S.TC_ACT_EXT_VAL_MASK:
+            raise CommandError('Illegal "chain index"')
+        w.pos += 1
+        return f"goto chain {chain}"
+    if word == "jump":
+        count = unsigned(_next(w), 10)
+        if count is None or count > S.TC_ACT_EXT_VAL_MASK:
+            raise CommandError(f'Invalid "jump count" ({w.peek()})')
+        w.pos += 1
+        return f"jump {count}"
+    return word
+
+
+def _next(w: Words) -> str:
+    """tc's ``NEXT_ARG()``: the next word must be there."""
+    if w.peek() is None:
+        raise incomplete()
+    return w.peek()
+
+
+def _cookie(text: str) -> bytes:
+    if len(text) > 2 * _MAX_COOKIE:
+        raise CommandError(f'Error: argument "{text}" is wrong: {len(text)} Max allowed size '
+                           f"{2 * _MAX_COOKIE}", fatal=True)
+    try:
+        if len(text) % 2:
+            raise ValueError(text)
+        return bytes.fromhex(text)
+    except ValueError:
+        raise CommandError(f'Error: argument "{text}" is wrong: cookie must be a hex string',
+                           fatal=True) from None

@@ -1,0 +1,235 @@
+"""The words every tc command and kind shares, as iproute2's ``tc_util.c``/``utils.c`` read
+them: the batch reader (``getcmdline()``/``makeargs()``), a cursor over a command's words,
+handles, class ids, numbers and MAC addresses, and the error tc's parser raises.
+
+A kind's own parser (:mod:`.kinds`) is written over these, so a word means the same thing in
+every kind and a bad value gets the same reply.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable, Iterable, Iterator
+
+from . import specs as S
+
+
+#: Where tc resolves a device while it parses (mirred's ``dev``), and so fails there before
+#: reading the rest of the line: whether a device exists. Set by the batch reader around each
+#: line it parses; unset (None), the encoder reports a missing device instead.
+DEVICES: contextvars.ContextVar[Callable[[str], bool] | None] = \
+    contextvars.ContextVar("tc_devices", default=None)
+
+
+class CommandError(Exception):
+    """A parse failure inside one command; :func:`.parse.parse_numbered` adds FILE:LINE.
+    ``fatal``: tc's own parser exits on this input (``usage()``, ``invarg()``: status 255, the
+    rest of the batch never read, even with ``-force``); otherwise tc reports the line and goes
+    on."""
+
+    def __init__(self, text: str, *, fatal: bool = False) -> None:
+        super().__init__(text)
+        self.fatal = fatal
+
+
+def matches(token: str | None, word: str) -> bool:
+    """tc's ``matches()``: ``token`` is a non-empty prefix of ``word``."""
+    return bool(token) and word.startswith(token)
+
+
+def what_is(word: str, usage: str) -> str:
+    """tc's reply to an option a kind does not know: the word, then the kind's usage."""
+    return f'What is "{word}"?\n{usage}'
+
+
+def invalid(word: str, what: str) -> CommandError:
+    """tc's ``invarg()``: it prints this and exits."""
+    return CommandError(f'Error: argument "{word}" is wrong: {what}', fatal=True)
+
+
+def illegal_unless(value, option: str):
+    """``value``, or tc's ``Illegal "OPTION"`` when it is None."""
+    if value is None:
+        raise CommandError(f'Illegal "{option}"')
+    return value
+
+
+def split_words(text: str) -> list[str]:
+    """``makeargs()``: blank-separated words, a word opening with ``'``/``"`` runs to the same quote."""
+    if "'" not in text and '"' not in text:
+        return text.split()
+    words, pos, end = [], 0, len(text)
+    while pos < end:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos == end:
+            break
+        if text[pos] in "'\"":
+            close = text.find(text[pos], pos + 1)
+            if close < 0:
+                raise CommandError("unterminated quoted string")
+            words.append(text[pos + 1:close])
+            pos = close + 1
+        else:
+            stop = pos
+            while stop < end and text[stop] not in " \t\r\n":
+                stop += 1
+            words.append(text[pos:stop])
+            pos = stop
+    return words
+
+
+def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
+    """Yield ``(line_number, command_text)`` per logical command, numbered like tc; text None
+    when the input ends inside a continuation (tc: "Missing continuation line")."""
+    number = 0
+    pending: list[str] = []
+    for raw in lines:
+        number += 1
+        text = raw.split("#", 1)[0] if "#" in raw else raw
+        if text.endswith("\\\n"):
+            pending.append(text[:-2])
+            continue
+        if pending:
+            pending.append(text)
+            text = "".join(pending)
+            pending.clear()
+        if text and not text.isspace():
+            yield number, text
+    if pending:
+        yield number, None
+
+
+class Words:
+    """A cursor over one command's words, raising :class:`CommandError` with the offending token."""
+
+    __slots__ = ("words", "pos")
+
+    def __init__(self, words: list[str]) -> None:
+        words.append(None)  # end sentinel: peek and take need no length check
+        self.words = words
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        return self.words[self.pos]
+
+    def take(self, what: str) -> str:
+        word = self.words[self.pos]
+        if word is None:
+            raise CommandError(f"missing {what}")
+        self.pos += 1
+        return word
+
+    def left(self) -> int:
+        """Words from the cursor to the end of the command (tc's ``argc`` there)."""
+        return len(self.words) - 1 - self.pos
+
+    def number(self, what: str, base: int = 0) -> int:
+        word = self.take(what)
+        try:
+            value = int(word, base)
+        except ValueError:
+            raise CommandError(f"bad {what} '{word}'") from None
+        if not 0 <= value <= 0xFFFFFFFF:
+            raise CommandError(f"{what} out of range '{word}'")
+        return value
+
+    def handle(self, what: str, parse) -> int:
+        word = self.take(what)
+        value = parse(word)
+        if value is None:
+            raise CommandError(f"bad {what} '{word}'")
+        return value
+
+
+def unsigned(word: str | None, base: int = 0, bits: int = 32) -> int | None:
+    """``get_u32``/``get_unsigned``/``get_u16``: a C integer literal (base 0: 0x hex, 0 octal)
+    of at most ``bits`` bits; None where tc's reader fails."""
+    if not word or not word.isascii() or word[0] in "+-" or not word[-1].isalnum():
+        return None
+    try:
+        if base == 0 and len(word) > 1 and word[0] == "0" and word[1] not in "xX":
+            value = int(word, 8)
+        else:
+            value = int(word, base)
+    except ValueError:
+        return None
+    return value if value < 1 << bits else None
+
+
+@functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
+def parse_classid(text: str) -> int | None:
+    """``get_tc_classid``: ``root``, ``none``, ``MAJ:MIN`` / ``MAJ:`` (hex), or a bare hex number."""
+    if text == "root":
+        return S.TC_H_ROOT
+    if text == "none":
+        return 0
+    major, colon, minor = text.partition(":")
+    try:
+        maj = _hex(major)
+        if not colon:
+            return maj if major and maj <= 0xFFFFFFFF else None
+        low = _hex(minor)
+    except ValueError:
+        return None
+    if maj >= 1 << 16 or low >= 1 << 16:
+        return None
+    return maj << 16 | low
+
+
+@functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
+def parse_qdisc_handle(text: str) -> int | None:
+    """``get_qdisc_handle``: ``MAJ[:...]`` (hex)."""
+    major = text.partition(":")[0]  # tc reads the major and ignores what follows the colon
+    try:
+        maj = _hex(major) if major else -1
+    except ValueError:
+        return None
+    return maj << 16 if 0 <= maj < 1 << 16 else None
+
+
+@functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
+def parse_u32_handle(text: str) -> int | None:
+    """``get_u32_handle``: ``HTID:HASH:NODE`` (hex, parts optional) or ``0x...``."""
+    parts = text.split(":")
+    try:
+        if len(parts) == 1:
+            return _hex(text) if text.startswith("0x") else None
+        if len(parts) > 3:
+            return None
+        htid, bucket, node = (_hex(p) for p in (parts + ["", ""])[:3])
+    except ValueError:
+        return None
+    if htid >= 0x1000 or bucket >= 0x100 or node >= 0x1000:
+        return None
+    return htid << 20 | bucket << 12 | node
+
+
+def _hex(text: str) -> int:
+    """A hex field, empty meaning 0 (``strtoul(..., 16)`` on a handle part)."""
+    if not text:
+        return 0
+    if not text.isalnum() and not text.startswith("0x"):
+        raise ValueError(text)
+    return int(text, 16)
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def parse_mac(text: str) -> bytes | None:
+    """``aa:bb:cc:dd:ee:ff`` (one or two hex digits a part) → 6 bytes; None if malformed."""
+    parts = text.split(":")
+    if len(parts) != 6 or not all(1 <= len(p) <= 2 and _is_hex(p) for p in parts):
+        return None
+    return bytes(int(p, 16) for p in parts)
+
+
+def classifier_flag(word: str, opts: dict) -> bool:
+    """``skip_hw``/``skip_sw``, the flags every classifier takes, into ``opts["flags"]``."""
+    if word not in S.CLS_FLAGS:
+        return False
+    opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
+    return True

@@ -1,0 +1,75 @@
+"""Probe lines beyond the tdc cases, each the first line of a batch whose second line must then
+run (or not) as in tc: gact's and mirred's whole grammar, the action kinds tc falls back to
+gact for, and the words tc uses for a bad id, a missing program or device. Stdout, stderr, exit
+status and kernel state must equal ``tc -b``'s, with and without ``-force``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tc_helpers import side_by_side
+
+AFTER = "actions add action mirred egress redirect dev vethB index 5\n"
+
+PROBES = [
+    # gact (tdc 8e47, ca89, 2241 forms and their refusals)
+    "actions add action pass random determ drop 2 index 90",
+    "actions add action gact index 1",
+    "actions add action pump",
+    "actions add action mpls",
+    "actions add action gact bogus",
+    "actions add action drop index 99999999999",
+    "actions add action pass random foo drop 2",
+    "actions add action pass random determ drop 20000",
+    "actions add action pass random determ",
+    "actions add action pass help",
+    "actions add action drop index x",
+    "actions add action drop cookie 12 index 3",
+    "actions add action gact goto chain 5 index 4",
+    "actions add action gact goto 5",
+    "actions add action jump x",
+    "actions add action trap",
+    "actions add action p",
+    # mirred
+    "actions add action mirred egress redirect dev vethB index 7 drop",
+    "actions add action mirred egress mirror dev vethB pipe index 8",
+    "actions add action mirred egress redirect dev vethB index x",
+    "actions add action mirred egress egress redirect dev vethB index 7",
+    "actions add action mirred egress ingress redirect dev vethB",
+    "actions add action mirred egress redirect mirror dev vethB",
+    "actions add action mirred egress foo redirect dev vethB index 8",
+    "actions add action mirred egress redirect action drop",
+    "actions add action mirred egress redirect",
+    "actions add action mirred index 9 foo",
+    "actions add action mirred index 9 index 10",
+    "actions add action mirred sideways",
+    "actions add action mirred help",
+    "actions add action mirred i redirect dev vethB index 11",
+    "actions add action mirred egress mirror dev vethB goto 5",
+    "actions add action mirred egress mirror dev vethB index 3 index 4",
+    "actions add action mirred egress redirect dev nosuch index 3 bogus",
+    # filters
+    "filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action drop index 3 flowid 1:5",
+    "filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 flowid 1:6 classid 1:5",
+    "filter add dev vethA vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action pipe",
+    "filter add dev nosuch ingress protocol ip prio 1 u32 match bogus",
+    "filter add dev vethA ingress protocol ip prio 1 foo bar",
+    # tc's words for bad ids, a missing program or object
+    "filter add dev vethA ingress bpf pinned /nonexistent/prog da",
+    "filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 classid 1:zz",
+    "class add dev vethA parent 1: classid zz htb rate 1mbit",
+    "filter add dev vethA ingress matchall classid xyz action drop",
+    "qdisc add dev vethA root handle zz: htb",
+    "filter add dev vethA ingress bpf obj /nonexistent.o sec foo",
+]
+
+
+@pytest.mark.parametrize("mode", [(), ("-force",)], ids=["stop", "force"])
+@pytest.mark.parametrize("line", PROBES)
+def test_probe_line_like_tc(tmp_path, line, mode):
+    batch = tmp_path / "probe.tc"
+    batch.write_text(f"qdisc add dev vethA ingress\n{line}\n{AFTER}")
+    theirs, their_state, ours, our_state = side_by_side(batch, mode)
+    assert (ours.returncode, ours.stdout, ours.stderr) == \
+        (theirs.returncode, theirs.stdout, theirs.stderr)
+    assert our_state == their_state
