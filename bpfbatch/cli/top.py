@@ -1,5 +1,6 @@
 """``bpfbatch top tcp`` and ``bpfbatch top slab``: bcc's tcptop and slabratetop, same flags
-and columns, read out loss-free every interval (see :mod:`bpfbatch.top.intervals`)."""
+and columns, read out loss-free every interval (see :mod:`bpfbatch.top.intervals`);
+``bpfbatch top maps``: ``list --count`` refreshed (:mod:`bpfbatch.top.maps`)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,53 @@ def slab(
             sys.stdout.flush()
             _warn_dropped("slabratetop", sample.dropped_events,
                           "cache map full or program skipped")
+
+
+@top.command("maps")
+def maps(
+    interval: Interval = 1.0,
+    count: Count = None,
+    noclear: NoClear = False,
+    rows: MaxRows = 20,
+    budget: Annotated[Optional[str], typer.Option(
+        "--budget", metavar="DURATION",
+        help="Stop each refresh's counting after DURATION (default: half the interval); a "
+             "map not counted by then shows '-' and why.")] = None,
+    match: Annotated[Optional[str], typer.Option(
+        "--match", help="Only maps whose name matches this shell pattern (flow*).")] = None,
+    map_type: Annotated[Optional[str], typer.Option(
+        "--type", help="Only maps of this type (hash, lru_hash, ... as listed).")] = None,
+) -> None:
+    """Every map's fill, refreshed: list --count every interval, fullest first, with +/s,
+    the net change of its entries per second since the previous refresh.
+
+    +/s is the difference of two counts: adds and deletes (or LRU evictions) that balance
+    between two refreshes show 0, and a map not counted at both shows '-'. On a terminal
+    the screen is cleared before each refresh (not with -C, nor into a pipe).
+    SIGINT, SIGTERM or SIGHUP stop it with one line saying how many refreshes were printed,
+    exit 128 + the signal number.
+    """
+    import fnmatch
+
+    from .. import interrupts
+    from ..exec.predicate import parse_duration
+    from ..top.maps import MapsTop, table
+
+    _check(interval, count, rows)
+    budget_s = interval / 2 if budget is None else parse_duration(budget, "--budget") / 1e9
+    tool = MapsTop(budget_s, lambda info: (map_type is None or info.type_name == map_type)
+                   and (match is None or fnmatch.fnmatchcase(info.name, match)))
+    clear = not noclear and sys.stdout.isatty()
+    shown = interrupts.Tally()
+    with interrupts.stopping(lambda: f"{shown.applied} refreshes printed"):
+        for _ in screen.ticks(interval, count):
+            refresh = tool.refresh()
+            text = (screen.CLEAR if clear else "\n") + screen.loadavg_line() \
+                + table(refresh, rows) + "\n"
+            with interrupts.deferred():  # a refresh is printed whole or not at all
+                sys.stdout.write(text)
+                sys.stdout.flush()
+                shown.add(1)
 
 
 def run_as_tool(command: str) -> None:
