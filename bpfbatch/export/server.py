@@ -243,6 +243,10 @@ def check(config: Config) -> list[str]:
                 lines.append(f"{b.metric.name}: {b.metric.type}, {b.metric.mode} {i.label} "
                              f"({i.type_name}, {i.max_entries} max entries): "
                              + "; ".join(parts))
+    if config.inventory is not None:
+        from . import inventory
+
+        lines.append(inventory.describe(config.inventory))
     return lines
 
 

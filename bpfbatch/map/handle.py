@@ -637,12 +637,18 @@ def iter_infos() -> Iterator[MapInfo]:
             os.close(fd)
 
 
-def pinned_paths(root: str = "/sys/fs/bpf") -> dict[int, list[str]]:
+def pinned_paths(root: str = "/sys/fs/bpf", deadline: float | None = None,
+                 ) -> dict[int, list[str]]:
     """Map id → the paths it is pinned at under ``root`` (bpftool's ``map show -f``). Pins
-    that are programs or links, or that cannot be opened, are skipped."""
+    that are programs or links, or that cannot be opened, are skipped. With ``deadline`` (a
+    :func:`time.monotonic` time), the walk stops there and returns what it found."""
+    import time
+
     found: dict[int, list[str]] = {}
     for folder, _, files in os.walk(root):
         for file in sorted(files):
+            if deadline is not None and time.monotonic() >= deadline:
+                return found
             path = os.path.join(folder, file)
             try:
                 fd = libbpf.obj_fd_by_path(path, read_only=True)

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from .._sys import abi, libbpf
 from ..errors import BpfBatchError, NotFoundError
 from ..interrupts import Tally
-from .handle import DEFAULT_BATCH, Map, MapInfo, iter_infos, refusal
+from .handle import DEFAULT_BATCH, Map, MapInfo, iter_infos, pinned_paths, refusal
 
 
 @dataclasses.dataclass
@@ -128,6 +128,31 @@ def count_into(row: Row, deadline: float | None, budget_s: float | None,
         row.reason = str(exc)
         return
     row.entries = total
+
+
+def bpffs_pins(deadline: float | None = None) -> dict[int, list[str]]:
+    """Map id → its pins on every bpffs mounted (``/proc/self/mounts``), each mount walked
+    once. Each pin costs one ``BPF_OBJ_GET`` and one read of its fdinfo; with ``deadline``
+    (a :func:`time.monotonic` time) the walk stops there, and the maps it did not reach
+    have no pins in the result."""
+    found: dict[int, list[str]] = {}
+    for root in bpffs_mounts():
+        for map_id, paths in pinned_paths(root, deadline).items():
+            found.setdefault(map_id, []).extend(paths)
+    return found
+
+
+def bpffs_mounts() -> list[str]:
+    """The mount points of bpffs, in mount order (a space in a path is ``\\040`` there)."""
+    with open("/proc/self/mounts", encoding="utf-8", errors="surrogateescape") as mounts:
+        return [_unescape(fields[1]) for fields in map(str.split, mounts)
+                if len(fields) > 2 and fields[2] == "bpf"]
+
+
+def _unescape(path: str) -> str:
+    import re
+
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), path)
 
 
 def map_programs() -> dict[int, list[Program]]:
