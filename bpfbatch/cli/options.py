@@ -190,12 +190,12 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
 
 def record_codecs(info, decode: list[str] | None, *, default_zero: bool = False):
     """A map's ``(key, value)`` codecs as the ``--decode`` options (the automatic choice
-    included) shape them: they print what ``dump`` prints and read back what it wrote.
+    included) shape them (:func:`bpfbatch.records.decoding.view`, the one place a view is
+    chosen): they print what ``dump`` prints and read back what it wrote, decoded or not.
     ``default_zero`` lets records leave struct fields out (``load --default-zero``)."""
-    from ..records.codec import map_codecs
-    from ..records.decoding import decoded_codecs
+    from ..records.decoding import view
 
-    return decoded_codecs(*map_codecs(info, default_zero=default_zero), decode or [])
+    return view(info, decode, default_zero=default_zero)
 
 
 def check_output(fmt: str) -> str:

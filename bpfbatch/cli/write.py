@@ -19,7 +19,7 @@ from ..map import cursor, writes
 from ..map.cursor import check_batch_size
 from ..map.handle import require
 from .progress import progress
-from .options import DEFAULT_BATCH, check_output, open_map, say
+from .options import DEFAULT_BATCH, check_output, open_map, record_codecs, say
 from .typed import BatchSize, Decode, InputFormat, MapId, Name, Output, Pinned
 
 commands = typer.Typer()
@@ -33,10 +33,13 @@ def delete(
     map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     fmt: InputFormat = None,
     batch_size: BatchSize = DEFAULT_BATCH,
+    decode: Decode = None,
 ) -> None:
     """Delete the keys of FILE's records (values, if present, are ignored: a dump works).
-    Keys not in the map are skipped and counted. 'delete MAP key [hex] BYTES' deletes one
-    key, as bpftool map delete does (a missing key is an error, as there)."""
+    Keys are read as load reads them (decoded fields as dump shows them, or as stored; the
+    same --decode as the dump's). Keys not in the map are skipped and counted. 'delete MAP
+    key [hex] BYTES' deletes one key, as bpftool map delete does (a missing key is an error,
+    as there)."""
     check_batch_size(batch_size)
     from ..records import read
     from .bpftool import uses_keywords
@@ -55,7 +58,8 @@ def delete(
     with interrupts.stopping(lambda: f"{tally.applied} entries deleted", tally), \
             open_map(map_id, pinned, name, read_only=False) as m:
         require(m.info, "delete")
-        records = read.read_records(file, m.info, fmt=fmt, with_values=False)
+        records = read.read_records(file, m.info, fmt=fmt, with_values=False,
+                                    codecs=record_codecs(m.info, decode))
         result = writes.delete(m, records.keys, records.count, batch_size=batch_size,
                                tally=tally)
     if m.info.type == abi.MapType.XSKMAP:

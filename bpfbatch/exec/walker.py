@@ -54,8 +54,7 @@ from ..errors import BpfBatchError, InputError, NotFoundError, NotSupportedError
 from ..loader import PROGS_DIR, BpfObject
 from ..map import cursor, probes
 from ..map.handle import Map, require
-from ..records.codec import map_codecs
-from ..records.decoding import decoded_codecs
+from ..records.decoding import view
 from .contract import ACTION_NAMES, package_contract, read_contract
 from .predicate import Predicate, compile_predicate
 
@@ -177,16 +176,14 @@ def _check_action(m: Map, action: str, max_selected: int) -> None:
                                 detail=f"{m.info.type_name} elements cannot be deleted")
 
 
-def compile_for(m: Map, where: str | Predicate, decode: list[str] | None = None) -> Predicate:
-    """``where`` compiled against the map's BTF key and value types (a Predicate passes
-    through); ``decode``: the ``--decode`` options, whose fields then take display values
-    (see :mod:`bpfbatch.records.decoding`)."""
+def compile_for(m: Map, where: str | Predicate, decode=None) -> Predicate:
+    """``where`` compiled against the map's view (a Predicate passes through): ``decode``
+    as :func:`bpfbatch.records.decoding.view` takes it (``None``: the automatic decoders,
+    as ``dump`` shows the fields), whose fields then take display values."""
     if isinstance(where, Predicate):
         return where
     require(m.info, "exec")  # before the predicate: its errors would hide the real reason
-    key, value = map_codecs(m.info)
-    if decode is not None:
-        key, value = decoded_codecs(key, value, decode)
+    key, value = view(m.info, decode)
     return compile_predicate(where, value, key=key)
 
 
@@ -474,12 +471,14 @@ def open_walker(m: Map, mode: str, *, records: bool) -> KernelWalker | None:
 
 
 def exec_map(m: Map, where: str | Predicate, action: str = "count", *, mode: str = "auto",
-             sink: Sink | None = None, max_selected: int = 0) -> ExecResult:
+             sink: Sink | None = None, max_selected: int = 0, decode=None) -> ExecResult:
     """Run ``where`` over every element of ``m`` and ``count``, ``dump`` or ``delete`` the
     selected ones; ``sink`` receives the dumped or deleted records batch by batch (zero-copy
-    views, valid during the call). ``max_selected`` stops after that many (0: no limit)."""
+    views, valid during the call). ``max_selected`` stops after that many (0: no limit).
+    ``decode``: how ``where`` reads the fields, as :meth:`Map.items` takes it (default: the
+    automatic decoders, ``key.dport == 443``; ``"none"``: as stored)."""
     _check_action(m, action, max_selected)
-    predicate = compile_for(m, where)
+    predicate = compile_for(m, where, decode)
     walker = open_walker(m, mode, records=sink is not None)
     if walker is None:
         return user_exec(m, predicate, action, sink=sink, max_selected=max_selected)

@@ -392,14 +392,21 @@ class Map:
     # Cursor, writes and codecs are imported in the methods: opening a map (``bpfbatch
     # count``, ``list``) must not import numpy or build codecs (a start-up goal).
 
-    def codecs(self):
-        """``(key codec, value codec)`` from the map's BTF (raw bytes without BTF), built once
-        (:func:`bpfbatch.records.codec.map_codecs`)."""
-        if self._codecs is None:
-            from ..records.codec import map_codecs
+    def codecs(self, decode=None):
+        """``(key codec, value codec)``: the map's view as ``decode`` chooses it, built once
+        per choice (:func:`bpfbatch.records.decoding.view`, the CLI's ``--decode``):
+        ``None``, the default, decodes what the CLI decodes without asking (``__be16``
+        ports, ``__be32 *addr`` addresses, ``struct in6_addr``); ``"none"`` gives the stored
+        values; ``"FIELD=KIND"`` or a list of them decodes those fields too. Raw bytes
+        without BTF."""
+        from ..records.decoding import decode_options, view
 
-            self._codecs = map_codecs(self.info)
-        return self._codecs
+        options = decode_options(decode)
+        if self._codecs is None:
+            self._codecs = {}
+        if options not in self._codecs:
+            self._codecs[options] = view(self.info, options)
+        return self._codecs[options]
 
     def batches(self, *, batch_size: int = DEFAULT_BATCH) -> "BatchCursor":
         """One pass in raw batches: zero-copy views of ``count`` packed keys and values,
@@ -413,71 +420,83 @@ class Map:
         """How many elements one batched pass sees."""
         return sum(batch.count for batch in self.batches(batch_size=batch_size))
 
-    def items(self, *, batch_size: int = DEFAULT_BATCH) -> Iterator[tuple[object, object]]:
+    def items(self, *, batch_size: int = DEFAULT_BATCH, decode=None
+              ) -> Iterator[tuple[object, object]]:
         """Every ``(key, value)``, decoded from BTF as ``dump -o json`` prints them: ints,
         strings for printable char arrays, enum names, dicts for structs, lists for arrays,
-        a list of one value per possible CPU for per-CPU maps; ``bytes`` without BTF."""
-        key_codec, value_codec = self.codecs()
+        a list of one value per possible CPU for per-CPU maps; ``bytes`` without BTF.
+        ``decode`` as :meth:`codecs` takes it: by default fields are shown as ``dump`` shows
+        them (``"10.0.0.1"``, port ``443``); ``decode="none"``: as stored."""
+        key_codec, value_codec = self.codecs(decode)
         for batch in self.batches(batch_size=batch_size):
             yield from zip(key_codec.decode_batch(batch.keys, batch.count),
                            value_codec.decode_batch(batch.values, batch.count))
 
     def to_numpy(self, *, batch_size: int = DEFAULT_BATCH) -> tuple["np.ndarray", "np.ndarray"]:
         """``(keys, values)`` as numpy structured arrays whose fields are the BTF field names
-        (``uint8 × size`` rows where the layout has no dtype: no BTF, bitfields); per-CPU
-        values have one ``value`` slot per possible CPU. One copy per batch."""
+        and hold the stored values (a ``__be16`` port in network order: the fast raw path;
+        :meth:`to_arrow` and :meth:`items` decode). A field numpy cannot hold as stored
+        (a bitfield, a 128-bit integer, a union) is its bytes, ``uint8 × size``, under its
+        name; ``uint8 × size`` rows without BTF; per-CPU values have one ``value`` slot per
+        possible CPU. One copy per batch."""
         from .cursor import read_all
 
         keys, values = read_all(self, batch_size=batch_size)
-        key_codec, value_codec = self.codecs()
+        key_codec, value_codec = self.codecs("none")
         return key_codec.array(keys, len(keys)), value_codec.array(values, len(values))
 
-    def to_arrow(self, *, batch_size: int = DEFAULT_BATCH) -> pyarrow.Table:
+    def to_arrow(self, *, batch_size: int = DEFAULT_BATCH, decode=None) -> pyarrow.Table:
         """The map as a ``pyarrow.Table``, one column per BTF leaf field with the types and
         dotted names of ``dump -o parquet`` (see :mod:`bpfbatch.records.columnar`); one
-        record batch per cursor batch. Needs the ``arrow`` extra."""
+        record batch per cursor batch. ``decode`` as :meth:`items` takes it: by default,
+        as ``dump -o parquet``, the automatically decoded fields hold what the map stores
+        and fields named ``FIELD=KIND`` their display values. Needs the ``arrow`` extra."""
         from ..records.columnar import Columns
         from ..records.codec import rows
         from .cursor import BatchCursor
 
-        columns = Columns(*self.codecs())
+        columns = Columns(*self.codecs(decode))
         key_size, value_size = self.info.key_size, self.info.value_stride
         batches = [columns.record_batch(rows(b.keys, b.count, key_size),
                                         rows(b.values, b.count, value_size))
                    for b in BatchCursor(self, batch_size=batch_size)]
         return columns.pa.Table.from_batches(batches, schema=columns.schema)
 
-    def to_pandas(self, *, batch_size: int = DEFAULT_BATCH) -> pandas.DataFrame:
+    def to_pandas(self, *, batch_size: int = DEFAULT_BATCH, decode=None) -> pandas.DataFrame:
         """:meth:`to_arrow` as a pandas DataFrame (enums become categoricals)."""
-        return self.to_arrow(batch_size=batch_size).to_pandas()
+        return self.to_arrow(batch_size=batch_size, decode=decode).to_pandas()
 
     def update_items(self, items: Iterable[tuple[object, object]], *,
-                     batch_size: int = DEFAULT_BATCH, jobs: int | None = 1) -> int:
-        """Write ``(key, value)`` pairs in the forms :meth:`items` yields (or ``bytes``) with
-        batched updates; returns how many were written. Every pair is encoded before the
-        first syscall, so a bad one (named by its index and field) writes nothing. ``jobs``
-        writers share a large write (``None``: one per CPU; see
-        :func:`bpfbatch.map.writes.update`)."""
+                     batch_size: int = DEFAULT_BATCH, jobs: int | None = 1,
+                     decode=None) -> int:
+        """Write ``(key, value)`` pairs in the forms :meth:`items` yields with the same
+        ``decode`` (a decoded field takes its stored form too, see
+        :mod:`bpfbatch.records.decoding`), or ``bytes``, with batched updates; returns how
+        many were written. Every pair is encoded before the first syscall, so a bad one
+        (named by its index and field) writes nothing. ``jobs`` writers share a large write
+        (``None``: one per CPU; see :func:`bpfbatch.map.writes.update`)."""
         from . import whole
 
         pairs = list(items)
-        keys = self._encode([key for key, _ in pairs], 0, "item {}: key")
-        values = self._encode([value for _, value in pairs], 1, "item {}: value")
+        keys = self._encode([key for key, _ in pairs], 0, "item {}: key", decode)
+        values = self._encode([value for _, value in pairs], 1, "item {}: value", decode)
         return whole.load(self, keys, values, len(pairs), batch_size=batch_size,
                           jobs=jobs).applied
 
-    def delete_keys(self, keys: Iterable[object], *, batch_size: int = DEFAULT_BATCH) -> int:
-        """Delete ``keys`` (as :meth:`items` yields them, or ``bytes``) with batched deletes;
-        returns how many were deleted. Keys not in the map are skipped."""
+    def delete_keys(self, keys: Iterable[object], *, batch_size: int = DEFAULT_BATCH,
+                    decode=None) -> int:
+        """Delete ``keys`` (as :meth:`items` yields them with the same ``decode``, or
+        ``bytes``) with batched deletes; returns how many were deleted. Keys not in the map
+        are skipped."""
         from . import writes
 
         keys = list(keys)
-        packed = self._encode(keys, 0, "key {}")
+        packed = self._encode(keys, 0, "key {}", decode)
         return writes.delete(self, packed, len(keys), batch_size=batch_size).deleted
 
-    def drain(self, *, batch_size: int = DEFAULT_BATCH) -> Draining:
+    def drain(self, *, batch_size: int = DEFAULT_BATCH, decode=None) -> Draining:
         """Every ``(key, value)``, deleted as read (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``,
-        atomic per bucket), decoded as :meth:`items`: an iterator
+        atomic per bucket), decoded as :meth:`items` (``decode`` too): an iterator
         (:class:`~bpfbatch.map.draining.Draining`) that is also a context manager.
 
         Nothing is lost: a pair is delivered when it is handed to the caller, and the drained
@@ -490,12 +509,12 @@ class Map:
         (``batch_size``)."""
         from .draining import Draining
 
-        return Draining(self, *self.codecs(), batch_size=batch_size)
+        return Draining(self, *self.codecs(decode), batch_size=batch_size)
 
-    def _encode(self, values: list, side: int, where: str) -> bytes:
-        """``values`` packed by the key (``side`` 0) or value (1) codec; ``bytes`` pass
-        through after a size check."""
-        codec = self.codecs()[side]
+    def _encode(self, values: list, side: int, where: str, decode=None) -> bytes:
+        """``values`` packed by the key (``side`` 0) or value (1) codec of the view
+        ``decode`` chooses; ``bytes`` pass through after a size check."""
+        codec = self.codecs(decode)[side]
         if all(isinstance(v, (bytes, bytearray, memoryview)) for v in values):
             for i, v in enumerate(values):
                 if len(v) != codec.size:

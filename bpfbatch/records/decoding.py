@@ -12,6 +12,14 @@ by dots), key fields under ``key.``; ``key``/``value`` alone name a whole key or
 Without ``automatic=False``, fields whose BTF type says how they read
 (:func:`~bpfbatch.records.decoders.automatic_kind`: ``__be16``/``__be32`` typedefs, ``struct
 in6_addr``) are decoded too; an explicit ``--decode`` for a field wins.
+
+:func:`view` is the one place a map's view is chosen: every surface that prints or reads
+records (each output format, ``load``, ``delete``, the per-element commands, ``exec
+--where``, the Python API's ``decode=``, ``export``) gets its codecs from it, so what one
+prints another reads back. Readers take a decoded field in either form: its display value,
+or, where that is not one, the value the field stores as the undecoded view prints it (an
+``ipv4`` field takes ``"10.0.0.1"`` and ``167772161``); for the numeric kinds (``be16``:
+``443``) a number is the display value.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from .template import emit
 from .values import dtype as layout_dtype
 from .values import values as layout_values
 
-__all__ = ["Decoded", "decoded_codecs"]
+__all__ = ["Decoded", "decoded_codecs", "undecoded", "view"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +71,42 @@ def _(node: Decoded, rows):
 
 @encoder.register
 def _(node: Decoded):
+    """The display value, else (see the module doc) the stored form the inner field takes;
+    when neither reads, the decoder's error, which names the display form."""
     start, end, parse = node.offset, node.offset + node.size, node.decoder.parse
+    stored = _stored_form(node)
 
     def write(buf, value, path):
-        buf[start:end] = parse(value, end - start, path)
+        try:
+            buf[start:end] = parse(value, end - start, path)
+        except InputError:
+            if stored is None or not stored(buf, value, path):
+                raise
+    return write
+
+
+def _stored_form(node: Decoded):
+    """``write(buf, value, path) -> bool``: ``value`` written as the undecoded field takes
+    it, ``False`` when it does not read that way either; ``None`` for the numeric kinds,
+    whose numbers are display values."""
+    if node.decoder.numeric:
+        return None
+    inner = encoder(node.inner)
+    integer = leaf_kind(node.inner) is LeafKind.INTEGER
+
+    def write(buf, value, path):
+        if isinstance(value, str) and integer:  # a CSV cell, or the number as JSON text
+            try:
+                value = int(value, 10)
+            except ValueError:
+                return False
+        if isinstance(value, str) or value is None or isinstance(value, bool):
+            return False  # text is the display form: its error is the one to give
+        try:
+            inner(buf, value, path)
+        except InputError:
+            return False
+        return True
     return write
 
 
@@ -103,7 +143,7 @@ def _(node: Decoded, rows, values, bad):
         try:
             rows[i, start:end] = np.frombuffer(parse(value, size), dtype=np.uint8)
         except InputError:
-            bad[i] = True
+            bad[i] = True  # perhaps the stored form: the encoder tries it
 
 
 @blank.register
@@ -121,6 +161,44 @@ class _DisplayLeaf(Leaf):
 
     def column(self, rows):
         return json_texts(self.decoder.format(rows[:, self.offset:self.offset + self.size]))
+
+
+def view(info, decode: str | Iterable[str] | None = None, *, btf=None,
+         default_zero: bool = False) -> tuple[Codec, Codec]:
+    """A map's ``(key, value)`` codecs as every surface shows and reads them: its BTF's
+    (:func:`~bpfbatch.records.codec.map_codecs`) decoded as ``decode`` says — ``None`` or
+    ``()``: the automatic decoders; ``"none"``: the stored values; ``FIELD=KIND`` options
+    (a string or several) as ``--decode`` takes them. ``default_zero``: records may leave
+    struct fields out (``load --default-zero``)."""
+    from .codec import map_codecs
+
+    return decoded_codecs(*map_codecs(info, btf, default_zero=default_zero),
+                          decode_options(decode))
+
+
+def decode_options(decode: str | Iterable[str] | None) -> tuple[str, ...]:
+    """``decode=`` as the tuple of ``--decode`` options it means (see :func:`view`)."""
+    if decode is None:
+        return ()
+    if isinstance(decode, str):
+        return (decode,)
+    options = tuple(decode)
+    if not all(isinstance(option, str) for option in options):
+        raise InputError("expected 'none', FIELD=KIND or a list of them", obj="decode")
+    return options
+
+
+def undecoded(node: Node) -> Node:
+    """``node`` with every decoded field as the field itself (what ``decode="none"``
+    reads)."""
+    if isinstance(node, Decoded):
+        return node.inner
+    if leaf_kind(node) is not LeafKind.STRUCT:
+        return node
+    members = tuple((name, undecoded(member)) for name, member in node.members)
+    if all(new is old for (_, new), (_, old) in zip(members, node.members)):
+        return node
+    return dataclasses.replace(node, members=members)
 
 
 def decoded_codecs(key: Codec, value: Codec, decode: Iterable[str] = ()) -> tuple[Codec, Codec]:

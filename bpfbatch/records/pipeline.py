@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from ..delivery import Delivery, PutBackFn
 from ..errors import InputError
-from .codec import map_codecs
-from .decoding import decoded_codecs
+from .decoding import decode_options, view
 from .render import RENDERERS, Renderer, check_format, make_renderer
 from .writer import FdWriter, RecordSink
 
@@ -36,12 +35,10 @@ __all__ = ["RENDERERS", "Output", "check_format", "delivery", "limited", "run", 
 def _display_codecs(fmt: str, info, btf, decode: Iterable[str] | None, sum_cpus: bool):
     """The map's codecs as ``--decode`` and ``--sum`` ask to show them (see :class:`Output`);
     bpftool-json takes neither: it is bpftool's output byte for byte."""
-    key_codec, value_codec = map_codecs(info, btf)
-    if decode is not None:
-        if fmt == "bpftool-json" and any(d.strip() != "none" for d in decode):
-            raise InputError("bpftool-json is bpftool's output byte for byte; use "
-                             "another format to decode fields", obj="--decode")
-        key_codec, value_codec = decoded_codecs(key_codec, value_codec, decode)
+    if fmt == "bpftool-json" and any(d.strip() != "none" for d in decode_options(decode)):
+        raise InputError("bpftool-json is bpftool's output byte for byte; use "
+                         "another format to decode fields", obj="--decode")
+    key_codec, value_codec = view(info, decode, btf=btf)
     if sum_cpus:
         if fmt == "bpftool-json":
             raise InputError("bpftool-json is bpftool's output byte for byte; use "

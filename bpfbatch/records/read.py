@@ -46,7 +46,7 @@ from typing import BinaryIO
 
 from .._numpy import np
 from ..errors import InputError
-from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec, map_codecs
+from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
 from .encode import overflows_double
 from .layout import LeafKind, Node, leaf_columns, leaf_kind
 from .typedjson import RecordLines, TypedLines, record_lines, typed_lines
@@ -56,6 +56,12 @@ _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "c
               ".parquet": "parquet", ".arrow": "arrow", ".arrows": "arrow"}
 #: Columnar formats, read by :mod:`bpfbatch.records.columnar` without a record in Python.
 _COLUMNAR = ("parquet", "arrow")
+
+
+class FormatError(InputError):
+    """The input is not of the shape its format has (bad JSON, an unknown member or
+    column, not Parquet): :func:`read_records` adds which format it read and how to choose
+    another."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +81,8 @@ class Records:
 
 def guess_format(path: str) -> str | None:
     """The format a file name's suffix says, or ``None`` (stdin, other names): then
-    :func:`sniff_format` reads it from the content."""
+    :func:`sniff_format` reads it from the content. The content has the last word between
+    the JSON formats (:func:`read_records`): a ``.json`` file may hold bpftool's dump."""
     for suffix, fmt in _BY_SUFFIX.items():
         if path.endswith(suffix):
             return fmt
@@ -102,21 +109,55 @@ def sniff_format(data: bytes) -> str:
 def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
                  codecs: tuple[Codec, Codec] | None = None) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
-    ``info``, with ``codecs`` (default: the map's own). Raises :class:`InputError` naming
-    ``file:line`` on the first bad record; a record that leaves a struct field out is one
-    unless the codecs were built with ``default_zero``."""
+    ``info``, with ``codecs`` (default: the map's view, :func:`~.decoding.view`). The format
+    is ``fmt``, else the file name's (a text format's content decides between the JSON
+    ones: bpftool's dump in a ``.json`` file reads as ``bpftool-json``), else the
+    content's. Raises :class:`InputError` naming ``file:line`` on the first bad record; a
+    record that leaves a struct field out is one unless the codecs were built with
+    ``default_zero``; an input not of its format's shape says which format was read and
+    that ``--format`` chooses."""
     source = "<stdin>" if path == "-" else path
     data = None  # the input's bytes, when the format had to be read from them
-    fmt = fmt or guess_format(path)
+    how = "given"
     if fmt is None:
-        data = _read_bytes(path, source)
-        fmt = sniff_format(data)
+        fmt, how = guess_format(path), "from the file name"
+        if fmt is None:
+            data = _read_bytes(path, source)
+            fmt, how = sniff_format(data), "from the content"
+        elif fmt not in _COLUMNAR and fmt != "csv":
+            sniffed = sniff_format(_head(path, source))
+            if sniffed in ("json", "bpftool-json") and sniffed != fmt:
+                fmt, how = sniffed, "from the content"
     if fmt not in READ_FORMATS:
         raise InputError(f"unknown format '{fmt}' (use {', '.join(READ_FORMATS)})", obj="fmt")
+    if codecs is None:
+        from .decoding import view
+
+        codecs = view(info)
+    try:
+        return _read(path, source, data, fmt, info, with_values, codecs)
+    except FormatError as exc:
+        exc.message += (f" (read as {fmt}, {how}; --format chooses: "
+                        f"{', '.join(READ_FORMATS)})")
+        raise
+
+
+def _head(path: str, source: str) -> bytes:
+    """The first bytes of a regular file, enough for :func:`sniff_format` (nothing of
+    another kind of file, which cannot be read twice)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+
+
+def _read(path: str, source: str, data: bytes | None, fmt: str, info, with_values: bool,
+          codecs: tuple[Codec, Codec]) -> Records:
     if fmt in _COLUMNAR:
         from .columnar import read_packed
 
-        count, keys, values = read_packed(path, fmt, source, *(codecs or map_codecs(info)))
+        count, keys, values = read_packed(path, fmt, source, *codecs)
         return Records(source, count, keys, values if with_values else None,
                        lambda index: index + 1)  # records counted from 1
     # Read first: an unreadable file or bad UTF-8 is reported before anything else.
@@ -127,7 +168,7 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
     else:
-        key_codec, value_codec = codecs or map_codecs(info)
+        key_codec, value_codec = codecs
     encoder = _Encoder(key_codec, value_codec, with_values, source,
                        allowed={"key", "value", "values"} | (
                            {"formatted"} if fmt == "bpftool-json" else set()))
@@ -243,10 +284,10 @@ class _Encoder:
         """One record, checked and encoded."""
         keyless = self.key_codec.size == 0  # a queue, stack or bloom filter: values only
         if not isinstance(entry, dict) or ("key" not in entry and not keyless):
-            raise InputError('expected an object with a "key" member', obj=where)
+            raise FormatError('expected an object with a "key" member', obj=where)
         unknown = entry.keys() - self.allowed
         if unknown:
-            raise InputError(f"unknown member {sorted(unknown)[0]!r} (expected key, value"
+            raise FormatError(f"unknown member {sorted(unknown)[0]!r} (expected key, value"
                              f"{', values' if self.percpu else ''})", obj=where)
         key = b"" if keyless and "key" not in entry else \
             self.key_codec.encode(entry["key"], f"{where}: key")
@@ -568,7 +609,7 @@ def _decode_json(text: str, source: str, line: int | None = None):
     try:
         return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+        raise FormatError(f"invalid JSON: {exc.msg} (column {exc.colno})",
                          obj=f"{source}:{(line or 1) + exc.lineno - 1}") from None
     except RecursionError:  # json's C scanner recurses per nesting level
         raise InputError("invalid JSON: nested deeper than the JSON reader allows (about "
@@ -587,7 +628,7 @@ class _JsonArray:
         self.text, self.source = text, source
         self.entries = _decode_json(text, source)
         if not isinstance(self.entries, list):
-            raise InputError("expected a JSON array of entries", obj=f"{source}:1")
+            raise FormatError("expected a JSON array of entries", obj=f"{source}:1")
 
     def chunks(self) -> Iterator[Chunk]:
         """The elements in chunks, without their lines (:meth:`line_of` finds them). They
@@ -635,7 +676,7 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
         return
     for column in header:
         if column != "cpu" and column.split(".")[0] not in ("key", "value"):
-            raise InputError(f"unknown column {column!r} (expected key…, value…, cpu)",
+            raise FormatError(f"unknown column {column!r} (expected key…, value…, cpu)",
                              obj=f"{source}:1")
     percpu = isinstance(value_codec, PerCpuCodec)
     if percpu != ("cpu" in header):
@@ -689,8 +730,8 @@ class _CheckedRows:
         try:
             return next(self.reader)
         except csv.Error as exc:
-            raise InputError(f"bad CSV: {exc}", obj=f"{self.source}:{self.reader.line_num}") \
-                from None
+            raise FormatError(f"bad CSV: {exc}",
+                              obj=f"{self.source}:{self.reader.line_num}") from None
 
 
 def _cpu_cell(cell: str, where: str) -> int:
@@ -710,10 +751,17 @@ def _column_parsers(header: list[str], key_codec: Codec, value_codec: Codec,
                     where: str) -> list[Callable[[str], object]]:
     """How each column's cells are read: by the BTF node the CSV renderer flattened into that
     column (a raw side's cells stay hex text)."""
-    leaves = {}
+    from .decoding import undecoded
+
+    leaves, shown = {}, {}
     for side, codec in (("key", key_codec), ("value", value_codec)):
         base = codec.base if isinstance(codec, PerCpuCodec) else codec
-        leaves[side] = dict(leaf_columns(base.node, side)) if isinstance(base, BtfCodec) else None
+        # A decoded field's column, or the columns of the field as stored (--decode none)
+        shown[side] = list(dict(leaf_columns(base.node, side))) \
+            if isinstance(base, BtfCodec) else None
+        leaves[side] = {**dict(leaf_columns(undecoded(base.node), side)),
+                        **dict(leaf_columns(base.node, side))} \
+            if isinstance(base, BtfCodec) else None
     parsers = []
     for column in header:
         side = column.split(".")[0]
@@ -722,8 +770,8 @@ def _column_parsers(header: list[str], key_codec: Codec, value_codec: Codec,
         elif column in leaves[side]:
             parsers.append(_cell_parser(leaves[side][column]))
         else:
-            raise InputError(f"unknown column {column!r} (the {side} has "
-                             f"{', '.join(leaves[side])})", obj=where)
+            raise FormatError(f"unknown column {column!r} (the {side} has "
+                              f"{', '.join(shown[side])})", obj=where)
     return parsers
 
 
@@ -749,7 +797,7 @@ def _int_cell(text: str):
         return text
 
 
-_BOOLS = {"true": True, "false": False}
+_BOOLS = {"true": True, "false": False, "1": 1, "0": 0}  # as JSON's true, false, 1, 0
 
 
 def _bool_cell(text: str):
