@@ -10,8 +10,8 @@ The schema rule (the README states it too):
 * an enum is a **dictionary** column (``int32`` indices) of its enumerators' names; a value no
   enumerator names appears as its number in decimal text (as ``dump -o json`` prints it);
 * a ``char[N]`` is a ``string``: the bytes before its first NUL, as C reads it (bytes after
-  that NUL are not kept; a value that is not UTF-8 is an error naming the field); loading
-  pads it with NULs;
+  that NUL are not kept; a value that is not ASCII is an error naming the field, in and
+  out, as in ``-o jsonl``, whose strings are ASCII); loading pads it with NULs;
 * an array of integers, floats or bools is a ``fixed_size_list`` of them;
 * a side without BTF is one ``fixed_size_binary`` column, ``key`` or ``value``; a side of no
   bytes (the key of a queue or stack) has no column;
@@ -42,12 +42,17 @@ import numpy as np
 from ..errors import BpfBatchError, InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .columns import rows, store
+from .decoders import get
 from .decoding import Decoded
 from .fill import fill
 from .layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
+from .values import dtype as layout_dtype
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+#: The field metadata naming the decoder a column's values are the display values of.
+DECODE_KEY = b"bpfbatch.decode"
 
 #: The extra that installs pyarrow, named in the error when it is missing.
 EXTRA = "bpfbatch[arrow]"
@@ -74,6 +79,9 @@ class Columns:
         value_base = value.base if isinstance(value, PerCpuCodec) else value
         self.stride = value.stride if isinstance(value, PerCpuCodec) else value.size
         self.fields = [*_fields(key, "key"), *_fields(value_base, "value")]
+        #: Fields decoded automatically, by column: stored as numbers, and read from text
+        #: as their display (what ``--decode FIELD=KIND`` dumps) too.
+        self.shown = {**_automatic(key, "key"), **_automatic(value_base, "value")}
         self.raw_width = {"key": key.size, "value": value_base.size}  # of a side without BTF
         self.schema = self.record_batch(np.zeros((0, self.key_size), np.uint8),
                                         np.zeros((0, self.value_size), np.uint8)).schema
@@ -95,7 +103,18 @@ class Columns:
                 per_cpu = [self._read(node, value_rows[:, c * self.stride:], name)
                            for c in range(self.ncpus)]
                 arrays.append(self._interleave(per_cpu, count))
-        return self.pa.RecordBatch.from_arrays(arrays, names=[name for name, _ in self.fields])
+        return self.pa.RecordBatch.from_arrays(arrays, schema=self._schema(arrays))
+
+    def _schema(self, arrays: list):
+        """The columns' schema: a field shown through a decoder says which in its metadata
+        (:data:`DECODE_KEY`), so that a reader takes its values back as that decoder's
+        whatever ``--decode`` options it was given (a ``be16`` port's ``uint16`` is not
+        the stored one)."""
+        pa = self.pa
+        return pa.schema([
+            pa.field(name, array.type, metadata={DECODE_KEY: node.decoder.kind}
+                     if node is not None and leaf_kind(node) is LeafKind.DISPLAY else None)
+            for (name, node), array in zip(self.fields, arrays)])
 
     def _interleave(self, per_cpu: list, count: int):
         """One ``fixed_size_list`` of ``ncpus`` items per entry from one array per CPU."""
@@ -124,16 +143,15 @@ class Columns:
             return pa.DictionaryArray.from_arrays(_from_numpy(pa, index.astype(np.int32)),
                                                   _strings(pa, names))
         if kind is LeafKind.TEXT:
-            binary = _before_nul(pa, rows_[:, node.offset:node.offset + len(node.elems)])
-            text = _retyped(pa, binary, pa.string())
-            try:
-                text.validate(full=True)  # the UTF-8 check of a cast, without its import
-                return text
-            except pa.ArrowInvalid:
-                bad = next(i for i, v in enumerate(binary.to_pylist()) if not _is_utf8(v))
-                raise InputError(f"{binary[bad].as_py()!r} is not UTF-8 text; Arrow columns "
-                                 "hold char arrays as strings (use -o jsonl)",
-                                 obj=f"{name} of entry {bad + 1} of the batch") from None
+            chars = rows_[:, node.offset:node.offset + len(node.elems)]
+            binary = _before_nul(pa, chars)
+            wide = np.flatnonzero(((chars >= 0x80) & np.cumprod(chars != 0, axis=1)).any(axis=1))
+            if len(wide):  # every reader takes a char array's text as ASCII only
+                bad = int(wide[0])
+                raise InputError(f"{binary[bad].as_py()!r} is not ASCII text; Arrow columns "
+                                 "hold char arrays as ASCII strings (use -o jsonl)",
+                                 obj=f"{name} of entry {bad + 1} of the batch")
+            return _retyped(pa, binary, pa.string())
         if kind is LeafKind.ARRAY:
             elem = node.elems[0]
             flat = np.ascontiguousarray(
@@ -172,6 +190,8 @@ class Columns:
             where = f"{source}: column {name}"
             if column.null_count:
                 raise InputError(f"null in record {_first_null(pa, column) + 1}", obj=where)
+            node = _as_written(pa, node, self.shown.get(name), column,
+                               table.schema.field(name).metadata, where)
             if name.startswith("key"):
                 self._write(node, key_rows, column, where)
             elif self.ncpus is None:
@@ -213,6 +233,10 @@ class Columns:
         if kind is LeafKind.TEXT:
             n = len(node.elems)
             data = _binary_values(pa, column, where)
+            wide = [i for i, v in enumerate(data) if not v.isascii()]
+            if wide:  # as every reader: text of a char array is ASCII
+                raise InputError(f"record {wide[0] + 1}: not ASCII: "
+                                 f"{data[wide[0]].decode(errors='replace')!r}", obj=where)
             long = [i for i, v in enumerate(data) if len(v) > n]
             if long:
                 raise InputError(f"record {long[0] + 1}: {len(data[long[0]])} bytes do not fit "
@@ -281,6 +305,42 @@ def _fields(codec: Codec, side: str) -> list[tuple[str, Node | None]]:
             raise InputError(f"{type(node).__name__.lower()} fields have no Arrow column type "
                              f"(use -o jsonl, or --decode {name}=hex)", obj=name)
     return fields
+
+
+def _automatic(codec: Codec, side: str) -> dict[str, Decoded]:
+    """The automatically decoded fields of a side, by column name."""
+    if not isinstance(codec, BtfCodec):
+        return {}
+    return {name: leaf for name, leaf in leaf_columns(codec.node, side)
+            if leaf_kind(leaf) is LeafKind.DISPLAY and leaf.automatic}
+
+
+def _as_written(pa, node: Node | None, automatic: Decoded | None, column,
+                metadata: dict | None, where: str) -> Node | None:
+    """The node that reads ``column`` as its writer meant it: through the decoder its
+    metadata names (:data:`DECODE_KEY`), whatever the reader's view; else a field decoded
+    automatically (stored as numbers) from a text column through its decoder, and a
+    decoded text field from a column of numbers as stored (the column of ``--decode
+    none``)."""
+    if node is None:
+        return None
+    stored = node.inner if leaf_kind(node) is LeafKind.DISPLAY else node
+    kind = (metadata or {}).get(DECODE_KEY)
+    if kind is not None:
+        decoder = get(kind.decode(errors="replace"), where)
+        size = np.dtype(layout_dtype(stored)).itemsize if layout_dtype(stored) else 0
+        decoder.check_size(size, where)
+        return Decoded(stored.offset, stored, size, decoder)
+    values = column.type
+    if pa.types.is_list(values) or pa.types.is_fixed_size_list(values):
+        values = values.value_type  # per-CPU
+    text = pa.types.is_string(values) or pa.types.is_large_string(values)
+    if automatic is not None and text and not automatic.decoder.numeric:
+        return automatic
+    if (stored is not node and not node.decoder.numeric and not text
+            and not pa.types.is_dictionary(values) and _supported(stored)):
+        return stored
+    return node
 
 
 def _stored_leaves(node: Node, prefix: str):
@@ -419,7 +479,14 @@ def _numpy(pa, column, where: str) -> np.ndarray:
 def _checked(node: Node, column: np.ndarray, where: str) -> np.ndarray:
     """``column`` if every value fits ``node``'s type exactly, else an error naming the first
     record that does not (a float for an integer field must be whole)."""
-    if leaf_kind(node) in (LeafKind.FLOAT, LeafKind.BOOL):
+    if leaf_kind(node) is LeafKind.FLOAT:
+        return column
+    if leaf_kind(node) is LeafKind.BOOL:  # as every reader takes a bool: 0 or 1, no other
+        wrong = (column != 0) & (column != 1)
+        if wrong.any():
+            bad = int(np.flatnonzero(wrong)[0])
+            raise InputError(f"record {bad + 1}: expected true or false, got {column[bad]}",
+                             obj=where)
         return column
     if column.dtype.kind == "f":
         whole = np.isfinite(column) & (column == np.floor(column))
@@ -513,14 +580,6 @@ def _before_nul(pa, chars: np.ndarray):
     data = chars[np.arange(chars.shape[1]) < lengths[:, None]]  # row by row
     return pa.Array.from_buffers(pa.binary(), len(chars), [
         None, pa.py_buffer(_offsets(lengths)), pa.py_buffer(data.tobytes())])
-
-
-def _is_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def _first_null(pa, column) -> int:

@@ -222,6 +222,7 @@ def _(node: layout.Struct):
     names = ", ".join(fields)
     order = list(fields)
     required = [] if node.default_zero else node.required()
+    unions = [frozenset(u.fields()) for u in _unions(node)]
 
     def write(buf, value, path):
         if not isinstance(value, dict):
@@ -231,12 +232,43 @@ def _(node: layout.Struct):
             if field is None:
                 raise InputError(f"no field {name!r} (fields: {names})", obj=path)
             field(buf, item, f"{path}.{name}")
+        for members in unions:
+            given = [name for name in value if name in members]
+            if len(given) > 1:
+                _check_agree(buf, value, given, writers, path)
         for group in required:
             if not group & value.keys():
                 missing = " or ".join(sorted(group, key=order.index))
                 raise InputError(f"missing field {missing} (a field left out is an error; "
                                  f"--default-zero makes it 0)", obj=path)
     return write
+
+
+def _unions(node: layout.Struct) -> list[layout.Struct]:
+    """The unions whose members are fields of ``node``'s records: itself, if a union, and
+    its anonymous union members (at any depth of anonymous members)."""
+    found = [node] if node.union else []
+    for name, member in node.members:
+        if not name and isinstance(member, layout.Struct):
+            found.extend(_unions(member))
+    return found
+
+
+def _check_agree(buf: bytearray, value: dict, given: list[str], writers: dict,
+                 path: str) -> None:
+    """A union holds one value: the members a record gives must all say the bytes the
+    last one wrote (a dump gives every member, and they agree), not silently be
+    overwritten (``{"x": 1, "y": 2}``). A NaN says nothing of its bits: not compared."""
+    for name in given[:-1]:
+        item = value[name]
+        if item == "NaN" or isinstance(item, float) and math.isnan(item):
+            continue
+        again = bytearray(buf)
+        writers[name](again, item, f"{path}.{name}")
+        if again != buf:
+            last = given[-1]
+            raise InputError(f"union members {name!r} and {last!r} disagree: a union holds "
+                             f"one value (give one member)", obj=path)
 
 
 @encoder.register
