@@ -17,13 +17,16 @@ The schema rule (the README states it too):
   bytes (the key of a queue or stack) has no column;
 * per-CPU maps: every value column is a ``fixed_size_list`` with one item per possible CPU.
 
-Columns hold the values as the map stores them: the automatic display choice of
-:mod:`~bpfbatch.records.decoding` (a ``__be32 saddr`` shown as ``"10.0.0.1"``) does not apply,
-since these formats are for analysis and exact reloads. A field the user names with ``--decode
-FIELD=KIND`` is a column of the decoder's display values: ``uint16/32/64`` for the byte-order
-kinds, ``float64`` for ``age``, ``string`` for the others (a number shown by ``ifname`` or
-``errno`` as its decimal text); loading parses it back with the same decoder, so a dump loads
-back with the same ``--decode`` options.
+Columns hold the values of the map's view, as every other output shows them
+(:func:`~bpfbatch.records.decoding.view`): a field shown through a decoder, automatically
+(a ``__be32 saddr``, a ``__be16 dport``, a ``struct in6_addr``) or by ``--decode
+FIELD=KIND``, is a column of the decoder's display values — ``uint16/32/64`` for the
+byte-order kinds (a port as read), ``float64`` for ``age``, ``string`` for the others (a
+number shown by ``ifname`` or ``errno`` as its decimal text) — whose field metadata names the
+decoder (:data:`DECODE_KEY`). ``--decode none`` gives the stored values. A reader takes a
+column as its metadata says, whatever view it was given; without metadata, numbers are the
+stored values and text is the display: so every dump loads back, with or without the
+``--decode`` options it was made with.
 
 Other fields (bitfields, 128-bit integers, unions, arrays of structs, ...) have no column
 type here: asking for one is an error naming the field (``-o jsonl`` carries them).
@@ -79,9 +82,6 @@ class Columns:
         value_base = value.base if isinstance(value, PerCpuCodec) else value
         self.stride = value.stride if isinstance(value, PerCpuCodec) else value.size
         self.fields = [*_fields(key, "key"), *_fields(value_base, "value")]
-        #: Fields decoded automatically, by column: stored as numbers, and read from text
-        #: as their display (what ``--decode FIELD=KIND`` dumps) too.
-        self.shown = {**_automatic(key, "key"), **_automatic(value_base, "value")}
         self.raw_width = {"key": key.size, "value": value_base.size}  # of a side without BTF
         self.schema = self.record_batch(np.zeros((0, self.key_size), np.uint8),
                                         np.zeros((0, self.value_size), np.uint8)).schema
@@ -190,8 +190,7 @@ class Columns:
             where = f"{source}: column {name}"
             if column.null_count:
                 raise InputError(f"null in record {_first_null(pa, column) + 1}", obj=where)
-            node = _as_written(pa, node, self.shown.get(name), column,
-                               table.schema.field(name).metadata, where)
+            node = _as_written(pa, node, column, table.schema.field(name).metadata, where)
             if name.startswith("key"):
                 self._write(node, key_rows, column, where)
             elif self.ncpus is None:
@@ -299,7 +298,7 @@ def _fields(codec: Codec, side: str) -> list[tuple[str, Node | None]]:
         return []
     if not isinstance(codec, BtfCodec):
         return [(side, None)]
-    fields = list(_stored_leaves(codec.node, side))
+    fields = list(leaf_columns(codec.node, side))
     for name, node in fields:
         if not _supported(node):
             raise InputError(f"{type(node).__name__.lower()} fields have no Arrow column type "
@@ -307,53 +306,33 @@ def _fields(codec: Codec, side: str) -> list[tuple[str, Node | None]]:
     return fields
 
 
-def _automatic(codec: Codec, side: str) -> dict[str, Decoded]:
-    """The automatically decoded fields of a side, by column name."""
-    if not isinstance(codec, BtfCodec):
-        return {}
-    return {name: leaf for name, leaf in leaf_columns(codec.node, side)
-            if leaf_kind(leaf) is LeafKind.DISPLAY and leaf.automatic}
-
-
-def _as_written(pa, node: Node | None, automatic: Decoded | None, column,
-                metadata: dict | None, where: str) -> Node | None:
+def _as_written(pa, node: Node | None, column, metadata: dict | None, where: str
+                ) -> Node | None:
     """The node that reads ``column`` as its writer meant it: through the decoder its
-    metadata names (:data:`DECODE_KEY`), whatever the reader's view; else a field decoded
-    automatically (stored as numbers) from a text column through its decoder, and a
-    decoded text field from a column of numbers as stored (the column of ``--decode
-    none``)."""
+    metadata names (:data:`DECODE_KEY`), whatever the reader's view; else, for a decoded
+    field, a column of numbers as the stored values (``--decode none``'s) and text through
+    the field's decoder."""
     if node is None:
         return None
     stored = node.inner if leaf_kind(node) is LeafKind.DISPLAY else node
     kind = (metadata or {}).get(DECODE_KEY)
     if kind is not None:
         decoder = get(kind.decode(errors="replace"), where)
-        size = np.dtype(layout_dtype(stored)).itemsize if layout_dtype(stored) else 0
+        dtype = layout_dtype(stored)
+        size = dtype.itemsize if dtype is not None else 0
         decoder.check_size(size, where)
         return Decoded(stored.offset, stored, size, decoder)
     values = column.type
     if pa.types.is_list(values) or pa.types.is_fixed_size_list(values):
         values = values.value_type  # per-CPU
-    text = pa.types.is_string(values) or pa.types.is_large_string(values)
-    if automatic is not None and text and not automatic.decoder.numeric:
-        return automatic
-    if (stored is not node and not node.decoder.numeric and not text
-            and not pa.types.is_dictionary(values) and _supported(stored)):
+    numbers = pa.types.is_integer(values) or pa.types.is_floating(values)
+    if stored is not node and numbers and _supported(stored):
         return stored
     return node
 
 
-def _stored_leaves(node: Node, prefix: str):
-    """:func:`leaf_columns`, with the fields decoded automatically taken as stored."""
-    for name, leaf in leaf_columns(node, prefix):
-        if leaf_kind(leaf) is LeafKind.DISPLAY and leaf.automatic:
-            yield from _stored_leaves(leaf.inner, name)
-        else:
-            yield name, leaf
-
-
 def _decoded_dtype(node: Decoded) -> np.dtype | None:
-    """The numpy type of a field decoded on request, ``None`` for text (see the module
+    """The numpy type of a decoded field's column, ``None`` for text (see the module
     doc)."""
     if not node.decoder.numeric:
         return None

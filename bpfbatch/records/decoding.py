@@ -5,7 +5,8 @@
 in every typed output (``json``, ``jsonl``, ``csv``, ``table``) and their ``encode`` takes the
 same display values back, so ``load`` reads what ``dump`` wrote with the same decoding. The
 ``bpftool-json`` output keeps bpftool's bytes (``exact`` mode never decodes); numpy views keep
-the raw field (a decoder changes what is shown, not the record).
+the raw field (a decoder changes what is shown, not the record); the Arrow columns hold the
+display values and name the decoder (:mod:`~bpfbatch.records.columnar`).
 
 Field paths are the ``--where`` paths: value fields bare or under ``value.`` (nested structs
 by dots), key fields under ``key.``; ``key``/``value`` alone name a whole key or value.
@@ -44,15 +45,13 @@ __all__ = ["Decoded", "decoded_codecs", "undecoded", "view"]
 
 @dataclasses.dataclass(frozen=True)
 class Decoded(Node):
-    """A field shown through a :class:`Decoder`; ``inner`` is the field's own node.
-    ``automatic``: chosen by the field's type, not by a ``--decode`` option (the columnar
-    formats keep such a field as stored). Each job over the layout tree takes it as the
-    decoder says (below); numpy views keep the raw field."""
+    """A field shown through a :class:`Decoder`; ``inner`` is the field's own node. Each
+    job over the layout tree takes it as the decoder says (below); numpy views keep the raw
+    field."""
 
     inner: Node
     size: int
     decoder: Decoder
-    automatic: bool = False
 
     @property
     def numeric(self) -> bool:
@@ -257,8 +256,7 @@ def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
     """``node`` with the fields in ``left`` (consumed as found) and the automatic ones
     decoded; the same object when nothing under it changes."""
     decoder = left.pop(path, None)
-    chosen = decoder is not None
-    if not chosen and automatic and node.auto:
+    if decoder is None and automatic and node.auto:
         decoder = get(node.auto)
     if decoder is not None:
         size = _size_of(node)
@@ -269,7 +267,7 @@ def _decode_node(node: Node, side: str, path: str, left: dict[str, Decoder],
             decoder.check_size(size, path)
         except InputError as exc:
             raise _FieldError(side, path, exc.message) from None
-        return Decoded(node.offset, node, size, decoder, automatic=not chosen)
+        return Decoded(node.offset, node, size, decoder)
     if leaf_kind(node) is not LeafKind.STRUCT:
         return node
     members = []

@@ -100,7 +100,8 @@ def test_flow_table_dump_clear_load_is_byte_identical(flows, tmp_path, fmt):
 def test_parquet_read_by_duckdb_matches_bpftool(flows, tmp_path):
     duckdb = pytest.importorskip("duckdb")
     path = tmp_path / "flows.parquet"
-    path.write_bytes(bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet").stdout)
+    path.write_bytes(bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet", "--decode",
+                              "none").stdout)  # bpftool's formatted is the stored values
     rows = duckdb.sql(f"""SELECT "key.saddr", "key.sport", "key.proto"::VARCHAR, "key.pad",
                           "value.packets", "value.bytes", "value.last_seen_ns"
                           FROM '{path}'""").fetchall()
@@ -233,37 +234,45 @@ def test_binary_output_refuses_a_terminal(flows):
 
 # -- decoders: stored values by default, display values on request ----------------------------
 
-def test_columns_hold_stored_values_and_explicit_decoders_round_trip(flows, tmp_path):
-    """The automatic choice (``__be32 saddr`` as IPv4) shows in jsonl but not in the columns;
-    an explicit ``--decode`` gives display-value columns, whose metadata names the decoder,
-    that load back to the same bytes with those options or without them."""
+def test_columns_hold_the_view_and_every_dump_loads_back(flows, tmp_path):
+    """The columns show what jsonl shows (``__be32 saddr`` as IPv4 text, ``__be16 sport``
+    as the port read), each decoded column's metadata naming its decoder; ``--decode none``
+    gives bpftool's stored integers. Every one of these dumps loads back to the same bytes
+    with any of the options, since the columns say how they read."""
     theirs = {json.dumps(e["key"]): e["formatted"]["key"] for e in bpftool_dump(flows)}
     shown = [json.loads(line)["key"] for line in
              bpfbatch("dump", "--map-id", flows.info.id, "-o", "jsonl").stdout.splitlines()]
     plain = pq.read_table(pa.BufferReader(
-        bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet").stdout))
+        bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet", "--decode", "none").stdout))
     assert plain.schema.field("key.saddr").type == pa.uint32()
+    assert plain.schema.field("key.saddr").metadata is None
     assert sorted(plain.column("key.saddr").to_pylist()) == \
         sorted(k["saddr"] for k in theirs.values())  # bpftool's stored integer
 
-    decode = ["--decode", "key.saddr=ipv4", "--decode", "key.sport=be16"]
-    dumped = bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet", *decode)
-    assert dumped.returncode == 0, dumped.stderr
-    path = tmp_path / "decoded.parquet"
-    path.write_bytes(dumped.stdout)
-    table = pq.read_table(path)
-    assert table.schema.field("key.saddr").type == pa.string()
-    assert table.schema.field("key.sport").type == pa.uint16()
-    assert table.schema.field("key.daddr").type == pa.uint32()  # not asked for: as stored
-    rows = sorted(zip(table.column("key.saddr").to_pylist(), table.column("key.sport").to_pylist()))
-    assert rows == sorted((k["saddr"], k["sport"]) for k in shown)  # jsonl's display values
-
+    decode = ["--decode", "key.saddr=ipv4", "--decode", "last_seen_ns=age"]
     before = raw_entries(flows)
-    for options in ([], decode, ["--decode", "none"]):  # the columns say how they read
-        assert bpfbatch("clear", "--map-id", flows.info.id).returncode == 0
-        loaded = bpfbatch("load", "--map-id", flows.info.id, path, *options)
-        assert loaded.returncode == 0, loaded.stderr
-        assert raw_entries(flows) == before
+    for made_with in ([], decode, ["--decode", "none"]):
+        dumped = bpfbatch("dump", "--map-id", flows.info.id, "-o", "parquet", *made_with)
+        assert dumped.returncode == 0, dumped.stderr
+        path = tmp_path / "flows.parquet"
+        path.write_bytes(dumped.stdout)
+        table = pq.read_table(path)
+        if made_with != ["--decode", "none"]:
+            assert table.schema.field("key.saddr").type == pa.string()
+            assert table.schema.field("key.saddr").metadata == {b"bpfbatch.decode": b"ipv4"}
+            assert table.schema.field("key.sport").type == pa.uint16()
+            assert table.schema.field("key.sport").metadata == {b"bpfbatch.decode": b"be16"}
+            rows = sorted(zip(table.column("key.saddr").to_pylist(),
+                              table.column("key.sport").to_pylist()))
+            assert rows == sorted((k["saddr"], k["sport"]) for k in shown)  # jsonl's values
+        if made_with == decode:
+            assert table.schema.field("value.last_seen_ns").type == pa.float64()
+            continue  # an age is relative to the clock: loaded back, it is another stamp
+        for options in ([], decode, ["--decode", "none"]):
+            assert bpfbatch("clear", "--map-id", flows.info.id).returncode == 0
+            loaded = bpfbatch("load", "--map-id", flows.info.id, path, *options)
+            assert loaded.returncode == 0, loaded.stderr
+            assert raw_entries(flows) == before, (made_with, options)
 
 
 def test_a_bad_display_value_names_the_column_and_record(flows, tmp_path):
