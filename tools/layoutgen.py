@@ -48,6 +48,9 @@ _SCALARS = ["char", "signed char", "unsigned char", "short", "unsigned short", "
 _BITFIELD_BASES = [("unsigned int", 32), ("int", 32), ("unsigned char", 8), ("signed char", 8),
                    ("unsigned short", 16), ("short", 16), ("__u64", 64), ("__s64", 64),
                    ("_Bool", 1)]
+# Members the automatic decoders show (a __be32 whose name ends in "addr" as IPv4).
+_DECODED = ["__be16 {}", "__be32 {}addr", "__be32 {}", "__be64 {}", "struct in6_addr {}",
+            "__be16 {}[2]"]
 # Spelled as C types: clang 16 encodes an enum on a typedef such as __s16 as UNSIGNED.
 _ENUM_BASES = [("unsigned char", 8, False), ("signed char", 8, True),
                ("unsigned short", 16, False), ("short", 16, True), ("unsigned int", 32, False),
@@ -62,6 +65,9 @@ class Features:
     anonymous: bool = True
     unsigned_enums: bool = True
     floats: bool = True
+    #: Fields the automatic decoders show (``__be16``, ``__be32 *addr``, ``struct
+    #: in6_addr``, ...). Off by default: turning it on changes every layout of a seed.
+    decoded: bool = False
 
 
 CORE = Features(bools=False, anonymous=False, unsigned_enums=False, floats=False)
@@ -117,6 +123,8 @@ class _Writer:
         """One member declaration (without the ';'); no float when not ``floats``."""
         rng, f = self.rng, self.features
         name = self.fresh("f")
+        if f.decoded and rng.random() < 0.2:
+            return rng.choice(_DECODED).format(name)
         roll = rng.random()
         if roll < 0.25:
             return f"{rng.choice(_SCALARS)} {name}"
@@ -221,8 +229,10 @@ def generate(seed: int, count: int, features: Features = Features()) -> str:
         capacity = 8 * ENTRIES if "LRU" in map_type else ENTRIES
         maps.append(f"struct {{ __uint(type, {map_type}); __uint(max_entries, {capacity}); "
                     f"__type(key, {key}); __type(value, {value}); }} m{i} SEC(\".maps\");")
-    return "\n".join(["#include <linux/bpf.h>", "#include <bpf/bpf_helpers.h>",
-                      *w.typedefs, *w.decls, *maps, ""])
+    includes = ["#include <linux/bpf.h>", "#include <bpf/bpf_helpers.h>"]
+    if features.decoded:
+        includes.append("#include <linux/in6.h>")
+    return "\n".join([*includes, *w.typedefs, *w.decls, *maps, ""])
 
 
 def build(source: str, workdir: Path) -> BpfObject:

@@ -56,9 +56,9 @@ class Output:
     trailer (``]`` of the JSON arrays) and flushes.
 
     ``sum_cpus``: a per-CPU map's values shown summed over the CPUs
-    (:mod:`~bpfbatch.records.cpusum`). ``decode``: the ``--decode`` options (``FIELD=KIND``, ``none``; see
-    :mod:`~bpfbatch.records.decoding`), the automatic choice included; ``None`` (the
-    default) prints every field as the map stores it."""
+    (:mod:`~bpfbatch.records.cpusum`). ``decode``: the view, as
+    :func:`~bpfbatch.records.decoding.view` takes it (``None``: the automatic decoders;
+    ``"none"``: every field as the map stores it; ``FIELD=KIND`` options)."""
 
     def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None,
                  decode: Iterable[str] | None = None, sum_cpus: bool = False):

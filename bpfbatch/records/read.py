@@ -89,6 +89,7 @@ def guess_format(path: str) -> str | None:
     return None
 
 
+_BPFTOOL_UNSUPPORTED = "(unsupported-kind"
 _BPFTOOL_KEY = re.compile(rb'\[\s*\{\s*"key"\s*:\s*\[\s*"0x')
 
 
@@ -167,6 +168,9 @@ def _read(path: str, source: str, data: bytes | None, fmt: str, info, with_value
         text = _decode(data if data is not None else _read_bytes(path, source), 0, source)
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
+        # bpftool prints a type it cannot show (a float, in 7.1) as this bare token, which
+        # is not JSON; it is only ever in "formatted", which is not read.
+        text = text.replace(_BPFTOOL_UNSUPPORTED, "null")
     else:
         key_codec, value_codec = codecs
     encoder = _Encoder(key_codec, value_codec, with_values, source,
