@@ -127,10 +127,17 @@ class Codec:
         return True
 
     def array(self, data, count: int) -> np.ndarray:
-        """``count`` records of ``data`` as a zero-copy numpy array of :attr:`dtype` (raw
-        bytes, ``uint8 × size``, when the layout has no dtype)."""
-        dtype = self.dtype if self.dtype is not None else np.dtype((np.uint8, (self.size,)))
-        return np.frombuffer(data, dtype=dtype, count=count)
+        """``count`` records of ``data`` as a zero-copy numpy array of :attr:`dtype`; when
+        the layout has none (bitfields), a copy with the same field names
+        (:mod:`~bpfbatch.records.unpacked`); raw bytes, ``uint8 × size``, without BTF."""
+        if self.dtype is None:
+            return self._unpacked(rows(data, count, self.size))
+        return np.frombuffer(data, dtype=self.dtype, count=count)
+
+    def _unpacked(self, rows: np.ndarray) -> np.ndarray:
+        """The records of ``rows`` (``count × size`` uint8) copied into named fields; raw
+        rows where there are no names."""
+        return rows
 
     def render_batch(self, data, count: int, exact: bool = False) -> list[bytes]:
         """JSON text of ``count`` consecutive records in ``data``."""
@@ -186,6 +193,11 @@ class BtfCodec(Codec):
         if exact not in self._templates:
             self._templates[exact] = record_text(self.node, exact)
         return self._templates[exact]
+
+    def _unpacked(self, rows):
+        from .unpacked import unpacked
+
+        return unpacked(self.node, rows)
 
     def _make_dtype(self):
         dt = layout_dtype(self.node)
@@ -382,6 +394,16 @@ class PerCpuCodec(Codec):
         rows = np.zeros((len(values), self.base.size), dtype=np.uint8)
         bad = np.zeros(len(values), dtype=bool)
         return (rows if self.base._fill(rows, values, bad) else None), bad
+
+    def _unpacked(self, rows):
+        """Each CPU's slot unpacked by the base codec: ``count × ncpus`` of ``value``."""
+        count = len(rows)
+        slots = self.base._unpacked(
+            np.ascontiguousarray(rows).reshape(count * self.ncpus, self.stride)[:, :self.base.size])
+        if slots.dtype.names is None:  # no BTF: the raw rows
+            return rows
+        slot = np.dtype([("value", slots.dtype)])
+        return slots.view(slot).reshape(count, self.ncpus)
 
     def template(self, exact=False):
         """``[{"cpu":0,"value":…},…]`` as in bpftool's ``formatted``."""
