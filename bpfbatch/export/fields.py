@@ -148,13 +148,15 @@ class _Finder:
 def _label_format(label: Label, column: Column, finder: _Finder, where: str, index: int
                   ) -> Callable[[np.ndarray], list[str]]:
     """``rows`` (``count × width`` uint8: the label field of each distinct series) → label
-    texts: a decoder, a static value map, or the value as ``dump -o json`` prints it."""
+    texts: a decoder, a static value map, or the value as ``dump -o json`` prints it (the
+    automatic decoders included: a ``__be16`` port reads ``443``, as ``dump`` shows it)."""
     key = f"labels[{index}]"
-    if label.decoder:
+    auto = column.node.auto if column.node is not None and not label.values else None
+    if label.decoder or auto:
         from ..records import decoders
 
         try:
-            decoder = decoders.get(label.decoder, f"{key}.decoder")
+            decoder = decoders.get(label.decoder or auto, f"{key}.decoder")
             decoder.check_size(column.width, f"{key}.decoder")
         except InputError as exc:  # names the kinds, or the sizes the kind fits
             finder.fail(where, f"{key}.decoder", f"'{label.field}': {exc.message}")

@@ -83,7 +83,8 @@ value = "packets"
     want_bytes, want_flows = Counter(), Counter()
     names = {6: "tcp", 17: "udp"}
     for e in entries:
-        want_bytes[(("dport", str(e["key"]["dport"])), ("proto", e["key"]["proto"]))] += \
+        port = int.from_bytes(e["key"]["dport"].to_bytes(2, "little"), "big")  # as dump shows it
+        want_bytes[(("dport", str(port)), ("proto", e["key"]["proto"]))] += \
             e["value"]["bytes"]
         number = {"IPPROTO_TCP": 6, "IPPROTO_UDP": 17, "IPPROTO_ICMP": 1}[e["key"]["proto"]]
         want_flows[(("proto", names.get(number, str(number))),)] += 1

@@ -133,7 +133,8 @@ labels = [{{ name = "proto", field = "key.proto", values = {{ 6 = "tcp", 17 = "u
         finally:
             prom.stop()
             exporter.stop()
-    want_bytes = {(("dport", str(p)),): float(values["bytes"][keys["dport"] == p].sum())
+    want_bytes = {(("dport", str(p.byteswap())),):  # the __be16 port as dump shows it
+                  float(values["bytes"][keys["dport"] == p].sum())
                   for p in np.unique(keys["dport"])}
     names = {6: "tcp", 17: "udp", 1: "icmp"}
     want_flows = {(("proto", names[int(p)]),): float((keys["proto"] == p).sum())
