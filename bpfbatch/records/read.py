@@ -183,8 +183,8 @@ def _read(path: str, source: str, data: bytes | None, fmt: str, info, with_value
             chunks, line_of = json_array.chunks(), json_array.line_of
         else:
             chunks = (_csv_chunks(text, source, key_codec, value_codec) if fmt == "csv"
-                      else _jsonl_chunks_of(stream, source, with_values and
-                                            typed_lines(key_codec, value_codec) or None))
+                      else _jsonl_chunks_of(stream, source,  # a delete's dump too
+                                            typed_lines(key_codec, value_codec)))
             line_of = lines.__getitem__
         keys: list[bytes] = []
         values: list[bytes] = []
