@@ -40,9 +40,7 @@ def _(node: layout.Bits):
 
 @unpacked_dtype.register
 def _(node: layout.Array):
-    if not node.elems:
-        return np.dtype((np.uint8, (0,)))
-    elem = unpacked_dtype(node.elems[0])
+    elem = unpacked_dtype(node.elems[0]) if node.elems else np.dtype(np.uint8)
     return None if elem is None else np.dtype((elem, (len(node.elems),)))
 
 
