@@ -1,0 +1,129 @@
+"""Issue 22's "What was seen" about the value model, replayed as a user met it, on the demo's
+flow table (``struct flow_key { __be32 saddr, daddr; __be16 sport, dport; ... }``) pinned
+where the README pins it. Each failed before one view was chosen in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bpfbatch import Map
+from bpfbatch._sys.abi import MapType
+from bpfbatch.btf import BtfBuilder
+from bpfbatch.labs.demo import create_flow_table, fill_flow_table
+
+PORTS = {22, 53, 80, 443, 8080}  # what fill_flow_table draws from
+
+
+def bpfbatch(*args, stdin: bytes | None = None):
+    return subprocess.run([sys.executable, "-m", "bpfbatch", *map(str, args)], input=stdin,
+                          capture_output=True, timeout=120)
+
+
+def stored(m: Map) -> list[str]:
+    """The map's bytes, as bpftool reads them: its raw key and value byte lists, sorted."""
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "id", str(m.info.id)],
+                         check=True, capture_output=True).stdout
+    return sorted(json.dumps([e["key"], e["value"]]) for e in json.loads(out))
+
+
+@pytest.fixture
+def flows(pins):
+    m = create_flow_table(4096, name=f"bb_seen{os.getpid() % 10000}")
+    fill_flow_table(m, 500)
+    try:
+        yield m, pins(m, "seen")
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv"])
+def test_a_dump_piped_into_delete_deletes_it(flows, fmt):
+    """Was: ``<stdin>:1: key.saddr: expected an integer, got '10.0.1.104'``."""
+    m, pin = flows
+    dump = bpfbatch("dump", "pinned", pin, "-o", fmt)
+    assert dump.returncode == 0, dump.stderr
+    deleted = bpfbatch("delete", "pinned", pin, "-", stdin=dump.stdout)
+    assert deleted.returncode == 0, deleted.stderr
+    assert m.count() == 0
+
+
+def test_bpftools_dump_in_a_json_file_loads(flows, tmp_path):
+    """Was: ``unknown member 'formatted'``: the suffix won over the content."""
+    m, pin = flows
+    before = stored(m)
+    path = tmp_path / "f.json"
+    path.write_bytes(subprocess.run(["bpftool", "-j", "map", "dump", "pinned", pin],
+                                    check=True, capture_output=True).stdout)
+    assert bpfbatch("clear", "pinned", pin).returncode == 0
+    loaded = bpfbatch("load", "pinned", pin, path)
+    assert loaded.returncode == 0, loaded.stderr
+    assert stored(m) == before
+
+
+def test_a_file_not_of_its_format_names_format(flows, tmp_path):
+    m, pin = flows
+    path = tmp_path / "f.json"
+    path.write_text('{"key": 1}\n')
+    refused = bpfbatch("load", "pinned", pin, path)
+    assert refused.returncode == 1
+    assert "--format" in refused.stderr.decode() and "read as json" in refused.stderr.decode()
+
+
+def test_the_api_decodes_as_the_cli(flows):
+    """Was: ``items()`` gave ``saddr: 3305308170, dport: 47873`` where dump showed
+    ``10.0.3.197`` and ``443``."""
+    m, pin = flows
+    dumped = json.loads(bpfbatch("dump", "pinned", pin, "-o", "json").stdout)
+    items = list(m.items())
+    assert sorted(json.dumps([k, v], sort_keys=True) for k, v in items) == \
+        sorted(json.dumps([e["key"], e["value"]], sort_keys=True) for e in dumped)
+    assert {k["dport"] for k, _ in items} <= PORTS
+    assert all(k["saddr"].startswith("10.") for k, _ in items)
+
+
+def test_the_readmes_pandas_snippet_shows_the_ports(flows):
+    """Was: the README's pandas snippet printed port 20480 for port 80."""
+    pytest.importorskip("pandas")
+    m, _ = flows
+    frame = m.to_pandas()
+    assert set(frame["key.dport"]) <= PORTS
+    assert frame["key.saddr"].str.startswith("10.").all()
+
+
+def test_the_cli_takes_the_apis_raw_form(flows, tmp_path):
+    """Was: ``not a ipv4 value: 1744896010``. An address's stored number is not an address
+    text, so it reads as stored; the stored records load with ``--decode none``."""
+    m, pin = flows
+    before = stored(m)
+    raw = list(m.items(decode="none"))
+    shown = list(m.items())
+    mixed = tmp_path / "mixed.jsonl"  # stored addresses, ports as shown
+    mixed.write_text("".join(
+        json.dumps({"key": dict(s, saddr=r["saddr"], daddr=r["daddr"]), "value": v}) + "\n"
+        for (r, v), (s, _) in zip(raw, shown)))
+    as_stored = tmp_path / "stored.jsonl"
+    as_stored.write_text("".join(json.dumps({"key": k, "value": v}) + "\n" for k, v in raw))
+    for path, options in ((mixed, []), (as_stored, ["--decode", "none"])):
+        assert bpfbatch("clear", "pinned", pin).returncode == 0
+        loaded = bpfbatch("load", "pinned", pin, path, *options)
+        assert loaded.returncode == 0, loaded.stderr
+        assert stored(m) == before
+
+
+def test_to_numpy_names_bitfields(maps):
+    """Was: ``uint8`` rows although ``to_arrow()`` names every field."""
+    with BtfBuilder() as b:
+        u8, u16, u32 = b.integer("__u8", 1), b.integer("__u16", 2), b.integer("__u32", 4)
+        value = b.struct("flags", [("a", u32, 3), ("b", u32, 5), ("c", u16), ("d", u8, 1)])
+        m = maps(MapType.HASH, 4, b.layout(value)[0], 4, btf_fd=b.load(),
+                 btf_key_type_id=u32, btf_value_type_id=value)
+    m.update((1).to_bytes(4, "little"), bytes([0b10101101, 0, 7, 0, 1, 0, 0, 0]))
+    _, values = m.to_numpy()
+    assert values.dtype.names == ("a", "b", "c", "d")
+    assert values[0].tolist() == (5, 21, 7, 1) == tuple(next(iter(m.items()))[1].values())
