@@ -127,3 +127,25 @@ def test_to_numpy_names_bitfields(maps):
     _, values = m.to_numpy()
     assert values.dtype.names == ("a", "b", "c", "d")
     assert values[0].tolist() == (5, 21, 7, 1) == tuple(next(iter(m.items()))[1].values())
+
+
+@pytest.mark.parametrize("decode", [[], ["--decode", "none"]])
+def test_what_lookup_prints_update_takes_back(flows, decode):
+    """The per-element commands read and print with the same view as dump and load."""
+    m, pin = flows
+    before = stored(m)
+    records = [json.loads(line) for line in
+               bpfbatch("dump", "pinned", pin, "-o", "jsonl", *decode).stdout.splitlines()[:5]]
+    printed = []
+    for record in records:
+        looked = bpfbatch("lookup", "--pinned", pin, json.dumps(record["key"]), *decode)
+        assert looked.returncode == 0, looked.stderr
+        printed.append(json.loads(looked.stdout))
+    assert printed == records
+    assert bpfbatch("clear", "pinned", pin).returncode == 0
+    for record in printed:
+        updated = bpfbatch("update", "--pinned", pin, json.dumps(record["key"]),
+                           json.dumps(record["value"]), *decode)
+        assert updated.returncode == 0, updated.stderr
+    after = stored(m)
+    assert len(after) == 5 and set(after) <= set(before)  # each element byte for byte
