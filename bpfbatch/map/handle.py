@@ -282,21 +282,31 @@ class Map:
     # key_size / value_stride bytes from whatever pointer it is given, so a short buffer
     # would hand it the caller's heap (a root tool must never do that).
 
-    def lookup(self, key: bytes | None, *, flags: int = 0) -> bytes | None:
+    def lookup(self, key, *, flags: int = 0, decode=None):
         """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent. Maps
-        without keys (queue, stack) take ``None`` and peek at the next element."""
+        without keys (queue, stack) take ``None`` and peek at the next element. A key in
+        the form :meth:`items` yields (not bytes) is encoded by the view ``decode`` chooses
+        and the value comes back in that form too."""
+        typed = _typed(key)
+        if typed:
+            key = self._encode([key], 0, "key", decode)
         key = self._key(key, "lookup element")
         value = ctypes.create_string_buffer(self.info.value_stride)
         ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)  # no key: peek
         if ret == -errno.ENOENT:
             return None
         check(ret, "lookup element", self.info.label)
-        return value.raw
+        return self.codecs(decode)[1].decode(value.raw) if typed else value.raw
 
-    def update(self, key: bytes | None, value: bytes, flags: int = abi.BPF_ANY) -> None:
+    def update(self, key, value, flags: int = abi.BPF_ANY, *, decode=None) -> None:
         """Write one element (``value`` is ``value_stride`` bytes: every possible CPU's slot
         for a per-CPU map); for a queue, stack or bloom filter ``key`` is ``None`` and the
-        value is pushed."""
+        value is pushed. A key or value in the form :meth:`items` yields (not bytes) is
+        encoded by the view ``decode`` chooses."""
+        if _typed(key):
+            key = self._encode([key], 0, "key", decode)
+        if _typed(value):
+            value = self._encode([value], 1, "value", decode)
         key = self._key(key, "update element")
         value = self._sized(value, self.info.value_stride, "value", "update element")
         ret = lib.bpf_map_update_elem(self.fd, key, value, flags)
@@ -615,6 +625,11 @@ def require(info: MapInfo, command: str) -> None:
     if reason is not None:
         raise NotSupportedError(command, errno.EOPNOTSUPP, obj=info.label,
                                 cause=f"{info.type_name} maps: {reason}")
+
+
+def _typed(data) -> bool:
+    """Whether ``data`` is a value in the form :meth:`Map.items` yields, not raw bytes."""
+    return data is not None and not isinstance(data, (bytes, bytearray, memoryview))
 
 
 def _size_of(data) -> int:

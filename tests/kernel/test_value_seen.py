@@ -149,3 +149,15 @@ def test_what_lookup_prints_update_takes_back(flows, decode):
         assert updated.returncode == 0, updated.stderr
     after = stored(m)
     assert len(after) == 5 and set(after) <= set(before)  # each element byte for byte
+
+
+def test_the_apis_lookup_and_update_take_items_forms(flows):
+    """``Map.lookup``/``update`` speak the view as ``items()`` does; bytes stay bytes."""
+    m, _ = flows
+    key, value = next(iter(m.items()))
+    assert m.lookup(key) == value
+    m.update(key, dict(value, packets=1))
+    assert m.lookup(key)["packets"] == 1
+    raw_key, raw_value = next(iter(m.items(decode="none")))
+    assert m.lookup(raw_key, decode="none") == raw_value
+    assert isinstance(m.lookup(m.next_key(None)), bytes)
