@@ -292,7 +292,7 @@ class _Encoder:
         unknown = entry.keys() - self.allowed
         if unknown:
             raise FormatError(f"unknown member {sorted(unknown)[0]!r} (expected key, value"
-                             f"{', values' if self.percpu else ''})", obj=where)
+                              f"{', values' if self.percpu else ''})", obj=where)
         key = b"" if keyless and "key" not in entry else \
             self.key_codec.encode(entry["key"], f"{where}: key")
         if not self.with_values:
@@ -614,7 +614,7 @@ def _decode_json(text: str, source: str, line: int | None = None):
         return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON: {exc.msg} (column {exc.colno})",
-                         obj=f"{source}:{(line or 1) + exc.lineno - 1}") from None
+                          obj=f"{source}:{(line or 1) + exc.lineno - 1}") from None
     except RecursionError:  # json's C scanner recurses per nesting level
         raise InputError("invalid JSON: nested deeper than the JSON reader allows (about "
                          f"{sys.getrecursionlimit()} levels)",
@@ -681,7 +681,7 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
     for column in header:
         if column != "cpu" and column.split(".")[0] not in ("key", "value"):
             raise FormatError(f"unknown column {column!r} (expected key…, value…, cpu)",
-                             obj=f"{source}:1")
+                              obj=f"{source}:1")
     percpu = isinstance(value_codec, PerCpuCodec)
     if percpu != ("cpu" in header):
         raise InputError("a per-CPU map needs a 'cpu' column" if percpu else
