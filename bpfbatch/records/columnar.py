@@ -49,6 +49,7 @@ from .decoders import get
 from .decoding import Decoded
 from .fill import fill
 from .layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
+from .read import FormatError
 from .values import dtype as layout_dtype
 
 if TYPE_CHECKING:
@@ -171,15 +172,15 @@ class Columns:
         names = [name for name, _ in self.fields]
         unknown = [c for c in table.column_names if c not in names]
         if unknown:
-            raise InputError(f"unknown column {unknown[0]!r} (expected {', '.join(names)})",
-                             obj=source)
+            raise FormatError(f"unknown column {unknown[0]!r} (expected {', '.join(names)})",
+                              obj=source)
         missing = [c for c in names if c not in table.column_names]
         if missing:
-            raise InputError(f"missing column {missing[0]!r}", obj=source)
+            raise FormatError(f"missing column {missing[0]!r}", obj=source)
         twice = [c for c in names if table.column_names.count(c) > 1]
         if twice:
-            raise InputError(f"column {twice[0]!r} appears {table.column_names.count(twice[0])} "
-                             "times", obj=source)
+            raise FormatError(f"column {twice[0]!r} appears {table.column_names.count(twice[0])} "
+                              "times", obj=source)
         count = table.num_rows
         keys, values = bytearray(count * self.key_size), bytearray(count * self.value_size)
         key_rows = rows(keys, count, self.key_size)
@@ -284,7 +285,7 @@ def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
     except OSError as exc:  # pyarrow's errors (ArrowInvalid too) are OSError or ValueError
         raise InputError(f"cannot read {fmt}: {exc}", obj=source) from None
     except (ValueError, pa.ArrowException) as exc:
-        raise InputError(f"not {fmt}: {exc}", obj=source) from None
+        raise FormatError(f"not {fmt}: {exc}", obj=source) from None
     return columns.packed(table, source)
 
 
