@@ -40,7 +40,10 @@ def _(node: layout.Bits):
 
 @unpacked_dtype.register
 def _(node: layout.Array):
-    elem = unpacked_dtype(node.elems[0]) if node.elems else np.dtype(np.uint8)
+    whole = dtype(node)
+    if whole is not None:  # a char[N] stays bytes (S{N}), as numpy views it
+        return whole
+    elem = unpacked_dtype(node.elems[0])
     return None if elem is None else np.dtype((elem, (len(node.elems),)))
 
 
@@ -58,7 +61,7 @@ def _(node: layout.Struct):
 def _copy(node: layout.Node, rows: np.ndarray, out: np.ndarray) -> None:
     """``node``'s field of every row of ``rows`` (``count × size`` uint8) into ``out``, the
     field's column of the unpacked array: the stored bytes, viewed as its dtype."""
-    width = out.dtype.itemsize
+    width = out.dtype.itemsize * int(np.prod(out.shape[1:]))  # a subarray is out's own axes
     raw = np.ascontiguousarray(rows[:, node.offset:node.offset + width])
     out[...] = raw.view(out.dtype).reshape(out.shape)
 

@@ -111,10 +111,21 @@ def test_rich_struct_layout_matches_c(rich):
     assert rich.decode(data) == RICH_VALUE
 
 
-def test_layouts_without_a_dtype_view_raw_bytes(rich):
+def test_layouts_without_a_dtype_are_copied_into_named_fields(rich):
+    """Bitfields have no numpy view: the records are copied out, every field under its name,
+    a bitfield as its value, a 128-bit integer as its bytes, a union's members side by
+    side."""
     data = rich.encode(RICH_VALUE) * 2
     arr = rich.array(data, 2)
-    assert arr.shape == (2, rich.size) and bytes(arr[1]) == rich.encode(RICH_VALUE)
+    assert arr.shape == (2,) and arr.dtype.names == tuple(RICH_VALUE)
+    row = arr[1]
+    for name in ("id", "small", "ptr", "alias"):
+        assert row[name] == RICH_VALUE[name]
+    assert (row["lo"], row["mid"], row["hi"]) == (0x5, 0x11, 0xABCDEF)
+    assert row["name"] == b"flow-1" and bool(row["flag"])
+    assert row["either"]["word"] == 67305985 and list(row["either"]["bytes"]) == [1, 2, 3, 4]
+    assert (row["at"]["x"], row["at"]["y"]) == (-3, 4) and list(row["hist"]) == [1, 2, 3]
+    assert bytes(row["big"]) == (2**128 - 2).to_bytes(16, "little")
 
 
 def test_rich_struct_json_follows_bpftool(rich):
