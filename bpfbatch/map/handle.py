@@ -287,7 +287,7 @@ class Map:
         without keys (queue, stack) take ``None`` and peek at the next element. A key in
         the form :meth:`items` yields (not bytes) is encoded by the view ``decode`` chooses
         and the value comes back in that form too."""
-        typed = _typed(key)
+        typed = self._typed(key, 0, decode)
         if typed:
             key = self._encode([key], 0, "key", decode)
         key = self._key(key, "lookup element")
@@ -303,9 +303,9 @@ class Map:
         for a per-CPU map); for a queue, stack or bloom filter ``key`` is ``None`` and the
         value is pushed. A key or value in the form :meth:`items` yields (not bytes) is
         encoded by the view ``decode`` chooses."""
-        if _typed(key):
+        if self._typed(key, 0, decode):
             key = self._encode([key], 0, "key", decode)
-        if _typed(value):
+        if self._typed(value, 1, decode):
             value = self._encode([value], 1, "value", decode)
         key = self._key(key, "update element")
         value = self._sized(value, self.info.value_stride, "value", "update element")
@@ -521,6 +521,12 @@ class Map:
 
         return Draining(self, *self.codecs(decode), batch_size=batch_size)
 
+    def _typed(self, data, side: int, decode) -> bool:
+        """Whether ``data`` is a key (``side`` 0) or value (1) in the form :meth:`items`
+        yields for a typed side, not raw bytes (which a side without types takes only)."""
+        return (data is not None and not isinstance(data, (bytes, bytearray, memoryview))
+                and self.codecs(decode)[side].typed)
+
     def _encode(self, values: list, side: int, where: str, decode=None) -> bytes:
         """``values`` packed by the key (``side`` 0) or value (1) codec of the view
         ``decode`` chooses; ``bytes`` pass through after a size check."""
@@ -625,11 +631,6 @@ def require(info: MapInfo, command: str) -> None:
     if reason is not None:
         raise NotSupportedError(command, errno.EOPNOTSUPP, obj=info.label,
                                 cause=f"{info.type_name} maps: {reason}")
-
-
-def _typed(data) -> bool:
-    """Whether ``data`` is a value in the form :meth:`Map.items` yields, not raw bytes."""
-    return data is not None and not isinstance(data, (bytes, bytearray, memoryview))
 
 
 def _size_of(data) -> int:

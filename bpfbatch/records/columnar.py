@@ -183,8 +183,8 @@ class Columns:
             raise FormatError(f"missing column {missing[0]!r}", obj=source)
         twice = [c for c in names if table.column_names.count(c) > 1]
         if twice:
-            raise FormatError(f"column {twice[0]!r} appears {table.column_names.count(twice[0])} "
-                              "times", obj=source)
+            raise InputError(f"column {twice[0]!r} appears {table.column_names.count(twice[0])} "
+                             "times", obj=source)
         count = table.num_rows
         keys, values = bytearray(count * self.key_size), bytearray(count * self.value_size)
         key_rows = rows(keys, count, self.key_size)
