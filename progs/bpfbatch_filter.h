@@ -80,6 +80,159 @@ struct map_exec_enums *bpfbatch_enums;
 /* Written by the user (or by map_exec.bpf.c): the verdict on one element. */
 static long bpfbatch_filter(const void *key, void *value);
 
+/* The address of each CPU's value of the element being deleted (one address for a plain
+ * map), kept to read the element after the delete, when the map no longer finds it by key;
+ * and one value, or key, read back through them. */
+__u64 bpfbatch_slot[MAP_EXEC_MAX_CPUS];
+__u8 bpfbatch_live[MAP_EXEC_MAX_VALUE_SIZE];
+__u8 bpfbatch_live_key[MAP_EXEC_MAX_KEY_SIZE];
+
+/* Copy key and value (every CPU's, for a per-CPU map) into record `rec`, remembering where the
+ * element keeps each value; 0 when the element is gone meanwhile. */
+static __always_inline int bpfbatch_snapshot(__u8 *rec, const void *key, const void *value)
+{
+	bpf_probe_read_kernel(rec, key_size, key);
+	if (!nr_cpus) {
+		bpfbatch_slot[0] = (__u64)value;
+		bpf_probe_read_kernel(rec + key_stride, value_size, value);
+		return 1;
+	}
+	for (__u32 cpu = 0; cpu < MAP_EXEC_MAX_CPUS && cpu < nr_cpus; cpu++) {
+		const void *v = bpf_map_lookup_percpu_elem(&target, key, cpu);
+
+		if (!v)
+			return 0;
+		bpfbatch_slot[cpu] = (__u64)v;
+		bpf_probe_read_kernel(rec + key_stride + cpu * cpu_stride, value_size, v);
+	}
+	return 1;
+}
+
+/* Whether value_size bytes at a and b are equal. */
+static __always_inline bool bpfbatch_same(const __u8 *a, const __u8 *b, __u32 size)
+{
+	__u32 i = 0;
+
+	for (; i + 8 <= size && i < MAP_EXEC_MAX_VALUE_SIZE; i += 8)
+		if (*(const __u64 *)(a + i) != *(const __u64 *)(b + i))
+			return false;
+	for (; i < size && i < MAP_EXEC_MAX_VALUE_SIZE; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+/* After the delete: whether the element now holds something else than the record taken
+ * before it was judged, i.e. a writer wrote it since (in place, through a pointer it looked
+ * up before the delete; or, per-CPU maps, an update, which writes in place there). A plain
+ * map's element handed to another key meanwhile does not count: that is a reuse of memory
+ * already ours, not a write to our key. */
+static __always_inline bool bpfbatch_written(const __u8 *rec)
+{
+	__u32 n = nr_cpus ? nr_cpus : 1;
+
+	for (__u32 cpu = 0; cpu < MAP_EXEC_MAX_CPUS && cpu < n; cpu++) {
+		bpf_probe_read_kernel(bpfbatch_live, value_size, (const void *)bpfbatch_slot[cpu]);
+		if (!bpfbatch_same(bpfbatch_live, rec + key_stride + cpu * cpu_stride, value_size))
+			goto changed;
+	}
+	return false;
+changed:
+	if (nr_cpus)
+		return true;
+	bpf_probe_read_kernel(bpfbatch_live_key, key_size,
+			      (const void *)(bpfbatch_slot[0] - key_stride));
+	for (__u32 i = 0; i < key_size && i < MAP_EXEC_MAX_KEY_SIZE; i++)
+		if (bpfbatch_live_key[i] != rec[i])
+			return false;
+	return true;
+}
+
+/* Put the element back as it is now (BPF_NOEXIST: a writer that re-created the key keeps
+ * its own, -EEXIST). A per-CPU map's update from a program sets the current CPU's value and
+ * zeroes the others, so those are written right after, from the record. */
+static __always_inline long bpfbatch_put_back(__u8 *rec)
+{
+	__u32 n = nr_cpus ? nr_cpus : 1, here = 0;
+	long err;
+
+	for (__u32 cpu = 0; cpu < MAP_EXEC_MAX_CPUS && cpu < n; cpu++)
+		bpf_probe_read_kernel(rec + key_stride + cpu * cpu_stride, value_size,
+				      (const void *)bpfbatch_slot[cpu]);
+	if (nr_cpus) {
+		here = bpf_get_smp_processor_id();
+		if (here >= nr_cpus || here >= MAP_EXEC_MAX_CPUS)
+			return -22;	/* EINVAL: cannot happen, for the verifier */
+	}
+	err = bpf_map_update_elem(&target, rec, rec + key_stride + here * cpu_stride, BPF_NOEXIST);
+	if (err || !nr_cpus)
+		return err;
+	for (__u32 cpu = 0; cpu < MAP_EXEC_MAX_CPUS && cpu < nr_cpus; cpu++) {
+		void *v = cpu == here ? NULL : bpf_map_lookup_percpu_elem(&target, rec, cpu);
+
+		if (v)
+			bpf_probe_read_kernel(v, value_size, rec + key_stride + cpu * cpu_stride);
+	}
+	return 0;
+}
+
+/* Count a selected element (and its record); 1 when max_selected ends the run. */
+static __always_inline long bpfbatch_selected(struct map_exec_args *run, int emit)
+{
+	run->selected++;
+	if (emit)
+		run->emitted++;
+	if (run->max_selected && run->selected >= run->max_selected) {
+		run->stopped = MAP_EXEC_LIMIT;
+		return 1;
+	}
+	return 0;
+}
+
+/* A delete, as safe as the kernel lets a program make it: the element is read again by key
+ * (an update may have replaced it since the walk reached it), copied, judged on what it holds
+ * then, deleted, and compared with the copy; when a writer wrote it in between (with
+ * `recheck`) it is put back. Returns the walk's verdict: 0 go on, 1 stop. */
+static __always_inline long bpfbatch_delete(struct map_exec_args *run, const void *key, int emit)
+{
+	__u32 slot = emit ? run->emitted : 0;
+	void *now = bpf_map_lookup_elem(&target, key);
+	__u8 *rec;
+	long err;
+
+	if (!now)
+		return 0;
+	if (emit && slot >= out_slots) {
+		run->stopped = MAP_EXEC_OUT_FULL;
+		return 1;
+	}
+	rec = bpf_map_lookup_elem(&out, &slot);
+	if (!rec || !bpfbatch_snapshot(rec, key, now))
+		return 0;
+	if (bpfbatch_filter(key, now) != BPFBATCH_SELECT) {
+		run->rechecked_out++;
+		return 0;
+	}
+	if (bpf_map_delete_elem(&target, key))
+		return 0;	/* someone else deleted it first */
+	if (run->recheck && bpfbatch_written(rec)) {
+		err = bpfbatch_put_back(rec);
+		if (!err) {
+			run->put_back++;
+			return 0;
+		}
+		if (err == -17) {	/* EEXIST */
+			run->superseded++;
+			return 0;
+		}
+		run->put_back_errno = err;
+		run->stopped = MAP_EXEC_PUT_BACK_FAILED;
+		return 1;
+	}
+	run->deleted++;
+	return bpfbatch_selected(run, emit);
+}
+
 /* Copy key and value into out slot bpfbatch_run.emitted; 0 when out is full. */
 static __always_inline int bpfbatch_copy_out(const void *key, const void *value)
 {
@@ -89,20 +242,7 @@ static __always_inline int bpfbatch_copy_out(const void *key, const void *value)
 	if (bpfbatch_run.emitted >= out_slots)
 		return 0;
 	rec = bpf_map_lookup_elem(&out, &slot);
-	if (!rec)
-		return 0;
-	bpf_probe_read_kernel(rec, key_size, key);
-	if (!nr_cpus) {
-		bpf_probe_read_kernel(rec + key_stride, value_size, value);
-		return 1;
-	}
-	for (__u32 cpu = 0; cpu < MAP_EXEC_MAX_CPUS && cpu < nr_cpus; cpu++) {
-		const void *v = bpf_map_lookup_percpu_elem(&target, key, cpu);
-
-		if (v)
-			bpf_probe_read_kernel(rec + key_stride + cpu * cpu_stride, value_size, v);
-	}
-	return 1;
+	return rec && bpfbatch_snapshot(rec, key, value);
 }
 
 static long bpfbatch_visit(struct bpf_map *map, const void *key, void *value, void *ctx)
@@ -117,39 +257,14 @@ static long bpfbatch_visit(struct bpf_map *map, const void *key, void *value, vo
 	}
 	if (verdict != BPFBATCH_SELECT)
 		return 0;
-	if (run->action == MAP_EXEC_DELETE) {
-		/* Judge what the map holds now, at the last moment before the delete. Not only
-		 * when the element moved: a preallocated hash hands a replaced element back to
-		 * the next update (the per-CPU spare), so a writer's expire-then-refresh leaves
-		 * the very address the walk judged holding a fresh value. */
-		void *now = bpf_map_lookup_elem(&target, key);
-
-		if (!now)
-			return 0;
-		if (bpfbatch_filter(key, now) != BPFBATCH_SELECT) {
-			run->rechecked_out++;
-			return 0;
-		}
-		value = now;
-	}
+	if (run->action == MAP_EXEC_DELETE)
+		return bpfbatch_delete(run, key, run->emit);
 	emit = run->emit && run->action != MAP_EXEC_COUNT && run->selected >= run->skip;
 	if (emit && !bpfbatch_copy_out(key, value)) {
 		run->stopped = MAP_EXEC_OUT_FULL;
 		return 1;
 	}
-	if (run->action == MAP_EXEC_DELETE) {
-		if (bpf_map_delete_elem(&target, key))
-			return 0;	/* someone else deleted it first: the slot is reused */
-		run->deleted++;
-	}
-	run->selected++;
-	if (emit)
-		run->emitted++;
-	if (run->max_selected && run->selected >= run->max_selected) {
-		run->stopped = MAP_EXEC_LIMIT;
-		return 1;
-	}
-	return 0;
+	return bpfbatch_selected(run, emit);
 }
 
 /* Start a run: take the parameters from the context, reset the counters, read the clock. */
@@ -159,6 +274,8 @@ static __always_inline void bpfbatch_begin(const struct map_exec_args *args)
 	bpfbatch_run.now = bpf_ktime_get_ns();
 	bpfbatch_run.visited = bpfbatch_run.selected = bpfbatch_run.deleted = 0;
 	bpfbatch_run.emitted = bpfbatch_run.rechecked_out = 0;
+	bpfbatch_run.put_back = bpfbatch_run.superseded = 0;
+	bpfbatch_run.put_back_errno = 0;
 	bpfbatch_run.stopped = MAP_EXEC_WALKED;
 }
 

@@ -39,6 +39,9 @@ enum map_exec_stop {
 	MAP_EXEC_OUT_FULL = 1,	/* the out map is full: drain it and run again */
 	MAP_EXEC_LIMIT = 2,	/* max_selected elements were selected */
 	MAP_EXEC_FILTER_STOP = 3,	/* the filter ended the walk (bpfbatch_filter.h) */
+	/* A refreshed element could not be put back: its key is in out slot `emitted` and the
+	 * error in put_back_errno. */
+	MAP_EXEC_PUT_BACK_FAILED = 4,
 };
 
 /* field OP operand, with field = the integer of `width` bytes at `offset` of the value (or of
@@ -60,7 +63,7 @@ struct map_exec_args {
 	__u32 action;		/* enum map_exec_action */
 	__u32 nterms;		/* 0: every element matches */
 	__u32 emit;		/* copy each selected element to the out map */
-	__u32 pad;
+	__u32 recheck;		/* delete: compare after the delete, put back what was written */
 	__u64 skip;		/* selected elements to pass over before emitting (dump resumes) */
 	__u64 max_selected;	/* stop after this many (0: no limit) */
 	struct map_exec_term terms[MAP_EXEC_MAX_TERMS];
@@ -71,8 +74,10 @@ struct map_exec_args {
 	__u64 deleted;
 	__u64 emitted;		/* records written to the out map, at slots 0..emitted-1 */
 	__u64 rechecked_out;	/* selected, then found refreshed by the re-check: kept */
+	__u64 put_back;		/* deleted, found written after its judgement, put back */
+	__u64 superseded;	/* deleted, written after it, and re-created by a writer first */
 	__u32 stopped;		/* enum map_exec_stop */
-	__u32 pad2;
+	__s32 put_back_errno;	/* with MAP_EXEC_PUT_BACK_FAILED */
 };
 
 /* Every enum above, in one type: an object built on bpfbatch_filter.h refers to it (the

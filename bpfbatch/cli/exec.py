@@ -16,16 +16,18 @@ import typer
 
 from ..errors import InputError
 from .progress import counted, progress
-from .options import OUTPUT_FORMATS, check_output, open_map, say
+from .options import DEFAULT_BATCH, OUTPUT_FORMATS, check_output, open_map, say
 from . import complete
-from .typed import Decode, MapId, Name, Pinned
+from .typed import BatchSize, Decode, MapId, Name, Pinned
 
 commands = typer.Typer()
 
-Mode = Annotated[str, typer.Option("--mode", autocompletion=complete.modes, help="auto (kernel when it runs here), kernel "
-                                   "(the program selects; each key is taken atomically and "
-                                   "re-checked), kernel-fast (the program deletes: faster, "
-                                   "may delete an entry refreshed at that instant) or user.")]
+Mode = Annotated[str, typer.Option("--mode", autocompletion=complete.modes,
+                                   help="auto (kernel when it runs here), kernel "
+                                   "(the program judges each element right before deleting "
+                                   "it and puts back one written meanwhile), kernel-fast (no "
+                                   "put-back: may delete an entry refreshed at that instant) "
+                                   "or user.")]
 
 
 
@@ -33,7 +35,8 @@ def _summary(label: str, r) -> str:
     """One line of what an exec did (``r``: :class:`bpfbatch.exec.walker.ExecResult`)."""
     did = {"count": "matched", "dump": "dumped", "delete": "deleted"}[r.action]
     n = r.deleted if r.action == "delete" else r.selected
-    kept = f", {r.kept} refreshed since read and kept" if r.kept else ""
+    kept = f", {r.kept} refreshed and kept" if r.kept else ""
+    kept += f", {r.superseded} re-created by a writer" if r.superseded else ""
     return (f"{label}: {n} of {r.visited} elements {did}{kept} in {r.seconds * 1e3:.1f} ms "
             f"({r.mode}, {r.passes} pass{'es' if r.passes != 1 else ''})")
 
@@ -61,6 +64,7 @@ def exec_command(
         "--fsync", help="With --action delete -o: deleted records count as delivered only "
                         "once on disk.")] = False,
     decode: Decode = None,
+    batch_size: BatchSize = DEFAULT_BATCH,
 ) -> None:
     """Run a predicate over every element of a map, in the kernel or emulated in user space,
     and count, dump or delete what it selects.
@@ -107,10 +111,10 @@ def exec_command(
             sink = counted(write, advance) if write else None
             if user_filter is None:
                 result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
-                                         max_selected=max_selected)
+                                         max_selected=max_selected, batch_size=batch_size)
             else:
                 result = walker.exec_filter(m, user_filter, action, sink=sink,
-                                            max_selected=max_selected)
+                                            max_selected=max_selected, batch_size=batch_size)
         if out is not None:
             out.close()
         if action == "count":
@@ -191,9 +195,9 @@ def prune_command(
                 res = r.result
                 verb = "would delete" if dry_run else "deleted"
                 n = res.selected if dry_run else res.deleted
-                kept = f", {res.kept} refreshed and kept" if res.kept else ""
-                say(f"round {r.number}: {verb} {n} of {res.visited}{kept} in "
-                     f"{res.seconds * 1e3:.1f} ms ({res.mode})")
+                say(f"round {r.number}: {verb} {n} of {res.visited}, {res.kept} refreshed and "
+                    f"kept, {res.superseded} superseded in {res.seconds * 1e3:.1f} ms "
+                    f"({res.mode})")
 
 
 @commands.command("prune-demo")

@@ -33,6 +33,8 @@ class Contract:
     ops: dict[str, int]
     actions: dict[str, int]
     out_full: int
+    limit: int
+    put_back_failed: int
 
 
 def read_contract(btf: Btf, label: str) -> Contract:
@@ -60,7 +62,9 @@ def read_contract(btf: Btf, label: str) -> Contract:
                                      ("max_terms", "max_cpus", "max_key_size", "max_value_size")})
     return Contract(**limits, ops=pick("map_exec_op", OP_NAMES),
                     actions=pick("map_exec_action", ACTION_NAMES),
-                    out_full=pick("map_exec_stop", {"out_full": "MAP_EXEC_OUT_FULL"})["out_full"])
+                    **pick("map_exec_stop", {"out_full": "MAP_EXEC_OUT_FULL",
+                                             "limit": "MAP_EXEC_LIMIT",
+                                             "put_back_failed": "MAP_EXEC_PUT_BACK_FAILED"}))
 
 
 @functools.cache

@@ -3,9 +3,12 @@ selects — in the kernel, or in a user-space emulation with the same semantics.
 
 **Kernel path** (:class:`KernelWalker`): the generic program ``progs/map_exec.bpf.c``, a
 ``BPF_PROG_TYPE_SYSCALL`` program run with ``BPF_PROG_TEST_RUN``, walks the map with
-``bpf_for_each_map_elem``, evaluates the compiled predicate (:mod:`bpfbatch.exec.predicate`) and deletes a
-selected element in the same visit, after re-reading it by key (an update that replaced the
-element since the walk reached it is judged again). Selected records go to an mmap-able array
+``bpf_for_each_map_elem``, evaluates the compiled predicate (:mod:`bpfbatch.exec.predicate`)
+and deletes a selected element in the same visit: read again by key (an update may have
+replaced it since the walk reached it), copied, judged on that, deleted, then compared with the
+copy; an element a writer wrote in between is put back from the same run (``BPF_NOEXIST``), so
+per-key work never leaves the kernel (``progs/bpfbatch_filter.h``; ``kernel-fast`` skips the
+compare). Selected records go to an mmap-able array
 (the "out" map) that Python reads through the mapping, with no syscall; when it fills, the pass
 stops, Python hands the records on and runs the program again (deleted elements are gone; a dump skips what it
 already emitted). One object is loaded per target map (``bpf_map__reuse_fd``), so the verifier
@@ -148,8 +151,9 @@ class Filter:
 
 @dataclasses.dataclass
 class ExecResult:
-    """What one exec did. ``kept``: selected from a read, then found refreshed by the re-check
-    before the delete, so left in place."""
+    """What one exec did. ``kept``: selected, then found refreshed (by the re-check before the
+    delete, or after it, and put back); ``superseded``: deleted, written since, and re-created
+    by a writer before it could be put back (the writer's element stays)."""
 
     mode: str
     action: str
@@ -157,6 +161,7 @@ class ExecResult:
     selected: int = 0
     deleted: int = 0
     kept: int = 0
+    superseded: int = 0
     passes: int = 0
     seconds: float = 0.0
 
@@ -216,6 +221,7 @@ class KernelWalker:
             raise NotSupportedError("map exec in the kernel", errno.EOPNOTSUPP, obj=m.info.label,
                                     detail=support.reason)
         self.map = m
+        self.records = records
         info = m.info
         self.key_stride = _round8(info.key_size)
         self.rec_size = self.key_stride + _round8(info.value_stride)
@@ -235,82 +241,66 @@ class KernelWalker:
             self.args_dtype = self._obj.dtype("map_exec_args")
             self.max_terms = self.args_dtype["terms"].shape[0]
             self._prog_fd = self._obj.program_fd(program)
-            if records:
-                self._out = mmap.mmap(self._obj.map("out").fd, self.slots * self.rec_size,
-                                      mmap.MAP_SHARED, mmap.PROT_READ)
+            self._out = mmap.mmap(self._obj.map("out").fd, self.slots * self.rec_size,
+                                  mmap.MAP_SHARED, mmap.PROT_READ)
         except BaseException:
             self.close()
             raise
 
     def run(self, predicate: Predicate | None, action: str, *, sink: Sink | None = None,
-            max_selected: int = 0, fast: bool = False) -> ExecResult:
+            max_selected: int = 0, fast: bool = False, batch_size: int = 0) -> ExecResult:
         """One exec: as many program runs as the out map needs to hand over every record.
         ``predicate``: the map exec program's parameters (``None`` for a user's filter).
+        ``batch_size``: a delete that hands records to ``sink`` deletes at most that many per
+        run before the sink has them, so a SIGKILL loses at most that many (0: as many as the
+        out map holds).
 
-        A delete by predicate goes through :meth:`_run_checked` unless ``fast``: the
-        program's own delete leaves a window between its last re-check and the delete in
-        which a writer's refresh is lost, measured at a few percent of the deletions under an
-        expire-then-refresh writer; a user filter cannot be re-checked outside the kernel, so
-        it always deletes in the program."""
+        A delete judges each element on what it holds right before the delete and, unless
+        ``fast``, compares it after the delete with the copy taken before and puts back an
+        element a writer wrote in between, from inside the same run (``bpfbatch_filter.h``)."""
         _check_action(self.map, action, max_selected)
-        if sink is not None and self._out is None:
+        if batch_size:
+            cursor.check_batch_size(batch_size)
+        if sink is not None and not self.records:
             raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
-        if action == "delete" and predicate is not None and not fast:
-            return self._run_checked(predicate, sink, max_selected)
+        per_run = batch_size if action == "delete" and sink is not None else 0
         args = self._args(predicate, action, emit=sink is not None)
-        result = ExecResult("kernel-fast" if action == "delete" else "kernel", action)
+        args["recheck"] = int(action == "delete" and not fast)
+        result = ExecResult("kernel-fast" if action == "delete" and fast else "kernel", action)
         start = time.perf_counter()
         while True:
             skip = result.selected if action == "dump" else 0
             args["skip"] = skip
-            args["max_selected"] = skip + max_selected - result.selected if max_selected else 0
+            cap = min((n for n in (max_selected - result.selected if max_selected else 0,
+                                   per_run) if n), default=0)
+            args["max_selected"] = skip + cap if cap else 0
             with interrupts.deferred():  # the program deletes: its records are in hand
                 out = self._run_once(args)
                 result.passes += 1
                 result.visited += int(out["visited"])
                 result.deleted += int(out["deleted"])
-                result.kept += int(out["rechecked_out"])
+                result.kept += int(out["rechecked_out"]) + int(out["put_back"])
+                result.superseded += int(out["superseded"])
                 result.selected += int(out["selected"]) - skip
                 if sink is not None and out["emitted"]:
                     sink(self._records(int(out["emitted"])))
-            if int(out["stopped"]) != self.contract.out_full:
+            stopped = int(out["stopped"])
+            if stopped == self.contract.put_back_failed:
+                self._put_back_failed(int(out["emitted"]), -int(out["put_back_errno"]))
+            batch_done = stopped == self.contract.limit and per_run and not (
+                max_selected and result.selected >= max_selected)
+            if stopped != self.contract.out_full and not batch_done:
                 break
         result.seconds = time.perf_counter() - start
         return result
 
-    def _run_checked(self, predicate: Predicate, sink: Sink | None,
-                     max_selected: int) -> ExecResult:
-        """Delete by predicate, safely: each pass the program only selects (a dump of the
-        matching records), then every selected key is taken with
-        ``BPF_MAP_LOOKUP_AND_DELETE_ELEM``, which returns exactly the value it deleted, that
-        value is judged again and, when a writer refreshed it, put back
-        (:func:`_delete_rechecked`). Deleted elements are gone and refreshed ones no longer
-        match, so every pass starts from the beginning until one walks the whole map."""
-        if self._out is None:
-            raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
-        info = self.map.info
-        cpus = num_possible_cpus() if info.percpu else 0
-        args = self._args(predicate, "dump", emit=True)
-        result = ExecResult("kernel", "delete")
-        start = time.perf_counter()
-        while True:
-            args["max_selected"] = max_selected - result.selected if max_selected else 0
-            out = self._run_once(args)
-            result.passes += 1
-            result.visited += int(out["visited"])
-            if out["emitted"]:
-                picked = self._records(int(out["emitted"]))
-                keys = np.frombuffer(picked.keys, np.uint8).reshape(picked.count, -1)
-                with interrupts.deferred():
-                    keys, values = _delete_rechecked(self.map, predicate, keys, int(out["now"]),
-                                                     cpus, result)
-                    if sink is not None and len(keys):
-                        sink(_batch(keys, values))
-            if int(out["stopped"]) != self.contract.out_full or (
-                    max_selected and result.selected >= max_selected):
-                break
-        result.seconds = time.perf_counter() - start
-        return result
+    def _put_back_failed(self, slot: int, err: int) -> None:
+        """The program deleted an element a writer had written since its judgement and could
+        not put it back: name the key (its record is in out slot ``slot``)."""
+        at = slot * self.rec_size
+        key = bytes(self._out[at:at + self.map.info.key_size])
+        raise from_errno(f"put back refreshed element (key {key.hex()}; it is lost)", err,
+                         obj=self.map.info.label)
 
     def _args(self, predicate: Predicate | None, action: str, *, emit: bool) -> np.ndarray:
         """The program's context for ``predicate`` and ``action``."""
@@ -457,13 +447,12 @@ def choose_mode(m: Map, mode: str) -> str:
 
 def open_walker(m: Map, mode: str, *, records: bool) -> KernelWalker | None:
     """The kernel path's walker for ``mode``, or ``None`` for the emulation. ``auto`` also
-    falls back when the program does not load on this kernel (e.g. a verifier it predates).
-    ``kernel`` deletes need records whatever ``records`` says (the selected keys)."""
+    falls back when the program does not load on this kernel (e.g. a verifier it predates)."""
     chosen = choose_mode(m, mode)
     if chosen == "user":
         return None
     try:
-        return KernelWalker(m, records=records or chosen == "kernel")
+        return KernelWalker(m, records=records)
     except BpfBatchError:
         if mode == "auto":
             return None
@@ -471,27 +460,33 @@ def open_walker(m: Map, mode: str, *, records: bool) -> KernelWalker | None:
 
 
 def exec_map(m: Map, where: str | Predicate, action: str = "count", *, mode: str = "auto",
-             sink: Sink | None = None, max_selected: int = 0, decode=None) -> ExecResult:
+             sink: Sink | None = None, max_selected: int = 0, decode=None,
+             batch_size: int = cursor.DEFAULT_BATCH) -> ExecResult:
     """Run ``where`` over every element of ``m`` and ``count``, ``dump`` or ``delete`` the
     selected ones; ``sink`` receives the dumped or deleted records batch by batch (zero-copy
     views, valid during the call). ``max_selected`` stops after that many (0: no limit).
     ``decode``: how ``where`` reads the fields, as :meth:`Map.items` takes it (default: the
-    automatic decoders, ``key.dport == 443``; ``"none"``: as stored)."""
+    automatic decoders, ``key.dport == 443``; ``"none"``: as stored). ``batch_size``: deleted
+    records are handed to ``sink`` at least every that many, in every mode: what a SIGKILL
+    can lose."""
     _check_action(m, action, max_selected)
+    cursor.check_batch_size(batch_size)
     predicate = compile_for(m, where, decode)
     walker = open_walker(m, mode, records=sink is not None)
     if walker is None:
-        return user_exec(m, predicate, action, sink=sink, max_selected=max_selected)
+        return user_exec(m, predicate, action, sink=sink, max_selected=max_selected,
+                         batch_size=batch_size)
     with walker:
         return walker.run(predicate, action, sink=sink, max_selected=max_selected,
-                          fast=choose_mode(m, mode) == "kernel-fast")
+                          fast=choose_mode(m, mode) == "kernel-fast", batch_size=batch_size)
 
 
 def exec_filter(m: Map, user_filter: Filter, action: str = "count", *, sink: Sink | None = None,
-                max_selected: int = 0) -> ExecResult:
+                max_selected: int = 0, batch_size: int = cursor.DEFAULT_BATCH) -> ExecResult:
     """:func:`exec_map` with a user-written filter instead of a predicate: the kernel path
     only (the filter is BPF code; there is nothing to emulate)."""
     _check_action(m, action, max_selected)
     with KernelWalker(m, records=sink is not None,
                       user_filter=user_filter) as walker:
-        return walker.run(None, action, sink=sink, max_selected=max_selected)
+        return walker.run(None, action, sink=sink, max_selected=max_selected,
+                          batch_size=batch_size)
