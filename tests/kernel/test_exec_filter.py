@@ -160,6 +160,19 @@ def built(tmp_path_factory):
                       "static long bpfbatch_filter(const void *key, void *value)\n"
                       "{ return *(__u64 *)value >= 39 ? BPFBATCH_STOP : BPFBATCH_SELECT; }\n"
                       "BPFBATCH_FILTER_PROGRAM(stop_at_39)\n",
+        # Selects flows under 10 packets not yet refreshed; on its second call for an element (the judgement
+        # right before the delete) it then writes an odd one's last_seen_ns through the
+        # pointer: a writer's refresh landing after the last judgement, made deterministic.
+        "write_after_judging": '#include "bpfbatch_filter.h"\n'
+                               "__u32 second;\n"
+                               "static long bpfbatch_filter(const void *key, void *value)\n"
+                               "{ __u64 *v = value;\n"
+                               "  if (v[0] >= 10 || v[3] == 12345) return BPFBATCH_KEEP;\n"
+                               "  if (!second) { second = 1; return BPFBATCH_SELECT; }\n"
+                               "  second = 0;\n"
+                               "  if (v[0] & 1) v[3] = 12345;\n"
+                               "  return BPFBATCH_SELECT; }\n"
+                               "BPFBATCH_FILTER_PROGRAM(write_after_judging)\n",
         "old_header": '#include "bpfbatch_filter.h"\n'
                       "static long bpfbatch_filter(const void *key, void *value)\n"
                       "{ return BPFBATCH_SELECT; }\n"
@@ -232,3 +245,54 @@ def test_cli_misuse_is_one_line_and_changes_nothing(built):
                                           "verifier rejected program too_far: ")
         assert rejected.stderr.count("\n") == 1
         assert contents(m) == before
+
+
+def per_cpu_flow_table(map_type: MapType) -> tuple[Map, dict[bytes, bytes]]:
+    """flow_table's flows in a map of ``map_type``, every CPU's value the same for a per-CPU
+    map; and the flows as written (one CPU's value)."""
+    with flow_table(MapType.HASH) as plain:
+        flows = contents(plain)
+    m = Map.create(map_type, KEY.size, VALUE.size, 2 * N, name="bb_recheck_test")
+    copies = m.info.value_stride // VALUE.size
+    for k, v in flows.items():
+        m.update(k, v * copies)
+    return m, flows
+
+
+@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.LRU_HASH, MapType.PERCPU_HASH,
+                                      MapType.LRU_PERCPU_HASH], ids=lambda t: t.label)
+@pytest.mark.parametrize("fast", [False, True], ids=["kernel", "kernel-fast"])
+def test_a_write_after_the_last_judgement_is_put_back(built, map_type, fast):
+    """A write landing between the program's last judgement and its delete: ``kernel`` mode
+    finds it by comparing the deleted element with the copy taken before, and puts the element
+    back from the same run as it holds it then (every CPU's value); ``kernel-fast`` loses it.
+    Without the compare (remove ``recheck``), the ``kernel`` case fails."""
+    writer = walker.Filter(built / "write_after_judging.bpf.o", "write_after_judging")
+    m, flows = per_cpu_flow_table(map_type)
+    with m, walker.KernelWalker(m, records=True, user_filter=writer) as w:
+        deleted: dict[bytes, bytes] = {}
+
+        def sink(batch):
+            keys = np.frombuffer(batch.keys, np.uint8).reshape(batch.count, -1)
+            values = np.frombuffer(batch.values, np.uint8).reshape(batch.count, -1)
+            deleted.update((k.tobytes(), v.tobytes()) for k, v in zip(keys, values))
+
+        result = w.run(None, "delete", sink=sink, fast=fast, batch_size=100)
+        left = contents(m)
+    chosen = small(flows)
+    written = {k for k, v in chosen.items() if VALUE.unpack(v)[0] & 1}
+    copies = m.info.value_stride // VALUE.size
+    assert written and len(written) < len(chosen)
+    if fast:  # every selected flow is gone, the written ones with their write
+        assert result.deleted == len(chosen) and result.kept == 0
+        assert set(deleted) == set(chosen) and not set(left) & set(chosen)
+        return
+    assert result.deleted == len(chosen) - len(written)
+    assert result.kept == len(written) and result.superseded == 0
+    assert deleted == {k: v * copies for k, v in chosen.items() if k not in written}
+    for k in written:  # back, with the write on this CPU's value and the others as they were
+        values = [VALUE.unpack_from(left[k], i * VALUE.size) for i in range(copies)]
+        assert sum(v[3] == 12345 for v in values) == 1
+        assert all(v[:3] == VALUE.unpack(flows[k])[:3] for v in values)
+    assert {k: v for k, v in left.items() if k not in written} == {
+        k: v * copies for k, v in flows.items() if k not in chosen}
