@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The in-place writer of tools/bench/refresher.py: how a datapath refreshes a flow, through a
+ * pointer it looked up. For keys 0..nkeys-1 of a u32 -> {u64 packets; u64 last_seen_ns} map
+ * (per-CPU: this CPU's value), one run looks the element up, writes it expired
+ * (last_seen_ns = 1), waits `gap` bpf_loop turns, then writes it fresh (now) through the same
+ * pointer. A key not found is marked in the `missing` bit mask for the caller to judge: a prune that
+ * deleted it while it was expired lost the refresh that followed, unless it put it back.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+#define MAX_KEYS 64
+
+struct flow {
+	__u64 packets;
+	__u64 last_seen_ns;
+};
+
+struct refresh_args {
+	__u32 nkeys;
+	__u32 gap;
+	__u64 cycles;
+	__u64 missing;		/* bit k: key k was not found */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct flow);
+} target SEC(".maps");
+
+volatile __u64 sink;
+
+static long spin(__u64 i, void *ctx)
+{
+	sink++;
+	return 0;
+}
+
+SEC("syscall")
+int refresh(struct refresh_args *args)
+{
+	__u32 n = args->nkeys < MAX_KEYS ? args->nkeys : MAX_KEYS;
+
+	args->missing = 0;
+	for (__u32 i = 0; i < MAX_KEYS && i < n; i++) {
+		__u32 key = i;
+		struct flow *f = bpf_map_lookup_elem(&target, &key);
+
+		if (!f) {
+			args->missing |= 1ULL << i;
+			continue;
+		}
+		f->last_seen_ns = 1;
+		if (args->gap)
+			bpf_loop(args->gap, spin, NULL, 0);
+		f->last_seen_ns = bpf_ktime_get_ns();
+		f->packets++;
+		args->cycles++;
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
