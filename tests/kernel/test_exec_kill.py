@@ -1,0 +1,70 @@
+"""SIGKILL during ``exec --action delete -o``, in every mode: whatever was selected is delivered
+(a complete line in the output), still in the map, or among at most one ``--batch-size`` of
+records in hand when the kill landed. Nothing can run after a SIGKILL, so that bound is the
+whole promise; it holds only if each program run deletes at most one batch before its
+records are written (kernel modes) and each batch is written before the next is taken.
+"""
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from fault_helpers import bpfbatch_argv, fill, judge, parse_jsonl, typed_map
+
+from bpfbatch.map import probes
+
+N = 100_000
+#: Keys below KEEP are not selected and must stay untouched.
+KEEP = 1000
+BATCH = 1000
+#: Seconds after the first record reached the output: from inside the first batches to
+#: past the end (the program's load, before any delete, is not where the risk is).
+DELAYS = [0, 0.002, 0.006, 0.015, 0.03, 0.06, 0.12]
+MODES = ["user"] + [pytest.param(mode, marks=pytest.mark.skipif(
+    not probes.syscall_program(), reason="no syscall programs"))
+    for mode in ("kernel", "kernel-fast")]
+
+
+def killed_after_first_record(argv: list, path, delay: float) -> tuple[int, str]:
+    """Run ``argv`` with stdout into ``path``, SIGKILLed ``delay`` after its first output."""
+    with open(path, "wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and not os.path.getsize(path) and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        time.sleep(delay)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, stderr.decode(errors="replace")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sigkill_loses_at_most_one_batch(tmp_path, mode):
+    killed, rows = 0, []
+    with typed_map(N, name="bb_exec_kill") as m:
+        for i, delay in enumerate(DELAYS):
+            fill(m, N)
+            path = tmp_path / f"out{i}.jsonl"
+            argv = bpfbatch_argv("exec", "--map-id", m.info.id, "--where", f"key >= {KEEP}",
+                                 "--action", "delete", "--mode", mode, "-o", "jsonl",
+                                 "--batch-size", BATCH)
+            rc, stderr = killed_after_first_record(argv, path, delay)
+            keys, values, garbage = parse_jsonl(path.read_bytes())
+            o = judge(m, N, (keys, values), rc, stderr, keep_below=KEEP)
+            killed += rc == -signal.SIGKILL
+            rows.append(f"delay={delay} rc={rc} delivered={o.delivered} left={o.left} "
+                        f"lost={o.lost} wrong={o.wrong} twice={o.twice}")
+            assert garbage == 0 and o.wrong == 0 and o.twice == 0, rows[-1]
+            assert o.lost <= (BATCH if rc == -signal.SIGKILL else 0), rows[-1]
+    print(f"FAULT exec --action delete -o jsonl --batch-size {BATCH} ({mode}), SIGKILL sweep:",
+          *rows, sep="\n  ")
+    assert killed >= len(DELAYS) // 2  # the sweep really landed inside the command
