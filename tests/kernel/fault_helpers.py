@@ -166,9 +166,15 @@ def signal_after_open(proc: subprocess.Popen, map_id: int, sig: int, delay: floa
     """Send ``sig`` ``delay`` seconds after ``proc`` opened the map: the sweep's clock starts
     where the command starts working, not at the interpreter's start-up. False when the
     process ended first."""
+    return signal_after(proc, lambda: holds_map(proc.pid, map_id), sig, delay)
+
+
+def signal_after(proc: subprocess.Popen, started, sig: int, delay: float) -> bool:
+    """Send ``sig`` ``delay`` seconds after ``started()`` first holds; False when the process
+    ended first."""
     deadline = time.monotonic() + 30
     while proc.poll() is None and time.monotonic() < deadline:
-        if holds_map(proc.pid, map_id):
+        if started():
             time.sleep(delay)
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(sig)
@@ -178,11 +184,15 @@ def signal_after_open(proc: subprocess.Popen, map_id: int, sig: int, delay: floa
     return False
 
 
-def signalled(proc: subprocess.Popen, m: Map, sig: int, delay: float) -> tuple[int, str]:
-    """Signal ``proc`` ``delay`` after it opened ``m``; its exit status and stderr (killed if
-    it outlives the test)."""
+def signalled(proc: subprocess.Popen, m: Map | None, sig: int, delay: float, started=None
+              ) -> tuple[int, str]:
+    """Signal ``proc`` ``delay`` after it opened ``m`` (or after ``started()`` holds); its exit
+    status and stderr (killed if it outlives the test)."""
     try:
-        signal_after_open(proc, m.info.id, sig, delay)
+        if started is None:
+            signal_after_open(proc, m.info.id, sig, delay)
+        else:
+            signal_after(proc, started, sig, delay)
         _, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
@@ -197,6 +207,15 @@ def run_with_signal(argv: list[str], out_path: Path, m: Map, sig: int, delay: fl
     with open(out_path, "wb") as out:
         return signalled(subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE), m, sig,
                           delay)
+
+
+def run_with_signal_after_output(argv: list[str], out_path: Path, sig: int, delay: float
+                                 ) -> tuple[int, str]:
+    """Run ``argv`` with stdout into ``out_path``, signalled ``delay`` after its first byte of
+    output (the clock of a sweep through the work itself, start-up and set-up left out)."""
+    with open(out_path, "wb") as out:
+        return signalled(subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE), None, sig,
+                          delay, started=lambda: os.path.getsize(out_path) > 0)
 
 
 def run_script_with_signal(script: str, args: list, m: Map, delay: float,

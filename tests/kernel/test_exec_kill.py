@@ -5,14 +5,11 @@ whole promise; it holds only if each program run deletes at most one batch befor
 records are written (kernel modes) and each batch is written before the next is taken.
 """
 
-import contextlib
-import os
 import signal
-import subprocess
-import time
 
 import pytest
-from fault_helpers import bpfbatch_argv, fill, judge, parse_jsonl, typed_map
+from fault_helpers import (bpfbatch_argv, fill, judge, parse_jsonl,
+                           run_with_signal_after_output, typed_map)
 
 from bpfbatch.map import probes
 
@@ -28,25 +25,6 @@ MODES = ["user"] + [pytest.param(mode, marks=pytest.mark.skipif(
     for mode in ("kernel", "kernel-fast")]
 
 
-def killed_after_first_record(argv: list, path, delay: float) -> tuple[int, str]:
-    """Run ``argv`` with stdout into ``path``, SIGKILLed ``delay`` after its first output."""
-    with open(path, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and not os.path.getsize(path) and time.monotonic() < deadline:
-            time.sleep(0.0002)
-        time.sleep(delay)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, stderr.decode(errors="replace")
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_sigkill_loses_at_most_one_batch(tmp_path, mode):
     killed, rows = 0, []
@@ -57,7 +35,7 @@ def test_sigkill_loses_at_most_one_batch(tmp_path, mode):
             argv = bpfbatch_argv("exec", "--map-id", m.info.id, "--where", f"key >= {KEEP}",
                                  "--action", "delete", "--mode", mode, "-o", "jsonl",
                                  "--batch-size", BATCH)
-            rc, stderr = killed_after_first_record(argv, path, delay)
+            rc, stderr = run_with_signal_after_output(argv, path, signal.SIGKILL, delay)
             keys, values, garbage = parse_jsonl(path.read_bytes())
             o = judge(m, N, (keys, values), rc, stderr, keep_below=KEEP)
             killed += rc == -signal.SIGKILL
