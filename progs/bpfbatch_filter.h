@@ -87,6 +87,13 @@ __u64 bpfbatch_slot[MAP_EXEC_MAX_CPUS];
 __u8 bpfbatch_live[MAP_EXEC_MAX_VALUE_SIZE];
 __u8 bpfbatch_live_key[MAP_EXEC_MAX_KEY_SIZE];
 
+/* A delete resumes where the last run stopped instead of judging again every element it
+ * kept: elements visited so far in this run, the last one left in the map (its key, at the
+ * stop), so the next run can check it is still where the count says. */
+__u64 bpfbatch_seen;
+__u64 bpfbatch_last_kept;
+__u8 bpfbatch_resume_key[MAP_EXEC_MAX_KEY_SIZE];
+
 /* Copy key and value (every CPU's, for a per-CPU map) into record `rec`, remembering where the
  * element keeps each value; 0 when the element is gone meanwhile. */
 static __always_inline int bpfbatch_snapshot(__u8 *rec, const void *key, const void *value)
@@ -245,20 +252,47 @@ static __always_inline int bpfbatch_copy_out(const void *key, const void *value)
 	return rec && bpfbatch_snapshot(rec, key, value);
 }
 
+/* Whether `key` is the key the last run kept last. */
+static __always_inline bool bpfbatch_resumes_at(const __u8 *key)
+{
+	for (__u32 i = 0; i < key_size && i < MAP_EXEC_MAX_KEY_SIZE; i++)
+		if (key[i] != bpfbatch_resume_key[i])
+			return false;
+	return true;
+}
+
 static long bpfbatch_visit(struct bpf_map *map, const void *key, void *value, void *ctx)
 {
 	struct map_exec_args *run = &bpfbatch_run;
-	long verdict = bpfbatch_filter(key, value);
+	__u64 index = bpfbatch_seen++;
+	long verdict, done;
 	int emit;
 
+	if (index < run->resume) {	/* judged by the last run and kept */
+		if (index + 1 == run->resume && !bpfbatch_resumes_at(key)) {
+			run->stopped = MAP_EXEC_RESUME_LOST;
+			return 1;
+		}
+		bpfbatch_last_kept = (__u64)key;
+		return 0;
+	}
+	verdict = bpfbatch_filter(key, value);
 	if (verdict == BPFBATCH_STOP) {
 		run->stopped = MAP_EXEC_FILTER_STOP;
 		return 1;
 	}
+	if (run->action == MAP_EXEC_DELETE) {
+		__u64 deleted = run->deleted;
+
+		done = verdict == BPFBATCH_SELECT ? bpfbatch_delete(run, key, run->emit) : 0;
+		if (run->stopped == MAP_EXEC_OUT_FULL)
+			bpfbatch_seen--;	/* not judged: the next run starts with it */
+		else if (run->deleted == deleted)
+			bpfbatch_last_kept = (__u64)key;
+		return done;
+	}
 	if (verdict != BPFBATCH_SELECT)
 		return 0;
-	if (run->action == MAP_EXEC_DELETE)
-		return bpfbatch_delete(run, key, run->emit);
 	emit = run->emit && run->action != MAP_EXEC_COUNT && run->selected >= run->skip;
 	if (emit && !bpfbatch_copy_out(key, value)) {
 		run->stopped = MAP_EXEC_OUT_FULL;
@@ -276,6 +310,8 @@ static __always_inline void bpfbatch_begin(const struct map_exec_args *args)
 	bpfbatch_run.emitted = bpfbatch_run.rechecked_out = 0;
 	bpfbatch_run.put_back = bpfbatch_run.superseded = 0;
 	bpfbatch_run.put_back_errno = 0;
+	bpfbatch_run.resume_next = 0;
+	bpfbatch_seen = bpfbatch_last_kept = 0;
 	bpfbatch_run.stopped = MAP_EXEC_WALKED;
 }
 
@@ -283,6 +319,16 @@ static __always_inline void bpfbatch_begin(const struct map_exec_args *args)
 static __always_inline int bpfbatch_walk(struct map_exec_args *args)
 {
 	bpfbatch_run.visited = bpf_for_each_map_elem(&target, bpfbatch_visit, NULL, 0);
+	if (bpfbatch_run.stopped == MAP_EXEC_WALKED && bpfbatch_seen < bpfbatch_run.resume)
+		bpfbatch_run.stopped = MAP_EXEC_RESUME_LOST;	/* the map shrank behind the walk */
+	if (bpfbatch_run.stopped == MAP_EXEC_OUT_FULL || bpfbatch_run.stopped == MAP_EXEC_LIMIT) {
+		/* Where the next run picks up: what this one left behind it (a put-back element
+		 * is back at the head of its bucket, behind the walk: still counted). */
+		bpfbatch_run.resume_next = bpfbatch_seen - bpfbatch_run.deleted;
+		if (bpfbatch_last_kept)
+			bpf_probe_read_kernel(bpfbatch_resume_key, key_size,
+					      (const void *)bpfbatch_last_kept);
+	}
 	__builtin_memcpy(args, &bpfbatch_run, sizeof(bpfbatch_run));
 	return 0;
 }

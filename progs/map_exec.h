@@ -42,6 +42,9 @@ enum map_exec_stop {
 	/* A refreshed element could not be put back: its key is in out slot `emitted` and the
 	 * error in put_back_errno. */
 	MAP_EXEC_PUT_BACK_FAILED = 4,
+	/* The element before `resume` is not the one the last run kept last (the map changed
+	 * there): run again from the start. */
+	MAP_EXEC_RESUME_LOST = 5,
 };
 
 /* field OP operand, with field = the integer of `width` bytes at `offset` of the value (or of
@@ -66,6 +69,7 @@ struct map_exec_args {
 	__u32 recheck;		/* delete: compare after the delete, put back what was written */
 	__u64 skip;		/* selected elements to pass over before emitting (dump resumes) */
 	__u64 max_selected;	/* stop after this many (0: no limit) */
+	__u64 resume;		/* delete: pass over this many elements, judged by the last run */
 	struct map_exec_term terms[MAP_EXEC_MAX_TERMS];
 	/* out */
 	__u64 now;		/* bpf_ktime_get_ns() at the start of the run */
@@ -78,6 +82,7 @@ struct map_exec_args {
 	__u64 superseded;	/* deleted, written after it, and re-created by a writer first */
 	__u32 stopped;		/* enum map_exec_stop */
 	__s32 put_back_errno;	/* with MAP_EXEC_PUT_BACK_FAILED */
+	__u64 resume_next;	/* a delete that stopped early: `resume` for the next run */
 };
 
 /* Every enum above, in one type: an object built on bpfbatch_filter.h refers to it (the

@@ -35,6 +35,7 @@ class Contract:
     out_full: int
     limit: int
     put_back_failed: int
+    resume_lost: int
 
 
 def read_contract(btf: Btf, label: str) -> Contract:
@@ -64,7 +65,8 @@ def read_contract(btf: Btf, label: str) -> Contract:
                     actions=pick("map_exec_action", ACTION_NAMES),
                     **pick("map_exec_stop", {"out_full": "MAP_EXEC_OUT_FULL",
                                              "limit": "MAP_EXEC_LIMIT",
-                                             "put_back_failed": "MAP_EXEC_PUT_BACK_FAILED"}))
+                                             "put_back_failed": "MAP_EXEC_PUT_BACK_FAILED",
+                                             "resume_lost": "MAP_EXEC_RESUME_LOST"}))
 
 
 @functools.cache

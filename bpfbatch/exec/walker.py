@@ -282,7 +282,8 @@ class KernelWalker:
             with interrupts.deferred():  # the program deletes: its records are in hand
                 out = self._run_once(args)
                 result.passes += 1
-                result.visited += int(out["visited"])
+                result.visited += int(out["visited"]) - min(int(args["resume"][0]),
+                                                             int(out["visited"]))
                 result.deleted += int(out["deleted"])
                 result.kept += int(out["rechecked_out"]) + int(out["put_back"])
                 result.superseded += int(out["superseded"])
@@ -294,7 +295,12 @@ class KernelWalker:
                 self._put_back_failed(int(out["emitted"]), -int(out["put_back_errno"]))
             batch_done = stopped == self.contract.limit and per_run and not (
                 max_selected and result.selected >= max_selected)
-            if stopped != self.contract.out_full and not batch_done:
+            # A delete goes on where the last run stopped (judged elements it kept are passed
+            # over, checked by the last one's key), from the start when the map moved there.
+            if action == "delete":
+                args["resume"] = 0 if stopped == self.contract.resume_lost else out["resume_next"]
+            if stopped not in (self.contract.out_full, self.contract.resume_lost) and \
+                    not batch_done:
                 break
         result.seconds = time.perf_counter() - start
         return result

@@ -189,6 +189,36 @@ def test_out_map_overflow_resumes(typed_map):
             assert set(decoded(typed_map)) == set(before) - want
 
 
+@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.LRU_PERCPU_HASH],
+                         ids=lambda t: t.label)
+def test_a_delete_resumes_where_it_stopped_or_from_the_start(map_type):
+    """A delete in batches passes over what the last run judged and kept, checked by the key
+    it kept last; when the map changed there it starts again from the start and still deletes
+    every selected element exactly once. Here the sink, between two runs, moves every element
+    the walk keeps (delete, then insert again: to the head of its bucket), or deletes them.
+    Without the check the walk would pass over elements it never judged."""
+    with make_map(map_type) as m:
+        before = decoded(m)
+        text = "packets < 30"
+        want = reference(before, text, 0)
+        keys, values = cursor.read_all(m)
+        kept = ~np.isin(keys.view("<u4").reshape(-1), list(want))
+        for move in (True, False):
+            got: list[int] = []
+
+            def sink(batch, got=got, move=move):
+                if not got:
+                    writes.delete(m, keys[kept], int(kept.sum()))
+                    if move:
+                        writes.update(m, keys[kept], values[kept], int(kept.sum()))
+                got.extend(np.frombuffer(batch.keys, "<u4").tolist())
+
+            result = walker.exec_map(m, text, "delete", mode="kernel", sink=sink, batch_size=64)
+            assert sorted(got) == sorted(want) and result.deleted == len(want)
+            assert set(decoded(m)) == (set(before) - want if move else set())
+            writes.update(m, keys, values, len(keys))
+
+
 @pytest.mark.parametrize("mode", ["kernel", "user"])
 def test_max_selected_stops_early(mode):
     with make_map(MapType.HASH) as m:
