@@ -15,12 +15,16 @@
  *   - the walk is bpf_for_each_map_elem over the map `target`, which bpfbatch points at the
  *     user's map (bpf_map__reuse_fd) before load: the verifier checks the filter's reads
  *     against that map's real key and value sizes (a read past them is rejected at load);
- *   - for a delete, a selected element is looked up again by key and the filter is called
- *     again on what the map holds then, right before the delete: a refreshed element whose
- *     new value is not selected is kept (a write landing between that second call and the
- *     delete is the window that remains);
- *   - selected records go to the mmap-able array `out`; when it fills the run stops and the
- *     runner drains it and runs the program again (a dump skips what it already has);
+ *   - for a delete, a selected element is looked up again by key, copied, and the filter is
+ *     called again on what the map holds then; the element is deleted, then compared with the
+ *     copy: one a writer wrote in between is put back from the same run (BPF_NOEXIST, every
+ *     CPU's value). What remains: a write through a pointer looked up before the delete that
+ *     lands after the compare, and on a plain or LRU hash an update replacing the element
+ *     between the last lookup and the delete;
+ *   - selected records go to the mmap-able array `out`; when it fills (or a delete reaches
+ *     the runner's batch) the run stops, the runner hands the records on and runs the program
+ *     again: a dump skips what it already has, a delete passes over the elements the last run
+ *     kept (checked by the key it kept last);
  *   - per-CPU maps: `value` is the current CPU's slot; read the others with
  *     bpf_map_lookup_percpu_elem(&target, key, cpu) for cpu < nr_cpus;
  *   - the filter runs in a sleepable syscall program with migration disabled; it must not keep
