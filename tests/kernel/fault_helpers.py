@@ -215,7 +215,7 @@ def run_with_signal_after_output(argv: list[str], out_path: Path, sig: int, dela
     output (the clock of a sweep through the work itself, start-up and set-up left out)."""
     with open(out_path, "wb") as out:
         return signalled(subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE), None, sig,
-                          delay, started=lambda: os.path.getsize(out_path) > 0)
+                         delay, started=lambda: os.path.getsize(out_path) > 0)
 
 
 def run_script_with_signal(script: str, args: list, m: Map, delay: float,
