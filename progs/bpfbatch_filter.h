@@ -91,9 +91,10 @@ __u64 bpfbatch_slot[MAP_EXEC_MAX_CPUS];
 __u8 bpfbatch_live[MAP_EXEC_MAX_VALUE_SIZE];
 __u8 bpfbatch_live_key[MAP_EXEC_MAX_KEY_SIZE];
 
-/* A delete resumes where the last run stopped instead of judging again every element it
- * kept: elements visited so far in this run, the last one left in the map (its key, at the
- * stop), so the next run can check it is still where the count says. */
+/* A delete (or a selection the runner then deletes from, checked, itself) resumes where the
+ * last run stopped instead of judging again every element it kept: elements visited so far in
+ * this run, the last one left in the map (its key, at the stop), so the next run can check it
+ * is still where the count says. */
 __u64 bpfbatch_seen;
 __u64 bpfbatch_last_kept;
 __u8 bpfbatch_resume_key[MAP_EXEC_MAX_KEY_SIZE];
@@ -202,8 +203,8 @@ static __always_inline long bpfbatch_selected(struct map_exec_args *run, int emi
 
 /* A delete, as safe as the kernel lets a program make it: the element is read again by key
  * (an update may have replaced it since the walk reached it), copied, judged on what it holds
- * then, deleted, and compared with the copy; when a writer wrote it in between (with
- * `recheck`) it is put back. Returns the walk's verdict: 0 go on, 1 stop. */
+ * then, deleted, and compared with the copy; when a writer wrote it in between it is put
+ * back. Returns the walk's verdict: 0 go on, 1 stop. */
 static __always_inline long bpfbatch_delete(struct map_exec_args *run, const void *key, int emit)
 {
 	__u32 slot = emit ? run->emitted : 0;
@@ -226,7 +227,7 @@ static __always_inline long bpfbatch_delete(struct map_exec_args *run, const voi
 	}
 	if (bpf_map_delete_elem(&target, key))
 		return 0;	/* someone else deleted it first */
-	if (run->recheck && bpfbatch_written(rec)) {
+	if (bpfbatch_written(rec)) {
 		err = bpfbatch_put_back(rec);
 		if (!err) {
 			run->put_back++;
@@ -295,11 +296,14 @@ static long bpfbatch_visit(struct bpf_map *map, const void *key, void *value, vo
 			bpfbatch_last_kept = (__u64)key;
 		return done;
 	}
-	if (verdict != BPFBATCH_SELECT)
+	if (verdict != BPFBATCH_SELECT) {
+		bpfbatch_last_kept = (__u64)key;
 		return 0;
+	}
 	emit = run->emit && run->action != MAP_EXEC_COUNT && run->selected >= run->skip;
 	if (emit && !bpfbatch_copy_out(key, value)) {
 		run->stopped = MAP_EXEC_OUT_FULL;
+		bpfbatch_seen--;	/* not judged: the next run starts with it */
 		return 1;
 	}
 	return bpfbatch_selected(run, emit);

@@ -66,10 +66,10 @@ struct map_exec_args {
 	__u32 action;		/* enum map_exec_action */
 	__u32 nterms;		/* 0: every element matches */
 	__u32 emit;		/* copy each selected element to the out map */
-	__u32 recheck;		/* delete: compare after the delete, put back what was written */
+	__u32 pad;
 	__u64 skip;		/* selected elements to pass over before emitting (dump resumes) */
 	__u64 max_selected;	/* stop after this many (0: no limit) */
-	__u64 resume;		/* delete: pass over this many elements, judged by the last run */
+	__u64 resume;		/* pass over this many elements, judged by the last run */
 	struct map_exec_term terms[MAP_EXEC_MAX_TERMS];
 	/* out */
 	__u64 now;		/* bpf_ktime_get_ns() at the start of the run */

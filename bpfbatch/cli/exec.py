@@ -23,11 +23,12 @@ from .typed import BatchSize, Decode, MapId, Name, Pinned
 commands = typer.Typer()
 
 Mode = Annotated[str, typer.Option("--mode", autocompletion=complete.modes,
-                                   help="auto (kernel when it runs here), kernel "
-                                   "(the program judges each element right before deleting "
-                                   "it and puts back one written meanwhile), kernel-fast (no "
-                                   "put-back: may delete an entry refreshed at that instant) "
-                                   "or user.")]
+                                   help="auto (kernel when it runs here), kernel (the "
+                                   "program selects; each key is taken atomically with its "
+                                   "value, re-checked, put back if refreshed), kernel-fast "
+                                   "(the program deletes and puts back what was written in "
+                                   "place meanwhile: faster, may lose an update replacing an "
+                                   "element at that instant) or user.")]
 
 
 

@@ -3,12 +3,17 @@ selects — in the kernel, or in a user-space emulation with the same semantics.
 
 **Kernel path** (:class:`KernelWalker`): the generic program ``progs/map_exec.bpf.c``, a
 ``BPF_PROG_TYPE_SYSCALL`` program run with ``BPF_PROG_TEST_RUN``, walks the map with
-``bpf_for_each_map_elem``, evaluates the compiled predicate (:mod:`bpfbatch.exec.predicate`)
-and deletes a selected element in the same visit: read again by key (an update may have
-replaced it since the walk reached it), copied, judged on that, deleted, then compared with the
-copy; an element a writer wrote in between is put back from the same run (``BPF_NOEXIST``), so
-per-key work never leaves the kernel (``progs/bpfbatch_filter.h``; ``kernel-fast`` skips the
-compare). Selected records go to an mmap-able array
+``bpf_for_each_map_elem`` and evaluates the compiled predicate (:mod:`bpfbatch.exec.predicate`).
+A ``kernel`` delete (:meth:`KernelWalker._run_checked`) has the program only select; each
+selected key is then taken with ``BPF_MAP_LOOKUP_AND_DELETE_ELEM``, which returns exactly the
+value it deleted, judged again and put back when a writer refreshed it (as the emulation
+does, below): the only window left is an in-place write through a pointer looked up before
+the delete. A ``kernel-fast`` delete (and a user filter's) happens in the program's visit:
+read again by key, copied, judged on that, deleted, then compared with the copy; an element
+a writer wrote in between is put back from the same run (``progs/bpfbatch_filter.h``). Faster
+(per-key work never leaves the kernel) but, on a plain or LRU hash, an update replacing the
+element between the program's last lookup and its delete is lost: no helper deletes a key
+and returns what it deleted. Selected records go to an mmap-able array
 (the "out" map) that Python reads through the mapping, with no syscall; when it fills, the pass
 stops, Python hands the records on and runs the program again (deleted elements are gone; a dump skips what it
 already emitted). One object is loaded per target map (``bpf_map__reuse_fd``), so the verifier
@@ -41,6 +46,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import itertools
 import mmap
 import time
 from collections.abc import Callable
@@ -64,8 +70,9 @@ from .predicate import Predicate, compile_predicate
 ACTIONS = tuple(ACTION_NAMES)
 #: ``kernel``: the program selects, each selected key is deleted with
 #: ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` and re-checked (a refreshed one is put back);
-#: ``kernel-fast``: the program deletes in the same visit (a refresh landing between its last
-#: re-check and its delete is lost); ``user``: the emulation.
+#: ``kernel-fast``: the program deletes in the same visit and puts back what it finds written
+#: after (a replacing update landing between its last lookup and its delete is lost);
+#: ``user``: the emulation.
 MODES = ("auto", "kernel", "kernel-fast", "user")
 KERNEL_MODES = ("kernel", "kernel-fast")
 
@@ -260,17 +267,19 @@ class KernelWalker:
         run before the sink has them, so a SIGKILL loses at most that many (0: as many as the
         out map holds).
 
-        A delete judges each element on what it holds right before the delete and, unless
-        ``fast``, compares it after the delete with the copy taken before and puts back an
-        element a writer wrote in between, from inside the same run (``bpfbatch_filter.h``)."""
+        A delete by predicate goes through :meth:`_run_checked` unless ``fast``; otherwise
+        (and for a user filter, which cannot be judged outside the kernel) the program judges
+        each element on what it holds right before its delete, compares it after, and puts
+        back an element a writer wrote in between (``bpfbatch_filter.h``)."""
         _check_action(self.map, action, max_selected)
         if batch_size:
             cursor.check_batch_size(batch_size)
         if sink is not None and not self.records:
             raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
         per_run = batch_size if action == "delete" and sink is not None else 0
+        if action == "delete" and predicate is not None and not fast:
+            return self._run_checked(predicate, sink, max_selected, per_run)
         args = self._args(predicate, action, emit=sink is not None)
-        args["recheck"] = int(action == "delete" and not fast)
         result = ExecResult("kernel-fast" if action == "delete" and fast else "kernel", action)
         start = time.perf_counter()
         while True:
@@ -301,6 +310,48 @@ class KernelWalker:
                 args["resume"] = 0 if stopped == self.contract.resume_lost else out["resume_next"]
             if stopped not in (self.contract.out_full, self.contract.resume_lost) and \
                     not batch_done:
+                break
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _run_checked(self, predicate: Predicate, sink: Sink | None, max_selected: int,
+                     per_run: int) -> ExecResult:
+        """Delete by predicate, safely: each run the program only selects (up to ``per_run``
+        records, 0: as many as the out map holds), then :func:`_delete_rechecked` takes every
+        selected key with ``BPF_MAP_LOOKUP_AND_DELETE_ELEM``, judges the value it deleted
+        again and puts a refreshed one back. The next run resumes behind the elements this
+        one judged (less those now gone), checked by the key it kept last, from the start
+        when the map moved there."""
+        if not self.records:
+            raise BpfBatchError("this walker was made without records", obj=self.map.info.label)
+        info = self.map.info
+        deleter = _Deleter(self.map, predicate)
+        args = self._args(predicate, "dump", emit=True)
+        result = ExecResult("kernel", "delete")
+        start = time.perf_counter()
+        while True:
+            cap = min((n for n in (max_selected - result.selected if max_selected else 0,
+                                   per_run) if n), default=0)
+            args["max_selected"] = cap
+            out = self._run_once(args)
+            result.passes += 1
+            result.visited += int(out["visited"]) - min(int(args["resume"][0]),
+                                                         int(out["visited"]))
+            emitted, gone = int(out["emitted"]), 0
+            if emitted:
+                recs = np.frombuffer(self._out[:emitted * self.rec_size], np.uint8).reshape(
+                    emitted, -1)
+                with interrupts.deferred():  # deleted records are in hand until sunk
+                    keys, values, gone = deleter.run(recs[:, :info.key_size], int(out["now"]),
+                                                     result)
+                    if sink is not None and len(keys):
+                        sink(_batch(keys, values))
+            stopped = int(out["stopped"])
+            more = stopped == self.contract.limit and not (
+                max_selected and result.selected >= max_selected)
+            args["resume"] = 0 if stopped == self.contract.resume_lost else max(
+                0, int(out["resume_next"]) - gone)
+            if stopped not in (self.contract.out_full, self.contract.resume_lost) and not more:
                 break
         result.seconds = time.perf_counter() - start
         return result
@@ -379,6 +430,7 @@ def user_exec(m: Map, predicate: Predicate, action: str, *, sink: Sink | None = 
     info = m.info
     cpus = num_possible_cpus() if info.percpu else 0
     result = ExecResult("user", action)
+    deleter = _Deleter(m, predicate)
     start = time.perf_counter()
     now = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     for batch in cursor.BatchCursor(m, batch_size=batch_size):
@@ -392,7 +444,7 @@ def user_exec(m: Map, predicate: Predicate, action: str, *, sink: Sink | None = 
             picked = picked[:max_selected - result.selected]
         with interrupts.deferred():  # deleted records are in hand until the sink has them
             if action == "delete":
-                keys, values = _delete_rechecked(m, predicate, keys[picked], now, cpus, result)
+                keys, values, _ = deleter.run(keys[picked], now, result)
             else:
                 keys, values = keys[picked], values[picked]
                 result.selected += len(picked)
@@ -406,41 +458,72 @@ def user_exec(m: Map, predicate: Predicate, action: str, *, sink: Sink | None = 
 
 #: Keys deleted per re-check: bounds how long a refreshed element stays out before it is put
 #: back (one lookup-and-delete syscall per key, then one vectorised re-check per chunk).
-RECHECK_CHUNK = 256
+RECHECK_CHUNK = 1024
 
 
-def _delete_rechecked(m: Map, predicate: Predicate, keys: np.ndarray, now: int,
-                      cpus: int, result: ExecResult) -> tuple[np.ndarray, np.ndarray]:
-    """Delete each key atomically with its current value, put back the ones a writer
-    refreshed since the batch read; the deleted keys and values."""
-    info = m.info
-    ks, vs = info.key_size, info.value_stride
-    keys = np.ascontiguousarray(keys)
-    values = np.empty((len(keys), vs), np.uint8)
-    gone = np.zeros(len(keys), bool)
-    lookup_and_delete, fd = lib.bpf_map_lookup_and_delete_elem, m.fd
-    key_at, value_at = keys.ctypes.data, values.ctypes.data
-    for lo in range(0, len(keys), RECHECK_CHUNK):
-        hi = min(lo + RECHECK_CHUNK, len(keys))
-        rets = np.array([lookup_and_delete(fd, key_at + i * ks, value_at + i * vs)
-                         for i in range(lo, hi)])
-        failed = rets[(rets != 0) & (rets != -errno.ENOENT)]  # ENOENT: gone already: not ours
-        if len(failed):
-            raise from_errno("lookup and delete element", -int(failed[0]), obj=info.label)
-        gone[lo:hi] = rets == 0
-        taken = lo + np.flatnonzero(gone[lo:hi])
-        fresh = taken[~predicate.evaluate(values[taken], now, keys=keys[taken], cpus=cpus,
-                                          cpu_stride=info.cpu_stride)]
-        for i in fresh:  # refreshed since the batch read: put it back as it is now
-            ret = lib.bpf_map_update_elem(fd, key_at + int(i) * ks, value_at + int(i) * vs,
-                                          abi.BPF_NOEXIST)
-            if ret < 0 and ret != -errno.EEXIST:  # EEXIST: a writer re-created it: theirs
-                raise from_errno("restore refreshed element", -ret, obj=info.label)
-        gone[fresh] = False
-        result.kept += len(fresh)
-    result.selected += int(gone.sum())
-    result.deleted += int(gone.sum())
-    return keys[gone], values[gone]
+class _Deleter:
+    """Deletes selected keys of one map, checked: each key is taken with
+    ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` (atomic under the bucket lock, and it returns exactly
+    the value it deleted), the values of a chunk are judged again at once, and one a writer
+    refreshed since the selection is put back with ``BPF_NOEXIST`` (a writer that re-created
+    the key meanwhile keeps its own: superseded). Per key there is one ctypes call driven from
+    C (``map`` over address ranges into a preallocated value buffer), nothing else."""
+
+    def __init__(self, m: Map, predicate: Predicate):
+        self.map, self.predicate = m, predicate
+        self.cpus = num_possible_cpus() if m.info.percpu else 0
+        self._values = np.empty((0, m.info.value_stride), np.uint8)
+
+    def run(self, keys: np.ndarray, now: int, result: ExecResult
+            ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Delete ``keys`` (rows of key bytes, any row stride), counting into ``result``: the
+        keys and values deleted, and how many of ``keys`` are no longer in the map (deleted,
+        or gone before their turn)."""
+        info = self.map.info
+        vs, n = info.value_stride, len(keys)
+        if keys.strides[-1] != 1:
+            keys = np.ascontiguousarray(keys)
+        if len(self._values) < n:
+            self._values = np.empty((n, vs), np.uint8)
+        values = self._values[:n]
+        gone = np.zeros(n, bool)
+        lookup_and_delete, fd = lib.bpf_map_lookup_and_delete_elem, self.map.fd
+        key_at, stride, value_at = keys.ctypes.data, keys.strides[0], values.ctypes.data
+        vanished = 0
+        for lo in range(0, n, RECHECK_CHUNK):
+            hi = min(lo + RECHECK_CHUNK, n)
+            rets = np.fromiter(map(lookup_and_delete, itertools.repeat(fd, hi - lo),
+                                   range(key_at + lo * stride, key_at + hi * stride, stride),
+                                   range(value_at + lo * vs, value_at + hi * vs, vs)),
+                               np.int32, hi - lo)
+            failed = rets[(rets != 0) & (rets != -errno.ENOENT)]  # ENOENT: gone already
+            if len(failed):
+                raise from_errno("lookup and delete element", -int(failed[0]), obj=info.label)
+            vanished += int((rets == -errno.ENOENT).sum())
+            taken = lo + np.flatnonzero(rets == 0)
+            gone[taken] = True
+            fresh = taken[~self.predicate.evaluate(values[taken], now, keys=keys[taken],
+                                                   cpus=self.cpus,
+                                                   cpu_stride=info.cpu_stride)]
+            for i in fresh.tolist():  # refreshed since the selection: back as it is now
+                self._put_back(keys[i], values[i], result)
+            gone[fresh] = False
+        deleted = int(gone.sum())
+        result.selected += deleted
+        result.deleted += deleted
+        return keys[gone], values[gone], deleted + vanished
+
+    def _put_back(self, key: np.ndarray, value: np.ndarray, result: ExecResult) -> None:
+        """Put one refreshed element back; a failure names the key (it is lost)."""
+        ret = lib.bpf_map_update_elem(self.map.fd, key.ctypes.data, value.ctypes.data,
+                                      abi.BPF_NOEXIST)
+        if ret == -errno.EEXIST:  # a writer re-created it meanwhile: theirs stays
+            result.superseded += 1
+        elif ret < 0:
+            raise from_errno(f"put back refreshed element (key {key.tobytes().hex()}; it is "
+                             "lost)", -ret, obj=self.map.info.label)
+        else:
+            result.kept += 1
 
 
 # -- the entry point -----------------------------------------------------------------------
@@ -460,12 +543,13 @@ def open_walker(m: Map, mode: str, *, records: bool, predicate: Predicate | None
                 ) -> KernelWalker | None:
     """The kernel path's walker for ``mode`` (loaded for ``predicate``'s comparisons, when
     given), or ``None`` for the emulation. ``auto`` also falls back when the program does not
-    load on this kernel (e.g. a verifier it predates)."""
+    load on this kernel (e.g. a verifier it predates). ``kernel`` deletes need records
+    whatever ``records`` says (the selected keys)."""
     chosen = choose_mode(m, mode)
     if chosen == "user":
         return None
     try:
-        return KernelWalker(m, records=records,
+        return KernelWalker(m, records=records or chosen == "kernel",
                             terms=None if predicate is None else len(predicate.terms))
     except BpfBatchError:
         if mode == "auto":
