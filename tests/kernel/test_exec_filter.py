@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bpfbatch._sys.abi import MapType
+from bpfbatch._sys.abi import BPF_EXIST, MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.exec import walker
 from bpfbatch.map import cursor, probes
@@ -29,9 +29,8 @@ KEY, VALUE = struct.Struct("<IIHHB3x"), struct.Struct("<QQQQ")
 PROGS_SRC = Path(__file__).resolve().parents[2] / "progs"
 
 
-def flow_table(map_type: MapType, *, seed: int = 5) -> Map:
-    """A map of flowtable.h's layout (5-tuple → packets, bytes, first/last seen) with N
-    flows of 0..39 packets: a quarter of them small."""
+def flow_map(map_type: MapType) -> Map:
+    """An empty map of flowtable.h's layout (5-tuple → packets, bytes, first/last seen)."""
     with BtfBuilder() as b:
         u8, u16 = b.integer("u8", 1), b.integer("u16", 2)
         u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
@@ -40,8 +39,13 @@ def flow_table(map_type: MapType, *, seed: int = 5) -> Map:
                                          ("pad", b.array(u8, 3))])
         value = b.struct("flowtable_stats", [("packets", u64), ("bytes", u64),
                                              ("first_seen_ns", u64), ("last_seen_ns", u64)])
-        m = Map.create(map_type, KEY.size, VALUE.size, 2 * N, name="bb_filter_test",
-                       btf_fd=b.load(), btf_key_type_id=key, btf_value_type_id=value)
+        return Map.create(map_type, KEY.size, VALUE.size, 2 * N, name="bb_filter_test",
+                          btf_fd=b.load(), btf_key_type_id=key, btf_value_type_id=value)
+
+
+def flow_table(map_type: MapType, *, seed: int = 5) -> Map:
+    """flow_map with N flows of 0..39 packets: a quarter of them small."""
+    m = flow_map(map_type)
     rng = np.random.default_rng(seed)
     for i, packets in enumerate(rng.integers(0, 40, N)):
         m.update(KEY.pack(0x0a000001, 0x0a000002, 1024 + i, 53, 17),
@@ -67,7 +71,7 @@ class Records:
 
     def __call__(self, batch: cursor.Batch) -> None:
         keys = np.frombuffer(batch.keys, np.uint8).reshape(batch.count, self.info.key_size)
-        values = np.frombuffer(batch.values, np.uint8).reshape(batch.count, self.info.value_size)
+        values = np.frombuffer(batch.values, np.uint8).reshape(batch.count, self.info.value_stride)
         for k, v in zip(keys, values):
             assert k.tobytes() not in self.got, "a record handed over twice"
             self.got[k.tobytes()] = v.tobytes()
@@ -173,6 +177,14 @@ def built(tmp_path_factory):
                                "  if (v[0] & 1) v[3] = 12345;\n"
                                "  return BPFBATCH_SELECT; }\n"
                                "BPFBATCH_FILTER_PROGRAM(write_after_judging)\n",
+        # Selects nothing; writes an odd small flow's last_seen_ns through the pointer the
+        # walk holds: a datapath's refresh in place, on demand.
+        "refresh_odd": '#include "bpfbatch_filter.h"\n'
+                       "static long bpfbatch_filter(const void *key, void *value)\n"
+                       "{ __u64 *v = value;\n"
+                       "  if (v[0] < 10 && (v[0] & 1)) v[3] = 12345;\n"
+                       "  return BPFBATCH_KEEP; }\n"
+                       "BPFBATCH_FILTER_PROGRAM(refresh_odd)\n",
         "old_header": '#include "bpfbatch_filter.h"\n'
                       "static long bpfbatch_filter(const void *key, void *value)\n"
                       "{ return BPFBATCH_SELECT; }\n"
@@ -252,47 +264,88 @@ def per_cpu_flow_table(map_type: MapType) -> tuple[Map, dict[bytes, bytes]]:
     map; and the flows as written (one CPU's value)."""
     with flow_table(MapType.HASH) as plain:
         flows = contents(plain)
-    m = Map.create(map_type, KEY.size, VALUE.size, 2 * N, name="bb_recheck_test")
+    m = flow_map(map_type)
     copies = m.info.value_stride // VALUE.size
     for k, v in flows.items():
         m.update(k, v * copies)
     return m, flows
 
 
-@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.LRU_HASH, MapType.PERCPU_HASH,
-                                      MapType.LRU_PERCPU_HASH], ids=lambda t: t.label)
-@pytest.mark.parametrize("fast", [False, True], ids=["kernel", "kernel-fast"])
-def test_a_write_after_the_last_judgement_is_put_back(built, map_type, fast):
-    """A write landing between the program's last judgement and its delete: ``kernel`` mode
-    finds it by comparing the deleted element with the copy taken before, and puts the element
-    back from the same run as it holds it then (every CPU's value); ``kernel-fast`` loses it.
-    Without the compare (remove ``recheck``), the ``kernel`` case fails."""
+HASH_TYPES = [MapType.HASH, MapType.LRU_HASH, MapType.PERCPU_HASH, MapType.LRU_PERCPU_HASH]
+
+
+def assert_written_put_back(m: Map, left: dict[bytes, bytes], flows: dict[bytes, bytes],
+                            written: set[bytes], *, writes_per_element: int | None) -> None:
+    """Every ``written`` flow is back with the write (on ``writes_per_element`` of its CPU
+    values, or all of them when None) and the rest as they were; every other small flow is
+    gone and every other flow untouched."""
+    chosen = small(flows)
+    copies = m.info.value_stride // VALUE.size
+    assert written and len(written) < len(chosen)
+    for k in written:
+        values = [VALUE.unpack_from(left[k], i * VALUE.size) for i in range(copies)]
+        assert sum(v[3] == 12345 for v in values) == (writes_per_element or copies)
+        assert all(v[:3] == VALUE.unpack(flows[k])[:3] for v in values)
+    assert {k: v for k, v in left.items() if k not in written} == {
+        k: v * copies for k, v in flows.items() if k not in chosen}
+
+
+@pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)
+def test_a_filter_puts_back_a_write_after_its_last_judgement(built, map_type):
+    """The in-kernel delete (``kernel-fast``, and every user filter): a write landing between
+    the program's last judgement and its delete is found by comparing the deleted element
+    with the copy taken before, and the element is put back from the same run as it holds it
+    then (every CPU's value). Without the compare (``bpfbatch_written``), this fails."""
     writer = walker.Filter(built / "write_after_judging.bpf.o", "write_after_judging")
     m, flows = per_cpu_flow_table(map_type)
     with m, walker.KernelWalker(m, records=True, user_filter=writer) as w:
-        deleted: dict[bytes, bytes] = {}
-
-        def sink(batch):
-            keys = np.frombuffer(batch.keys, np.uint8).reshape(batch.count, -1)
-            values = np.frombuffer(batch.values, np.uint8).reshape(batch.count, -1)
-            deleted.update((k.tobytes(), v.tobytes()) for k, v in zip(keys, values))
-
-        result = w.run(None, "delete", sink=sink, fast=fast, batch_size=100)
+        records = Records(m)
+        result = w.run(None, "delete", sink=records, batch_size=100)
         left = contents(m)
     chosen = small(flows)
     written = {k for k, v in chosen.items() if VALUE.unpack(v)[0] & 1}
     copies = m.info.value_stride // VALUE.size
-    assert written and len(written) < len(chosen)
-    if fast:  # every selected flow is gone, the written ones with their write
-        assert result.deleted == len(chosen) and result.kept == 0
-        assert set(deleted) == set(chosen) and not set(left) & set(chosen)
-        return
     assert result.deleted == len(chosen) - len(written)
     assert result.kept == len(written) and result.superseded == 0
-    assert deleted == {k: v * copies for k, v in chosen.items() if k not in written}
-    for k in written:  # back, with the write on this CPU's value and the others as they were
-        values = [VALUE.unpack_from(left[k], i * VALUE.size) for i in range(copies)]
-        assert sum(v[3] == 12345 for v in values) == 1
-        assert all(v[:3] == VALUE.unpack(flows[k])[:3] for v in values)
-    assert {k: v for k, v in left.items() if k not in written} == {
-        k: v * copies for k, v in flows.items() if k not in chosen}
+    assert records.got == {k: v * copies for k, v in chosen.items() if k not in written}
+    assert_written_put_back(m, left, flows, written, writes_per_element=1)
+
+
+@pytest.mark.parametrize("writer", ["replace", "inplace"])
+@pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)
+def test_the_default_delete_puts_back_a_write_landing_before_it(built, map_type, writer,
+                                                                monkeypatch):
+    """The default delete (``--mode kernel``): the program selected the small flows; before
+    the runner takes them, a writer refreshes the odd ones, replacing each element
+    (``bpf_map_update_elem``, BPF_EXIST) or writing it in place through the pointer a BPF
+    program looked up. ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` returns what it deleted, the
+    re-judgement sees the write and the element goes back as it is now. Without the
+    re-judgement (``_Deleter.run`` deleting every key), this fails."""
+    refresher = walker.Filter(built / "refresh_odd.bpf.o", "refresh_odd")
+    m, flows = per_cpu_flow_table(map_type)
+    chosen = small(flows)
+    written = {k for k, v in chosen.items() if VALUE.unpack(v)[0] & 1}
+    copies = m.info.value_stride // VALUE.size
+    run = walker._Deleter.run
+
+    def write_then_delete(self, keys, now, result):
+        if writer == "replace":
+            for k in written:
+                packets, size, first, _ = VALUE.unpack(flows[k])
+                m.update(k, VALUE.pack(packets, size, first, 12345) * copies, flags=BPF_EXIST)
+        else:
+            walker.exec_filter(m, refresher, "count")
+        return run(self, keys, now, result)
+
+    monkeypatch.setattr(walker._Deleter, "run", write_then_delete)
+    with m:
+        records = Records(m)
+        result = walker.exec_map(m, "packets < 10 and last_seen_ns != 12345", "delete",
+                                 mode="kernel", sink=records)
+        left = contents(m)
+    assert result.mode == "kernel" and result.passes == 1
+    assert result.deleted == len(chosen) - len(written)
+    assert result.kept == len(written) and result.superseded == 0
+    assert records.got == {k: v * copies for k, v in chosen.items() if k not in written}
+    assert_written_put_back(m, left, flows, written,
+                            writes_per_element=1 if writer == "inplace" else None)

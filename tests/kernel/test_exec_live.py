@@ -103,10 +103,8 @@ def test_kernel_path_deletes_no_refreshed_entry(tmp_path):
     live, refreshes, result = live_deletions(
         lambda m: walker.exec_map(m, WHERE, "delete", mode="kernel"), tmp_path)
     print(f"kernel path: {live} live deletions, {refreshes} refreshes during the prune, "
-          f"{result.kept} refreshed entries kept by the re-check")
-    # What remains is the nanoseconds between the program's re-read and its delete: a refresh
-    # landing exactly there is possible but rare (expected far below one per run).
-    assert live <= 1
+          f"{result.kept} refreshed entries put back by the re-check")
+    assert live == 0  # lookup-and-delete is atomic; a refreshed value is put back
 
 
 def test_emulation_deletes_no_refreshed_entry(tmp_path):
@@ -131,11 +129,11 @@ HASH_TYPES = [MapType.HASH, MapType.LRU_HASH, MapType.PERCPU_HASH, MapType.LRU_P
 needs_syscall = pytest.mark.skipif(not probes.syscall_program(), reason="no syscall programs")
 
 
-def adversarial_prune(map_type: MapType, mode: str, writer: str, seconds: float
+def adversarial_prune(map_type: MapType, mode: str | None, writer: str, seconds: float
                       ) -> tuple[dict, int]:
-    """``prune --every 1ms`` for ``seconds`` of rounds under tools/bench/refresher.py's
-    ``writer``, in its own process; returns the refresher's counts and the deletions the prune
-    reported."""
+    """``prune --every 1ms`` (``--mode mode``; None: the default) for ``seconds`` of rounds
+    under tools/bench/refresher.py's ``writer``, in its own process; returns the refresher's
+    counts and the deletions the prune reported."""
     import json
     import re
     import signal
@@ -155,7 +153,7 @@ def adversarial_prune(map_type: MapType, mode: str, writer: str, seconds: float
         assert refresher.stdout.readline() == "ready\n"
         prune = subprocess.Popen([sys.executable, "-m", "bpfbatch", "prune", "--map-id",
                                   str(m.info.id), "--field", "last_seen_ns", "--older-than", "1s",
-                                  "--every", "1ms", "--mode", mode],
+                                  "--every", "1ms", *(["--mode", mode] if mode else [])],
                                  stderr=subprocess.PIPE, text=True)
         first = prune.stderr.readline()  # the clock starts with the rounds, not the start-up
         time.sleep(seconds)
@@ -168,31 +166,63 @@ def adversarial_prune(map_type: MapType, mode: str, writer: str, seconds: float
     return counts, sum(int(n) for n in re.findall(r"deleted (\d+) of", first + report))
 
 
+WRITERS = ["inplace", "replace"]
+
+
 @needs_syscall
+@pytest.mark.parametrize("writer", WRITERS)
 @pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)
-def test_kernel_prune_under_an_inplace_writer_deletes_no_live_entry(map_type):
-    """A BPF program expiring and refreshing each element through the pointer it looked up:
-    the kernel mode compares what it deleted with its copy and puts back what was written
-    meanwhile. (A write landing after that compare, through a pointer looked up before the
-    delete, is the window no one can close: tools/bench measures it with a gap.)"""
-    counts, deleted = adversarial_prune(map_type, "kernel", "inplace", 1.5)
-    print(f"kernel, in-place writer, {map_type.label}: {counts['live']} live deletions, "
+def test_default_prune_under_either_writer_deletes_no_live_entry(map_type, writer):
+    """The default prune (``--mode kernel``: the program selects, each key is taken with
+    LOOKUP_AND_DELETE, judged again, put back when refreshed) against a BPF program refreshing
+    in place through the pointer it looked up, and against ``bpf_map_update_elem`` replacing
+    the element from another process: no live entry is lost. (What remains: an in-place
+    write through a pointer looked up before the delete, landing after it; tools/bench
+    measures it with a gap.) Without the re-judgement this fails at once."""
+    counts, deleted = adversarial_prune(map_type, None, writer, 1.5)
+    print(f"default, {writer} writer, {map_type.label}: {counts['live']} live deletions, "
           f"{deleted} deletions, {counts['cycles']} expire-then-refresh cycles")
-    assert counts["cycles"] > 10_000  # the refresher really raced the prune
+    assert counts["cycles"] > 1_000  # the refresher really raced the prune
+    assert deleted > 0 or writer == "inplace"  # a replace deletes the expired ones it catches
     assert counts["live"] == 0
 
 
-@pytest.mark.parametrize("mode, map_type", [("user", t) for t in HASH_TYPES] + [
-    pytest.param("kernel", t, marks=needs_syscall) for t in HASH_TYPES if t.name.endswith(
-        "PERCPU_HASH")], ids=lambda v: getattr(v, "label", v))
-def test_prune_under_a_replacing_writer_deletes_no_live_entry(mode, map_type):
-    """bpf_map_update_elem from another process, expired then fresh (BPF_EXIST): the user mode
-    takes each key with LOOKUP_AND_DELETE (atomic under the bucket lock) and puts a refreshed
-    one back; on per-CPU maps an update writes in place, so the kernel mode's compare sees it.
-    (On a plain or LRU hash an update replaces the element: one landing between the
-    program's last lookup and its delete is lost in the kernel modes, measured by the bench.)"""
-    counts, deleted = adversarial_prune(map_type, mode, "replace", 1.5)
-    print(f"{mode}, replacing writer, {map_type.label}: {counts['live']} live deletions, "
+@pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)
+def test_user_prune_under_a_replacing_writer_deletes_no_live_entry(map_type):
+    """The emulation takes each key with LOOKUP_AND_DELETE (atomic under the bucket lock) and
+    puts a refreshed one back, like the default mode."""
+    counts, deleted = adversarial_prune(map_type, "user", "replace", 1.5)
+    print(f"user, replacing writer, {map_type.label}: {counts['live']} live deletions, "
           f"{deleted} deletions, {counts['cycles']} expire-then-refresh cycles")
     assert counts["cycles"] > 1_000
     assert counts["live"] == 0
+
+
+@needs_syscall
+@pytest.mark.parametrize("writer, map_type", [("inplace", t) for t in HASH_TYPES] + [
+    ("replace", t) for t in HASH_TYPES if t.name.endswith("PERCPU_HASH")],
+    ids=lambda v: getattr(v, "label", v))
+def test_kernel_fast_prune_loses_no_entry_written_in_place(writer, map_type):
+    """``kernel-fast`` deletes in the program and compares the deleted element with its copy:
+    a write in place (through a pointer; on per-CPU maps an update writes in place too) that
+    lands between its judgement and the compare is seen and put back."""
+    counts, deleted = adversarial_prune(map_type, "kernel-fast", writer, 1.5)
+    print(f"kernel-fast, {writer} writer, {map_type.label}: {counts['live']} live deletions, "
+          f"{deleted} deletions, {counts['cycles']} expire-then-refresh cycles")
+    assert counts["cycles"] > 1_000
+    assert counts["live"] == 0
+
+
+@needs_syscall
+@pytest.mark.parametrize("map_type", [MapType.HASH, MapType.LRU_HASH], ids=lambda t: t.label)
+def test_kernel_fast_prune_window_against_a_replacing_writer(map_type):
+    """The window ``kernel-fast`` leaves, stated rather than asserted away: on a plain or LRU
+    hash an update replaces the element, and one landing between the program's last lookup
+    and its delete is lost (no helper deletes a key and returns what it deleted). Measured
+    in the README's race table; this run prints its own figure."""
+    counts, deleted = adversarial_prune(map_type, "kernel-fast", "replace", 1.5)
+    per_million = counts["live"] / max(deleted, 1) * 1e6
+    print(f"kernel-fast, replacing writer, {map_type.label}: {counts['live']} live deletions "
+          f"in {deleted} deletions ({per_million:.0f} per 1M), {counts['cycles']} cycles")
+    assert counts["cycles"] > 1_000 and deleted > 0
+    assert counts["live"] <= deleted

@@ -3,8 +3,11 @@
  * pointer it looked up. For keys 0..nkeys-1 of a u32 -> {u64 packets; u64 last_seen_ns} map
  * (per-CPU: this CPU's value), one run looks the element up, writes it expired
  * (last_seen_ns = 1), waits `gap` bpf_loop turns, then writes it fresh (now) through the same
- * pointer. A key not found is marked in the `missing` bit mask for the caller to judge: a prune that
- * deleted it while it was expired lost the refresh that followed, unless it put it back.
+ * pointer, with preemption disabled as a datapath (softirq) runs: a syscall program may
+ * otherwise be preempted between the two writes, on a loaded machine for a whole time slice,
+ * which no packet path does. A key not found is marked in the `missing` bit mask for the
+ * caller to judge: a prune that deleted it while it was expired lost the refresh that
+ * followed, unless it put it back.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -32,6 +35,9 @@ struct {
 
 volatile __u64 sink;
 
+extern void bpf_preempt_disable(void) __ksym;
+extern void bpf_preempt_enable(void) __ksym;
+
 static long spin(__u64 i, void *ctx)
 {
 	sink++;
@@ -52,11 +58,13 @@ int refresh(struct refresh_args *args)
 			args->missing |= 1ULL << i;
 			continue;
 		}
+		bpf_preempt_disable();
 		f->last_seen_ns = 1;
 		if (args->gap)
 			bpf_loop(args->gap, spin, NULL, 0);
 		f->last_seen_ns = bpf_ktime_get_ns();
 		f->packets++;
+		bpf_preempt_enable();
 		args->cycles++;
 	}
 	return 0;
