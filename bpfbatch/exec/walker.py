@@ -27,7 +27,7 @@ BatchCursor`), the predicate vectorised with numpy, then for each selected key o
 re-check of those values, :data:`RECHECK_CHUNK` keys at a time: an element a writer refreshed
 since the batch was read is put back with ``BPF_NOEXIST`` (a writer that re-created the key
 meanwhile keeps its own). Remaining window: a refreshed element is absent from its delete to
-the end of its chunk (a fraction of a millisecond); an in-place write landing then is lost, an
+the end of its chunk (about a millisecond); an in-place write landing then is lost, an
 insert landing then wins.
 
 **User-written filters** (:class:`Filter`, :func:`exec_filter`): the kernel path's program is
