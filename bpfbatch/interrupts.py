@@ -16,9 +16,11 @@ raised again at the end of the section; in every thread the signals are blocked 
 ``pthread_sigmask``, which also keeps a default disposition (SIGTERM, SIGHUP: terminate) from
 acting inside the section. SIGKILL cannot be deferred: it loses at most the batch in hand.
 
-The CLI turns the three terminating signals into :class:`Interrupted`
-(:func:`raised_as_interrupted`), so every command stops the same way — saying what it did,
-exiting 128 + the signal number — instead of SIGTERM and SIGHUP killing it on the spot.
+The CLI turns the three terminating signals into :class:`Interrupted` from the first moment
+its entry point runs to the moment the command's outcome is decided (:func:`command`), so
+every command stops the same way — saying what it did, exiting 128 + the signal number —
+instead of SIGTERM and SIGHUP killing it on the spot or SIGINT printing a traceback; a
+command that can say more wraps its work in :func:`stopping`.
 """
 
 from __future__ import annotations
@@ -74,6 +76,47 @@ def pending() -> bool:
 
 def _raise(signum, _frame):
     raise Interrupted(signum)
+
+
+#: Whether the outcome of the command :func:`command` runs is decided (see there).
+_decided = False
+
+
+def _raise_until_decided(signum, _frame):
+    if not _decided:
+        raise Interrupted(signum)
+
+
+def decide() -> None:
+    """The command's outcome (its result, or the exception that ended it) is decided: from
+    here on a signal is ignored. One store, so no handler can run half-way through it."""
+    global _decided
+    _decided = True
+
+
+@contextlib.contextmanager
+def command(*, restore: bool):
+    """A command run from its entry point: SIGINT, SIGTERM and SIGHUP raise
+    :class:`Interrupted` wherever they land until :func:`decide` is called — as soon as the
+    command returned or raised — and are ignored from then on, while the entry point reports
+    the outcome (one line, the exit status), so a late signal can neither replace that report
+    nor add a traceback to it. On leaving, ``restore`` puts the previous handlers back (a
+    caller that goes on, e.g. a test); without it they stay ignored until the process ends:
+    the interpreter would restore SIG_DFL for a Python handler as it exits, and a SIGTERM
+    then would kill it after its report."""
+    global _decided
+    _decided = False
+    previous = {sig: signal.signal(sig, _raise_until_decided) for sig in TERMINATING}
+    try:
+        yield
+    finally:
+        _decided = True
+        for sig in TERMINATING:
+            signal.signal(sig, signal.SIG_IGN)  # discards a signal waiting to run
+        if restore:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            _decided = False
 
 
 @contextlib.contextmanager

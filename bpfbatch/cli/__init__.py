@@ -6,10 +6,13 @@ group.
 understands their argv completely — typer's import alone is about half of their start-up
 budget — and everything else through typer (:func:`typer_main`). It is the only place that
 turns a failure into an exit status and one line on stderr, ``bpfbatch: error: ...``: a
-usage error (unknown option, missing argument) exits 2, a
-:class:`~bpfbatch.errors.BpfBatchError` or a failed write of the output 1, an interruption
-130. Command modules stay thin (check options → call the library → render), and their bodies
-are the same functions on either path. Importing this package imports no typer.
+usage error (unknown option, missing argument, a bad option value:
+:func:`.options.is_usage_error`) exits 2, any other
+:class:`~bpfbatch.errors.BpfBatchError` or a failed write of the output 1, SIGINT, SIGTERM
+and SIGHUP 128 + the signal, saying what was done, and a reader that left (EPIPE) 141, as
+SIGPIPE would. The signal handling starts before the command is even imported
+(:func:`bpfbatch.interrupts.command`). Command modules stay thin (check options → call
+the library → render), and their bodies are the same functions on either path. Importing this package imports no typer.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import errno
 import sys
 from collections.abc import Callable, Sequence
 
-from ..errors import BpfBatchError, Interrupted, OutputError, errno_name
+from ..errors import BpfBatchError, Interrupted, errno_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,13 +31,17 @@ __all__ = ["main", "run_command", "typer_main"]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``)."""
-    args = list(argv) if argv is not None else sys.argv[1:]
-    from .argv import reset_global_flags
+    """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``). The
+    process's: it owns the signal handling until the process exits."""
+    from .. import interrupts  # first: its handling starts before anything else is imported
 
-    reset_global_flags()
-    _completion_request()
-    _run(lambda: _fast_or_typer(args))
+    with interrupts.command(restore=False):
+        args = list(argv) if argv is not None else sys.argv[1:]
+        from .argv import reset_global_flags
+
+        reset_global_flags()
+        _completion_request()
+        _run(lambda: _fast_or_typer(args))
 
 
 #: The variable a shell's completion script sets (typer's: ``complete_bash``).
@@ -69,11 +76,14 @@ def _completion_request() -> None:
 
 
 def typer_main(args: list[str]) -> None:
-    """``bpfbatch ARGS`` read by typer: every command, help, completion and usage error."""
+    """``bpfbatch ARGS`` read by typer: every command, help, completion and usage error.
+    Callable in a process that goes on: the signal handlers are put back on return."""
+    from .. import interrupts
     from .argv import reset_global_flags
 
-    reset_global_flags()
-    _run(lambda: _by_typer(args))
+    with interrupts.command(restore=True):
+        reset_global_flags()
+        _run(lambda: _by_typer(args))
 
 
 def _fast_or_typer(args: list[str]) -> object:
@@ -106,9 +116,12 @@ def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> Non
     for name in path:
         command = LazyCommands.get_command(command, ctx, name) if command is group \
             else command.get_command(ctx, name)
-    _run(lambda: _typer_call(lambda: command.main(args=list(argv), prog_name=prog_name,
-                                                  standalone_mode=False, **CONTEXT), prog_name),
-         prog_name)
+    from .. import interrupts
+
+    with interrupts.command(restore=False):
+        _run(lambda: _typer_call(lambda: command.main(args=list(argv), prog_name=prog_name,
+                                                      standalone_mode=False, **CONTEXT),
+                                 prog_name), prog_name)
 
 
 def _typer_call(call: Callable[[], object], prog: str = "bpfbatch") -> object:
@@ -122,32 +135,60 @@ def _typer_call(call: Callable[[], object], prog: str = "bpfbatch") -> object:
 
 
 def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
-    try:
-        status = call()
-    except KeyboardInterrupt:
-        status = 130
-    except OutputError as exc:
-        if exc.errno == errno.EPIPE:  # the reader (e.g. `head`) went away: nothing to say
-            sys.exit(1)
-        _fail(prog, 1, str(exc))
-    except BpfBatchError as exc:
-        from .options import as_flags
+    """Run ``call`` (inside :func:`bpfbatch.interrupts.command`) and end with its outcome:
+    its status, or one line on stderr and the exit status of the exception that ended it."""
+    from .. import interrupts
 
-        _fail(prog, 1, str(as_flags(exc)))
-    except Interrupted as exc:  # a command stopped by SIGINT/SIGTERM/SIGHUP, saying what it did
-        print(f"{prog}: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_status)
-    except BrokenPipeError:
-        # The reader (e.g. `head`) went away; silence the interpreter's flush at exit.
-        sys.stderr.close()
-        sys.exit(1)
-    except OSError as exc:  # writing the output failed (full disk, I/O error)
-        name = errno_name(exc.errno) if exc.errno else "EIO"
-        _fail(prog, 1, f"{exc.filename or 'output'}: {exc.strerror or exc} ({name})")
-    if status == 130:
-        print(f"{prog}: interrupted", file=sys.stderr)
+    try:
+        try:
+            status = call()
+            if sys.stdout is not None:
+                sys.stdout.flush()  # here, where a failure is reported, not at the exit
+        finally:
+            interrupts.decide()  # the first statement: no signal replaces the outcome now
+    except _ANSWERED as exc:  # anything else is a bug: its traceback
+        status, line = _answer(exc)
+        if status == EPIPE_STATUS:  # nothing more can reach the reader: not even at exit
+            _silence_stdout()
+        print(f"{prog}: {line}", file=sys.stderr)
     if status:
         sys.exit(status)
+
+
+#: What a closed pipe ends a command with: 128 + SIGPIPE, as if it had killed it, and as a
+#: shell reports ``cmd | head`` when ``cmd`` dies of SIGPIPE.
+EPIPE_STATUS = 128 + 13
+#: The exceptions :func:`_answer` turns into a line.
+_ANSWERED = (BpfBatchError, OSError, KeyboardInterrupt, Interrupted)
+
+
+def _answer(exc: BaseException) -> tuple[int, str]:
+    """The exit status and the line that say how ``exc`` ended the command: an interruption
+    128 + the signal (SIGPIPE's for a reader that left), a usage error 2, any other error 1."""
+    if isinstance(exc, KeyboardInterrupt):  # Python's own handler, before main installed its
+        exc = Interrupted(2)
+    if isinstance(exc, Interrupted):
+        return exc.exit_status, str(exc)
+    if isinstance(exc, BpfBatchError):
+        from .options import as_flags, is_usage_error
+
+        exc = as_flags(exc)
+        status = EPIPE_STATUS if exc.errno == errno.EPIPE else 2 if is_usage_error(exc) else 1
+        return status, f"error: {exc}"
+    name = errno_name(exc.errno) if exc.errno else "EIO"  # an OSError writing the output
+    where = exc.filename or ("stdout" if exc.errno == errno.EPIPE else "output")
+    status = EPIPE_STATUS if exc.errno == errno.EPIPE else 1
+    return status, f"error: {where}: {exc.strerror or exc} ({name})"
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's flush of what is left in ``sys.stdout``
+    as it exits does not fail again with a second message."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
 
 
 def _usage_error(exc: UsageError, prog: str) -> None:

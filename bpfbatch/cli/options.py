@@ -175,6 +175,16 @@ def as_flags(exc: BpfBatchError) -> BpfBatchError:
     return exc
 
 
+def is_usage_error(exc: BpfBatchError) -> bool:
+    """Whether ``exc`` (as :func:`as_flags` words it) is about the command line itself — an
+    :class:`~bpfbatch.errors.InputError` whose object is an option (``--batch-size``, ``-o
+    parquet``, ``-4/-6``) or an argument named as the help shows it (``MAP``, ``INTERVAL``)
+    — and so exits 2 like click's own usage errors; errors about a map, a file or the kernel
+    are runtime errors (1)."""
+    obj = (exc.obj or "").split(" ", 1)[0]
+    return isinstance(exc, InputError) and (obj[:1] == "-" or obj.isupper())
+
+
 def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
              read_only: bool) -> Map:
     """The map the user named with exactly one of ``--map-id``, ``--pinned``, ``--name``."""

@@ -27,9 +27,9 @@ Pid = Annotated[Optional[int], typer.Option("-p", "--pid", help="Trace this PID 
 
 def _check(interval: float, count: int | None, rows: int) -> None:
     if interval <= 0:
-        raise InputError(f"must be positive, got {interval:g}", obj="interval")
+        raise InputError(f"must be positive, got {interval:g}", obj="INTERVAL")
     if count is not None and count <= 0:
-        raise InputError(f"must be positive, got {count}", obj="count")
+        raise InputError(f"must be positive, got {count}", obj="COUNT")
     if rows <= 0:
         raise InputError(f"must be positive, got {rows}", obj="-r/--maxrows")
 

@@ -266,14 +266,14 @@ def test_cli_exec_dump_delete_and_errors():
         assert deleted.stdout == "" and f"{len(want)} of {N} elements deleted" in deleted.stderr
         assert set(decoded(m)) == set(before) - want
         bad = subprocess.run([*cli, "--where", "packets < 10 and"], capture_output=True, text=True)
-        assert bad.returncode == 1
+        assert bad.returncode == 2  # a usage error: the option's value
         assert bad.stderr == ("bpfbatch: error: --where column 17 (end of expression): "
                               "expected a field name\n")
         assert set(decoded(m)) == set(before) - want  # nothing done
         for unset in ("", "   "):  # --where "$UNSET" --action delete must not empty the map
             blank = subprocess.run([*cli, "--where", unset, "--action", "delete"],
                                    capture_output=True, text=True)
-            assert blank.returncode == 1 and blank.stdout == ""
+            assert blank.returncode == 2 and blank.stdout == ""
             assert blank.stderr.startswith("bpfbatch: error: --where: empty expression")
         assert set(decoded(m)) == set(before) - want
 

@@ -92,5 +92,5 @@ def test_output_format_is_checked_before_any_map_is_opened(argv):
 def test_library_errors_are_worded_with_the_flags():
     done = subprocess.run([sys.executable, "-m", "bpfbatch", "count", "--map-id", "1",
                            "--batch-size", "0"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr == "bpfbatch: error: --batch-size: must be a positive number, got 0\n"

@@ -121,8 +121,8 @@ def test_loadavg_line_is_bcc_shaped():
 
 @pytest.mark.parametrize("args,fragment", [
     (["top", "tcp", "-4", "-6"], "mutually exclusive"),
-    (["top", "tcp", "0"], "interval"),
-    (["top", "tcp", "1", "0"], "count"),
+    (["top", "tcp", "0"], "INTERVAL"),
+    (["top", "tcp", "1", "0"], "COUNT"),
     (["top", "tcp", "-r", "0"], "maxrows"),
     (["top", "tcp", "-s", "size"], "one of all, sent, received"),
     (["top", "slab", "-s", "sent"], "one of name, count, size"),

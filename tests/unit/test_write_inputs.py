@@ -419,5 +419,5 @@ def test_bench_plot_is_refused_before_measuring(plot, message):
                            _NO_MATPLOTLIB.replace('sys.modules["matplotlib"] = None', ""),
                            "bench", "--entries", str(10**9), "--plot", plot],
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("bpfbatch: error: --plot") and message in done.stderr
