@@ -7,11 +7,13 @@ their options from the same declarations typer's commands are built from (:mod:`
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 
+from .. import interrupts
 from .._sys import abi
-from ..errors import InputError
+from ..errors import BpfBatchError, InputError, Interrupted
 from ..map import cursor
 from ..map.cursor import check_batch_size
 from ..map.handle import MapInfo, iter_infos, pinned_paths, require
@@ -228,16 +230,34 @@ def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
         require(m.info, "slots" if output == "bpftool-json" else "dump")
         target = io.BytesIO() if pretty else pipeline.stdout()
         out = pipeline.Output(output, m.info, target, decode=decode or [], sum_cpus=sum_cpus)
-        with progress(m.info.label, total=None) as advance:
+        with progress(m.info.label, total=None) as advance, \
+                interrupts.stopping(lambda: f"{out.written} records written"):
             # The next batch syscall runs while this one is formatted (see read_ahead).
             # bpftool lists the keys whose value cannot be read: so does bpftool-json
             batches = cursor.read_ahead(cursor.BatchCursor(
                 m, batch_size=batch_size, lookup_errors=output == "bpftool-json"))
-            pipeline.run(batches, out, limit=limit, progress=advance)
+            try:
+                pipeline.run(batches, out, limit=limit, progress=advance)
+            except Interrupted as exc:
+                exc.obj = m.info.label
+                # The trailer, so that what was written is a whole document of those
+                # records (JSON's "]", Arrow's end of stream, Parquet's footer).
+                with contextlib.suppress(BpfBatchError):
+                    out.close()
+                    if pretty:
+                        _print_pretty(target.getvalue())
+                raise
     if pretty:
-        from .bpftool import pretty_text
+        _print_pretty(target.getvalue())
 
-        pipeline.stdout().write(pretty_text(target.getvalue()))
+
+def _print_pretty(data: bytes) -> None:
+    """``-p``: bpftool's layout of the JSON ``data``, written whole (signals held back)."""
+    from ..records import pipeline
+    from .bpftool import pretty_text
+
+    with interrupts.deferred():
+        pipeline.stdout().write(pretty_text(data))
 
 
 def _dump_recursive(map_id: int | None, pinned: str | None, name: str | None, output: str,

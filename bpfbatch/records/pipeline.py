@@ -19,8 +19,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
+from .. import interrupts
 from ..delivery import Delivery, PutBackFn
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from .decoding import decode_options, view
 from .render import RENDERERS, Renderer, check_format, make_renderer
 from .writer import FdWriter, RecordSink
@@ -69,12 +70,22 @@ class Output:
         self._flush_each = flush_each
 
     def write(self, batch) -> None:
-        self.renderer.write_batch(batch)
-        if self._flush_each:
-            self._out.flush()
+        """Render and write ``batch`` with SIGINT/SIGTERM/SIGHUP held back, so a signal stops
+        the output between two batches, never inside a record."""
+        with interrupts.deferred():
+            self.renderer.write_batch(batch)
+            if self._flush_each:
+                self._out.flush()
 
     def close(self) -> None:
-        self.renderer.close()
+        """Write the trailer, signals held back like :meth:`write`'s."""
+        with interrupts.deferred():
+            try:
+                self.renderer.close()
+            except OutputError as refused:
+                refused.message = (f"output failed after all {self.written} records were "
+                                   f"written: {refused.reason}")
+                raise
 
     @property
     def written(self) -> int:
