@@ -14,7 +14,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError
+from ..errors import InputError, Interrupted
+from ..interrupts import TERMINATING
 from .progress import counted, progress
 from .options import DEFAULT_BATCH, OUTPUT_FORMATS, check_output, open_map, say
 from . import complete
@@ -147,12 +148,28 @@ def _user_filter(where: str | None, filter_obj: Path | None, filter_prog: str | 
     return Filter(filter_obj, filter_prog)
 
 
+class _Stop(threading.Event):
+    """Set by the first SIGINT, SIGTERM or SIGHUP, which :attr:`signum` keeps."""
+
+    signum: int | None = None
+
+    def interrupted(self, done: str, obj: str) -> None:
+        """Raise :class:`~bpfbatch.errors.Interrupted` saying ``done`` if a signal set it."""
+        if self.signum is not None:
+            raise Interrupted(self.signum, obj=obj, message=f"after {done}")
+
+
 @contextlib.contextmanager
 def _stop_on_signals():
-    """An event set by SIGINT/SIGTERM for the duration of the block (then the old handlers)."""
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    """A :class:`_Stop` set by a signal for the duration of the block (then the old
+    handlers): the round in hand finishes, then the command says what it did."""
+    stop = _Stop()
+
+    def note(signum, _frame):
+        stop.signum = stop.signum or signum
+        stop.set()
+
+    previous = {sig: signal.signal(sig, note) for sig in TERMINATING}
     try:
         yield stop
     finally:
@@ -188,17 +205,21 @@ def prune_command(
     every_ns = parse_duration(every, "--every") if every is not None else None
     if max_deleted < 0:
         raise InputError(f"must not be negative, got {max_deleted}", obj="--max")
+    verb = "would delete" if dry_run else "deleted"
+    rounds = total = 0
     with open_map(map_id, pinned, name, read_only=dry_run) as m:
         predicate = prune.prune_predicate(m, field, older_ns, where)
         with _stop_on_signals() as stop:
             for r in prune.prune_rounds(m, predicate, every_ns=every_ns, max_deleted=max_deleted,
                                         dry_run=dry_run, mode=mode, stop=stop):
                 res = r.result
-                verb = "would delete" if dry_run else "deleted"
                 n = res.selected if dry_run else res.deleted
+                rounds, total = r.number, total + n
                 say(f"round {r.number}: {verb} {n} of {res.visited}, {res.kept} refreshed and "
                     f"kept, {res.superseded} superseded in {res.seconds * 1e3:.1f} ms "
                     f"({res.mode})")
+        stop.interrupted(f"{rounds} round{'s' if rounds != 1 else ''}: {verb} {total}",
+                         m.info.label)
 
 
 @commands.command("prune-demo")
@@ -234,6 +255,7 @@ def prune_demo(
         say(f"{table.info.label}: LRU hash on {lab.receiver}'s ingress; {flows} flows sent "
              f"once, {active} keep sending; pruning last_seen_ns older than {older_than}")
         predicate = prune.prune_predicate(table, "last_seen_ns", older_ns)
+        r = None
         try:
             for r in prune.prune_rounds(table, predicate, every_ns=10**9, mode=mode, stop=stop):
                 held = walker.exec_map(table, EVERY_ELEMENT, "count", mode="user").selected
@@ -244,6 +266,7 @@ def prune_demo(
         finally:
             stop.set()
             keep_sending.join()
+    stop.interrupted(f"{r.number if r else 0} rounds", "prune-demo")
 
 
 _DEMO_TRAFFIC_NS = 100 * 10**6
