@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from .. import interrupts
 from ..errors import InputError
 from ..top import screen
 
@@ -70,11 +71,12 @@ def tcp(
     family = 4 if ipv4 else 6 if ipv6 else None
     with tcptop.TcpTop(pid=pid, family=family) as tool:
         for _ in screen.ticks(interval, count):
-            sample = tool.sample()
-            _header(noclear, not nosummary)
-            for line in tcptop.report(sample, sort=sort, rows=rows):
-                print(line)
-            sys.stdout.flush()
+            with interrupts.deferred():  # an interval's table is printed whole
+                sample = tool.sample()
+                _header(noclear, not nosummary)
+                for line in tcptop.report(sample, sort=sort, rows=rows):
+                    print(line)
+                sys.stdout.flush()
             _warn_dropped("tcptop", sample.dropped_events,
                           f"flow map full or program skipped ({sample.dropped_bytes} bytes known)")
 
@@ -99,11 +101,12 @@ def slab(
     screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
     with slabratetop.SlabRateTop(pid=pid) as tool:
         for _ in screen.ticks(interval, count):
-            sample = tool.sample()
-            _header(noclear, True)
-            for line in slabratetop.table(sample.caches, sort=sort, rows=rows):
-                print(line)
-            sys.stdout.flush()
+            with interrupts.deferred():  # an interval's table is printed whole
+                sample = tool.sample()
+                _header(noclear, True)
+                for line in slabratetop.table(sample.caches, sort=sort, rows=rows):
+                    print(line)
+                sys.stdout.flush()
             _warn_dropped("slabratetop", sample.dropped_events,
                           "cache map full or program skipped")
 

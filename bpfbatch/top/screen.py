@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, Interrupted
 
 #: What ``clear`` writes on an ANSI terminal: home the cursor, erase the screen.
 CLEAR = "\033[H\033[2J"
@@ -22,9 +22,11 @@ def ticks(interval: float, count: int | None) -> Iterator[None]:
     """Print bcc's "Tracing..." line, then sleep ``interval`` seconds and yield; ``count``
     times, or forever with ``None``.
 
-    Ctrl-C from the banner on ends the loop after one last yield, so the partial interval is
-    still reported (bcc does the same). The banner is printed under the same guard because a
-    caller may send the Ctrl-C as soon as it reads it.
+    A signal during the wait (Ctrl-C, or SIGTERM/SIGHUP as the CLI raises them: the
+    :class:`~bpfbatch.errors.Interrupted`) ends the loop after one last yield, so the
+    partial interval is still reported (bcc does the same), and is then raised again, saying
+    how many intervals were reported: the command exits 128 + the signal. The banner is
+    printed under the same guard because a caller may send the Ctrl-C as soon as it reads it.
     """
     done = 0
     while count is None or done < count:
@@ -32,9 +34,13 @@ def ticks(interval: float, count: int | None) -> Iterator[None]:
             if not done:
                 print(f"Tracing... Output every {interval:g} secs. Hit Ctrl-C to end", flush=True)
             time.sleep(interval)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted) as stopped:
             yield
-            return
+            if isinstance(stopped, Interrupted):
+                shown = done + 1
+                stopped.message = (stopped.message
+                                   or f"after {shown} interval{'s' if shown > 1 else ''}")
+            raise
         done += 1
         yield
 

@@ -108,7 +108,7 @@ def _receive(sock: socket.socket, nbytes: int) -> None:
 
 def test_cli_reports_the_partial_interval_on_ctrl_c():
     """``bpfbatch top tcp`` end to end: a 60 s interval cut short by SIGINT still prints bcc's
-    header and columns for this test's own flow, and exits 0."""
+    header and columns for this test's own flow, then says it was interrupted and exits 130."""
     [(client, peer)] = pairs = _connected_pairs(1)
     ports = client.getsockname()[1], peer.getsockname()[1]
     try:
@@ -128,7 +128,8 @@ def test_cli_reports_the_partial_interval_on_ctrl_c():
                 cli.wait()
     finally:
         _close(pairs)
-    assert cli.returncode == 0, err
+    assert cli.returncode == 130, err
+    assert err == "bpfbatch: interrupted (SIGINT) after 1 interval\n"
     lines = [line for line in out.splitlines() if line]
     assert lines[0].split() == ["PID", "COMM", "LADDR", "RADDR", "RX_KB", "TX_KB"]
     rows = {line.split()[2]: line.split() for line in lines[1:]}
