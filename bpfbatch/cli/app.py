@@ -14,12 +14,14 @@ through :mod:`.argv`'s conventions, the ones the thin entry point applies too.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 
 import typer
 from typer.core import TyperGroup
 
+from ..errors import OutputError
 from . import argv, complete
 from .argv import COMMANDS
 from .options import Commands
@@ -47,7 +49,8 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 class LazyCommands(TyperGroup):
     """A click group whose commands are the modules in :data:`COMMANDS`, imported on use.
 
-    Every command also takes ``-v``/``-q`` after its name, not only before it, and, when it
+    A closed pipe (EPIPE) leaves as an :class:`~bpfbatch.errors.OutputError`, which the entry
+    point reports, not as the silent exit 1 of click's main. Every command also takes ``-v``/``-q`` after its name, not only before it, and, when it
     addresses a map, bpftool's ``id N | pinned PATH | name NAME`` right after its name."""
 
     _listing = False
@@ -64,6 +67,15 @@ class LazyCommands(TyperGroup):
                   for opt in param.opts}
         rest = argv.json_output(name, rest, early + late, output)
         return name, command, rest
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:  # click's main would end a closed pipe with exit 1, no word
+            if exc.errno != errno.EPIPE:
+                raise
+            raise OutputError(exc.strerror or "broken pipe", written=0, obj="stdout",
+                              errno=exc.errno) from None
 
     def list_commands(self, ctx) -> list[str]:
         return list(COMMANDS)
