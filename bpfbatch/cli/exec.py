@@ -94,12 +94,11 @@ def exec_command(
                          obj="--action")
     if action == "dump" and output is None:
         output = "json"
-    delivery = None
-    with interrupts.stopping(lambda: f"{delivery.delivered if delivery else 0} entries "
-                                     "delivered"), \
+    out = delivery = None
+    with interrupts.stopping(lambda: _done(action, out, delivery)), \
             open_map(map_id, pinned, name, read_only=action != "delete") as m:
         predicate = walker.compile_for(m, where, decode or []) if user_filter is None else None
-        out = None  # deleted records: delivered or put back; dumped ones: just written
+        # deleted records: delivered or put back; dumped ones: just written
         if output is not None and action == "delete":
             out = delivery = pipeline.delivery(output, m.info, whole.restorer(m),
                                                pipeline.stdout(fsync=fsync), decode=decode or [])
@@ -122,6 +121,15 @@ def exec_command(
         if action == "count":
             print(result.selected)
         say(_summary(m.info.label, result))
+
+
+def _done(action: str, out, delivery) -> str:
+    """What an interrupted exec says it did: the records it output, when it outputs them."""
+    if delivery is not None:
+        return f"{delivery.delivered} entries delivered"
+    if out is not None:
+        return f"{out.written} records written"
+    return "0 entries delivered" if action == "delete" else "a count it did not finish"
 
 
 def _user_filter(where: str | None, filter_obj: Path | None, filter_prog: str | None,
