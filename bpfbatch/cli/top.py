@@ -5,6 +5,7 @@ and columns, read out loss-free every interval (see :mod:`bpfbatch.top.intervals
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Annotated, Optional
 
 import typer
@@ -33,6 +34,18 @@ def _check(interval: float, count: int | None, rows: int) -> None:
         raise InputError(f"must be positive, got {count}", obj="COUNT")
     if rows <= 0:
         raise InputError(f"must be positive, got {rows}", obj="-r/--maxrows")
+
+
+def _every_interval(interval: float, count: int | None, show: Callable[[], None]) -> None:
+    """``show()`` an interval's table every ``interval`` seconds (:func:`screen.ticks`), each
+    printed whole with the signals held back; a signal ends the command after the partial
+    interval, saying how many were shown, with 128 + the signal."""
+    shown = 0
+    with interrupts.stopping(lambda: f"{shown} interval{'s' if shown != 1 else ''}"):
+        for _ in screen.ticks(interval, count):
+            with interrupts.deferred():
+                show()
+                shown += 1
 
 
 def _header(noclear: bool, summary: bool) -> None:
@@ -70,15 +83,16 @@ def tcp(
     screen.check_choice(sort, tcptop.SORT_KEYS, "-s/--sort")
     family = 4 if ipv4 else 6 if ipv6 else None
     with tcptop.TcpTop(pid=pid, family=family) as tool:
-        for _ in screen.ticks(interval, count):
-            with interrupts.deferred():  # an interval's table is printed whole
-                sample = tool.sample()
-                _header(noclear, not nosummary)
-                for line in tcptop.report(sample, sort=sort, rows=rows):
-                    print(line)
-                sys.stdout.flush()
+        def show() -> None:
+            sample = tool.sample()
+            _header(noclear, not nosummary)
+            for line in tcptop.report(sample, sort=sort, rows=rows):
+                print(line)
+            sys.stdout.flush()
             _warn_dropped("tcptop", sample.dropped_events,
                           f"flow map full or program skipped ({sample.dropped_bytes} bytes known)")
+
+        _every_interval(interval, count, show)
 
 
 @top.command("slab")
@@ -100,15 +114,16 @@ def slab(
 
     screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
     with slabratetop.SlabRateTop(pid=pid) as tool:
-        for _ in screen.ticks(interval, count):
-            with interrupts.deferred():  # an interval's table is printed whole
-                sample = tool.sample()
-                _header(noclear, True)
-                for line in slabratetop.table(sample.caches, sort=sort, rows=rows):
-                    print(line)
-                sys.stdout.flush()
+        def show() -> None:
+            sample = tool.sample()
+            _header(noclear, True)
+            for line in slabratetop.table(sample.caches, sort=sort, rows=rows):
+                print(line)
+            sys.stdout.flush()
             _warn_dropped("slabratetop", sample.dropped_events,
                           "cache map full or program skipped")
+
+        _every_interval(interval, count, show)
 
 
 @top.command("maps")

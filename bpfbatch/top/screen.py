@@ -24,9 +24,9 @@ def ticks(interval: float, count: int | None) -> Iterator[None]:
 
     A signal during the wait (Ctrl-C, or SIGTERM/SIGHUP as the CLI raises them: the
     :class:`~bpfbatch.errors.Interrupted`) ends the loop after one last yield, so the
-    partial interval is still reported (bcc does the same), and is then raised again, saying
-    how many intervals were reported: the command exits 128 + the signal. The banner is
-    printed under the same guard because a caller may send the Ctrl-C as soon as it reads it.
+    partial interval is still reported (bcc does the same), and is then raised again: the
+    command exits 128 + the signal. The banner is printed under the same guard because a
+    caller may send the Ctrl-C as soon as it reads it.
     """
     done = 0
     while count is None or done < count:
@@ -34,12 +34,8 @@ def ticks(interval: float, count: int | None) -> Iterator[None]:
             if not done:
                 print(f"Tracing... Output every {interval:g} secs. Hit Ctrl-C to end", flush=True)
             time.sleep(interval)
-        except (KeyboardInterrupt, Interrupted) as stopped:
+        except (KeyboardInterrupt, Interrupted):
             yield
-            if isinstance(stopped, Interrupted):
-                shown = done + 1
-                stopped.message = (stopped.message
-                                   or f"after {shown} interval{'s' if shown > 1 else ''}")
             raise
         done += 1
         yield
