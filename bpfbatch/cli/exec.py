@@ -95,7 +95,7 @@ def exec_command(
     if action == "dump" and output is None:
         output = "json"
     out = delivery = None
-    with interrupts.stopping(lambda: _done(action, out, delivery)), \
+    with interrupts.stopping(lambda: _done(action, output, out, delivery)), \
             open_map(map_id, pinned, name, read_only=action != "delete") as m:
         predicate = walker.compile_for(m, where, decode or []) if user_filter is None else None
         # deleted records: delivered or put back; dumped ones: just written
@@ -123,13 +123,13 @@ def exec_command(
         say(_summary(m.info.label, result))
 
 
-def _done(action: str, out, delivery) -> str:
+def _done(action: str, output: str | None, out, delivery) -> str:
     """What an interrupted exec says it did: the records it output, when it outputs them."""
-    if delivery is not None:
-        return f"{delivery.delivered} entries delivered"
-    if out is not None:
-        return f"{out.written} records written"
-    return "0 entries delivered" if action == "delete" else "a count it did not finish"
+    if action == "dump":
+        return f"{out.written if out else 0} records written"
+    if output is not None:
+        return f"{delivery.delivered if delivery else 0} entries delivered"
+    return f"a {action} it did not finish"
 
 
 def _user_filter(where: str | None, filter_obj: Path | None, filter_prog: str | None,
@@ -215,17 +215,16 @@ def prune_command(
         raise InputError(f"must not be negative, got {max_deleted}", obj="--max")
     verb = "would delete" if dry_run else "deleted"
     rounds = total = 0
-    with open_map(map_id, pinned, name, read_only=dry_run) as m:
+    with _stop_on_signals() as stop, open_map(map_id, pinned, name, read_only=dry_run) as m:
         predicate = prune.prune_predicate(m, field, older_ns, where)
-        with _stop_on_signals() as stop:
-            for r in prune.prune_rounds(m, predicate, every_ns=every_ns, max_deleted=max_deleted,
-                                        dry_run=dry_run, mode=mode, stop=stop):
-                res = r.result
-                n = res.selected if dry_run else res.deleted
-                rounds, total = r.number, total + n
-                say(f"round {r.number}: {verb} {n} of {res.visited}, {res.kept} refreshed and "
-                    f"kept, {res.superseded} superseded in {res.seconds * 1e3:.1f} ms "
-                    f"({res.mode})")
+        for r in prune.prune_rounds(m, predicate, every_ns=every_ns, max_deleted=max_deleted,
+                                    dry_run=dry_run, mode=mode, stop=stop):
+            res = r.result
+            n = res.selected if dry_run else res.deleted
+            rounds, total = r.number, total + n
+            say(f"round {r.number}: {verb} {n} of {res.visited}, {res.kept} refreshed and "
+                f"kept, {res.superseded} superseded in {res.seconds * 1e3:.1f} ms "
+                f"({res.mode})")
         stop.interrupted(f"{rounds} round{'s' if rounds != 1 else ''}: {verb} {total}",
                          m.info.label)
 

@@ -226,12 +226,13 @@ def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
     from ..records import pipeline
 
     pretty = options.PRETTY and output == "bpftool-json"  # -p: bpftool's layout, in memory
-    with open_map(map_id, pinned, name, read_only=True) as m:
+    out = None
+    with interrupts.stopping(lambda: f"{out.written if out else 0} records written"), \
+            open_map(map_id, pinned, name, read_only=True) as m:
         require(m.info, "slots" if output == "bpftool-json" else "dump")
         target = io.BytesIO() if pretty else pipeline.stdout()
         out = pipeline.Output(output, m.info, target, decode=decode or [], sum_cpus=sum_cpus)
-        with progress(m.info.label, total=None) as advance, \
-                interrupts.stopping(lambda: f"{out.written} records written"):
+        with progress(m.info.label, total=None) as advance:
             # The next batch syscall runs while this one is formatted (see read_ahead).
             # bpftool lists the keys whose value cannot be read: so does bpftool-json
             batches = cursor.read_ahead(cursor.BatchCursor(
