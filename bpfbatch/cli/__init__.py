@@ -12,7 +12,8 @@ usage error (unknown option, missing argument, a bad option value:
 and SIGHUP 128 + the signal, saying what was done, and a reader that left (EPIPE) 141, as
 SIGPIPE would. The signal handling starts before the command is even imported
 (:func:`bpfbatch.interrupts.command`). Command modules stay thin (check options → call
-the library → render), and their bodies are the same functions on either path. Importing this package imports no typer.
+the library → render), and their bodies are the same functions on either path. Importing
+this package imports no typer.
 """
 
 from __future__ import annotations

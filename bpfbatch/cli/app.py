@@ -50,8 +50,9 @@ class LazyCommands(TyperGroup):
     """A click group whose commands are the modules in :data:`COMMANDS`, imported on use.
 
     A closed pipe (EPIPE) leaves as an :class:`~bpfbatch.errors.OutputError`, which the entry
-    point reports, not as the silent exit 1 of click's main. Every command also takes ``-v``/``-q`` after its name, not only before it, and, when it
-    addresses a map, bpftool's ``id N | pinned PATH | name NAME`` right after its name."""
+    point reports, not as the silent exit 1 of click's main. Every command also takes
+    ``-v``/``-q`` after its name, not only before it, and, when it addresses a map, bpftool's
+    ``id N | pinned PATH | name NAME`` right after its name."""
 
     _listing = False
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from bpfbatch.map import cursor, whole
-from fault_helpers import bpfbatch_argv, fill, signal_after_open, typed_map
+from fault_helpers import bpfbatch_argv, fill, run_with_signal, typed_map
 from tc_helpers import veth_netns
 
 SIGS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -169,7 +169,7 @@ def test_a_usage_error_exits_2_with_one_line(path, env):
     assert fragment in one_error_line(proc) and proc.stdout == ""
 
 
-@pytest.mark.parametrize("path", sorted(p for p, row in RUNTIME.items() if not isinstance(row, str)),
+@pytest.mark.parametrize("path", sorted(p for p, r in RUNTIME.items() if not isinstance(r, str)),
                          ids=" ".join)
 def test_a_runtime_error_exits_1_with_one_line_naming_the_thing(path, env):
     argv, fragment = RUNTIME[path]
@@ -276,19 +276,6 @@ def big():
         yield m
 
 
-def _signalled(argv, m, sig, delay, out_path):
-    with open(out_path, "wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE)
-        try:
-            signal_after_open(proc, m.info.id, sig, delay)
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return proc.returncode, err.decode()
-
-
 def _count_said(stderr: str, sig: int, rc: int, what: str) -> int | None:
     """The count the interrupted line says (``after N <what>``), None when not interrupted."""
     if rc != 128 + sig:
@@ -311,8 +298,8 @@ def _jsonl(path: Path) -> list:
 def test_dump_interrupted_says_how_many_records_the_whole_output_holds(big, tmp_path, sig, fmt):
     for delay in MID_DELAYS:
         path = tmp_path / f"out.{fmt}"
-        rc, err = _signalled(bpfbatch_argv("dump", "id", big.info.id, "-o", fmt, "--batch-size",
-                                           4096), big, sig, delay, path)
+        argv = bpfbatch_argv("dump", "id", big.info.id, "-o", fmt, "--batch-size", 4096)
+        rc, err = run_with_signal(argv, path, big, sig, delay)
         said = _count_said(err, sig, rc, "records written")
         text = path.read_text()  # a JSON document, or nothing when stopped before the output
         records = _jsonl(path) if fmt == "jsonl" else json.loads(text) if text or said != 0 \
@@ -323,9 +310,9 @@ def test_dump_interrupted_says_how_many_records_the_whole_output_holds(big, tmp_
 def test_exec_dump_interrupted_says_how_many_records_it_wrote(big, tmp_path):
     for sig, delay in zip(SIGS, (0.0, 0.05, 0.2)):
         path = tmp_path / "out.jsonl"
-        rc, err = _signalled(bpfbatch_argv("exec", "id", big.info.id, "--where", "value >= 0",
-                                           "--action", "dump", "--mode", "user", "-o", "jsonl"),
-                             big, sig, delay, path)
+        argv = bpfbatch_argv("exec", "id", big.info.id, "--where", "value >= 0", "--action",
+                             "dump", "--mode", "user", "-o", "jsonl")
+        rc, err = run_with_signal(argv, path, big, sig, delay)
         said = _count_said(err, sig, rc, "records written")
         assert len(_jsonl(path)) == (BIG if said is None else said), err
 
@@ -338,16 +325,16 @@ def test_drain_and_load_interrupted_say_what_the_map_holds(tmp_path):
         for sig, delay in zip(SIGS, (0.0, 0.02, 0.08)):
             fill(m, n)
             path = tmp_path / "out.jsonl"
-            rc, err = _signalled(bpfbatch_argv("drain", "id", m.info.id, "-o", "jsonl",
-                                               "--batch-size", 2048), m, sig, delay, path)
+            argv = bpfbatch_argv("drain", "id", m.info.id, "-o", "jsonl", "--batch-size", 2048)
+            rc, err = run_with_signal(argv, path, m, sig, delay)
             said = _count_said(err, sig, rc, "entries delivered")
             delivered = len(_jsonl(path))
             assert delivered == (n if said is None else said)
             assert sum(b.count for b in cursor.BatchCursor(m)) == n - delivered
         for sig, delay in zip(SIGS, (0.0, 0.02, 0.08)):
             whole.clear(m)
-            rc, err = _signalled(bpfbatch_argv("load", "id", m.info.id, records, "--batch-size",
-                                               2048), m, sig, delay, tmp_path / "load.out")
+            argv = bpfbatch_argv("load", "id", m.info.id, records, "--batch-size", 2048)
+            rc, err = run_with_signal(argv, tmp_path / "load.out", m, sig, delay)
             said = _count_said(err, sig, rc, "entries loaded")
             held = sum(b.count for b in cursor.BatchCursor(m))
             assert held == (n if said is None else said), err
@@ -355,9 +342,9 @@ def test_drain_and_load_interrupted_say_what_the_map_holds(tmp_path):
 
 def test_prune_every_interrupted_says_its_rounds(big):
     for sig, delay in zip(SIGS, (0.0, 0.05, 0.3)):
-        rc, err = _signalled(bpfbatch_argv("prune", "id", big.info.id, "--field", "value",
-                                           "--older-than", "1s", "--every", "20ms",
-                                           "--dry-run"), big, sig, delay, os.devnull)
+        argv = bpfbatch_argv("prune", "id", big.info.id, "--field", "value", "--older-than",
+                             "1s", "--every", "20ms", "--dry-run")
+        rc, err = run_with_signal(argv, Path(os.devnull), big, sig, delay)
         assert rc == 128 + sig, err
         said = re.search(r"after (\d+) rounds?: would delete (\d+)",
                          interrupted_line(err, sig).group(1))
