@@ -213,7 +213,7 @@ _libc.vasprintf.argtypes = [POINTER(c_void_p), c_char_p, c_void_p]
 _libc.vasprintf.restype = c_int
 _libc.free.argtypes = [c_void_p]
 _libc.free.restype = None
-_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _log_sink = None
 _callback_state = threading.local()
 
@@ -255,9 +255,10 @@ def set_log_sink(sink) -> None:
 
 @contextlib.contextmanager
 def signals_deferred():
-    """Around native calls that may log through the callback: a SIGINT or SIGTERM arriving
-    during the block is only noted, then re-raised with its own handler when the block ends
-    (``KeyboardInterrupt`` here, not inside the callback, where ctypes would drop it); an
+    """Around native calls that may log through the callback: a SIGINT, SIGTERM or SIGHUP
+    arriving during the block is only noted, then re-raised with its own handler when the block
+    ends (``KeyboardInterrupt``, or the CLI's ``Interrupted``, here, not inside the callback,
+    where ctypes would drop it); an
     exception the sink raised during the block is raised when it ends.
 
     Python runs signal handlers in the main thread only, so elsewhere the handlers stay as
