@@ -56,4 +56,4 @@ def test_every_format_lists_the_same_maps(two_maps):
     assert [r["pinned"] for r in rows] == [" ".join(r["pinned"]) for r in want]
     table = bpfbatch("list", "--match", f"{PREFIX}_*", check=True).stdout.splitlines()
     assert len(table) == 4 and table[0].split()[:3] == ["id", "type", "name"]
-    assert bpfbatch("list", "-o", "yaml").returncode == 1
+    assert bpfbatch("list", "-o", "yaml").returncode == 2
