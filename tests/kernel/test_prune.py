@@ -1,6 +1,6 @@
 """Pruning a real flow table: the tc program counts UDP flows sent across a veth pair between
 two throwaway namespaces; prune removes exactly the idle ones, once (API, both modes) and as
-the periodic `bpfbatch prune` loop that stops cleanly on SIGINT/SIGTERM."""
+the periodic `bpfbatch prune` loop that stops cleanly on SIGINT/SIGTERM, saying what it did."""
 
 import json
 import shutil
@@ -120,10 +120,13 @@ def test_cli_prune_loop_trims_while_traffic_flows_and_stops_cleanly(lab, sig):
         out, err = proc.communicate(timeout=10)
     finally:
         proc.kill()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 128 + sig, err
     assert out == ""
     assert set(flows_by_port(lab.table)) == set(opened.ports(keep))
-    rounds = err.splitlines()
+    *rounds, said = err.splitlines()
+    assert said.startswith(f"bpfbatch: map {lab.table.info.id} ")
+    assert f": interrupted ({signal.Signals(sig).name}) after {len(rounds)} rounds: " \
+        "deleted 180" in said
     assert rounds[0].startswith("round 1: deleted ") and len(rounds) >= 2
     assert sum(int(line.split()[3]) for line in rounds) == 180
     assert all(line.endswith(")") and " ms (" in line for line in rounds)
@@ -155,7 +158,7 @@ def test_cli_prune_errors_name_the_option(lab):
              "or an enumerator\n"}
     for extra, message in cases.items():
         proc = subprocess.run([*argv, *extra], capture_output=True, text=True)
-        assert (proc.returncode, proc.stderr) == (1, message)
+        assert (proc.returncode, proc.stderr) == (2, message)  # usage errors: the options
 
 
 def percpu_table() -> Map:

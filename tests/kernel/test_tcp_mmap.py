@@ -207,7 +207,7 @@ def test_interrupting_a_server_exits_130_without_a_traceback():
         server.kill()
         server.wait()
     assert server.returncode == 130
-    assert err == "bpfbatch: interrupted\n"
+    assert err == "bpfbatch: interrupted (SIGINT)\n"
 
 
 def test_connection_refused_is_one_clear_line():
