@@ -68,6 +68,7 @@ class Output:
         self.renderer: Renderer = make_renderer(fmt, info, key_codec, value_codec, out)
         self._out = out
         self._flush_each = flush_each
+        self._closed = False
 
     def write(self, batch) -> None:
         """Render and write ``batch`` with SIGINT/SIGTERM/SIGHUP held back, so a signal stops
@@ -78,8 +79,13 @@ class Output:
                 self._out.flush()
 
     def close(self) -> None:
-        """Write the trailer, signals held back like :meth:`write`'s."""
+        """Write the trailer, signals held back like :meth:`write`'s; once (a signal held back
+        during the trailer lands as it ends, and the caller that closes again on a signal
+        must not write a second one)."""
+        if self._closed:
+            return
         with interrupts.deferred():
+            self._closed = True
             try:
                 self.renderer.close()
             except OutputError as refused:

@@ -71,6 +71,18 @@ def test_flush_each_flushes_every_batch_before_the_next():
     assert len(out.flushed_at) == 2
 
 
+def test_closing_twice_writes_one_trailer():
+    """A command closes its output again when a signal stopped it, and the signal may have
+    been held back during the first close (dump): the document still ends once."""
+    out = io.BytesIO()
+    sink = pipeline.Output("json", RAW, out)
+    for b in batches([2], []):
+        sink.write(b)
+    sink.close()
+    sink.close()
+    assert len(json.loads(out.getvalue())) == 2
+
+
 def test_unknown_format_is_refused_naming_the_source():
     with pytest.raises(InputError, match="--output: unknown format 'yaml' .*bpftool-json"):
         pipeline.check_format("yaml", "--output")
