@@ -89,6 +89,7 @@ USAGE = {
     ("export",): [["export"], "missing option '--config'"],
     ("demo",): [["demo", "--entries", "0"], "--entries"],
     ("bench",): [["bench", "--rounds", "0"], "--rounds"],
+    ("filter", "build"): [["filter", "build"], "missing argument 'SOURCE'"],
 }
 
 _NONE = "no map id no map has"
@@ -110,6 +111,8 @@ RUNTIME = {
     ("export",): [["export", "--config", "/nonexistent/x.toml"], "/nonexistent/x.toml"],
     ("demo",): "builds everything it uses",
     ("bench",): "builds everything it uses",
+    ("filter", "build"): [["filter", "build", "/nonexistent/f.bpf.c"],
+                          "/nonexistent/f.bpf.c: no such file"],
 }
 
 #: What the start-up trials run where RUNTIME has no argv: (argv, its exit status).
