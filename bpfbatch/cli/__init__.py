@@ -126,13 +126,22 @@ def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> Non
 
 
 def _typer_call(call: Callable[[], object], prog: str = "bpfbatch") -> object:
-    """``call()``, a typer/click invocation, with its usage errors said in one line."""
+    """``call()``, a typer/click invocation, with its usage errors as :class:`_Said`."""
     from .app import UsageError
 
     try:
         return call()
     except UsageError as exc:
-        _usage_error(exc, prog)
+        raise _usage_error(exc, prog) from None
+
+
+class _Said(Exception):
+    """What ends the command, already worded: ``text`` on stderr, exit ``status``. Said by
+    :func:`_run` once the outcome is decided, so no signal can add a line to it."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(text)
+        self.status, self.text = status, text
 
 
 def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
@@ -148,10 +157,11 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
         finally:
             interrupts.decide()  # the first statement: no signal replaces the outcome now
     except _ANSWERED as exc:  # anything else is a bug: its traceback
-        status, line = _answer(exc)
-        if status == EPIPE_STATUS:  # nothing more can reach the reader: not even at exit
+        said = exc if isinstance(exc, _Said) else _answer(exc, prog)
+        if said.status == EPIPE_STATUS:  # nothing more can reach the reader: not even at exit
             _silence_stdout()
-        print(f"{prog}: {line}", file=sys.stderr)
+        print(said.text, file=sys.stderr)
+        status = said.status
     if status:
         sys.exit(status)
 
@@ -159,27 +169,27 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
 #: What a closed pipe ends a command with: 128 + SIGPIPE, as if it had killed it, and as a
 #: shell reports ``cmd | head`` when ``cmd`` dies of SIGPIPE.
 EPIPE_STATUS = 128 + 13
-#: The exceptions :func:`_answer` turns into a line.
-_ANSWERED = (BpfBatchError, OSError, KeyboardInterrupt, Interrupted)
+#: The exceptions that end a command with a line (:func:`_answer`).
+_ANSWERED = (_Said, BpfBatchError, OSError, KeyboardInterrupt, Interrupted)
 
 
-def _answer(exc: BaseException) -> tuple[int, str]:
-    """The exit status and the line that say how ``exc`` ended the command: an interruption
+def _answer(exc: BaseException, prog: str) -> _Said:
+    """The line and the exit status that say how ``exc`` ended the command: an interruption
     128 + the signal (SIGPIPE's for a reader that left), a usage error 2, any other error 1."""
     if isinstance(exc, KeyboardInterrupt):  # Python's own handler, before main installed its
         exc = Interrupted(2)
     if isinstance(exc, Interrupted):
-        return exc.exit_status, str(exc)
+        return _Said(exc.exit_status, f"{prog}: {exc}")
     if isinstance(exc, BpfBatchError):
         from .options import as_flags, is_usage_error
 
         exc = as_flags(exc)
         status = EPIPE_STATUS if exc.errno == errno.EPIPE else 2 if is_usage_error(exc) else 1
-        return status, f"error: {exc}"
+        return _Said(status, f"{prog}: error: {exc}")
     name = errno_name(exc.errno) if exc.errno else "EIO"  # an OSError writing the output
     where = exc.filename or ("stdout" if exc.errno == errno.EPIPE else "output")
     status = EPIPE_STATUS if exc.errno == errno.EPIPE else 1
-    return status, f"error: {where}: {exc.strerror or exc} ({name})"
+    return _Said(status, f"{prog}: error: {where}: {exc.strerror or exc} ({name})")
 
 
 def _silence_stdout() -> None:
@@ -192,7 +202,7 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-def _usage_error(exc: UsageError, prog: str) -> None:
+def _usage_error(exc: UsageError, prog: str) -> _Said:
     """One line, exit 2, naming the command; an extra word where no map was named (a bare
     number, a misspelt keyword) gets bpftool's forms as a hint. No arguments at all prints
     the help instead."""
@@ -201,8 +211,7 @@ def _usage_error(exc: UsageError, prog: str) -> None:
 
     ctx = exc.ctx
     if isinstance(exc, NoArgsIsHelpError) and ctx is not None:
-        print(ctx.get_help(), file=sys.stderr)
-        sys.exit(2)
+        return _Said(2, ctx.get_help())
     where = ""
     if ctx is not None and ctx.parent is not None:
         where = ctx.command_path.split(" ", 1)[-1] + ": "
@@ -214,9 +223,4 @@ def _usage_error(exc: UsageError, prog: str) -> None:
     if "unexpected extra argument" in message and unnamed \
             and any(p.name == "map_id" for p in params):  # the map named wrong, or not at all
         message += f" (name the map with {', '.join(k + ' ...' for k in MAP_KEYWORDS)})"
-    _fail(prog, 2, f"{where}{' '.join(message.split())}")
-
-
-def _fail(prog: str, status: int, text: str) -> None:
-    print(f"{prog}: error: {text}", file=sys.stderr)
-    sys.exit(status)
+    return _Said(2, f"{prog}: error: {where}{' '.join(message.split())}")
