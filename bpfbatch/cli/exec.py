@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import InputError, Interrupted
+from ..errors import BpfBatchError, InputError, Interrupted
 from ..interrupts import TERMINATING
 from .progress import counted, progress
 from .options import DEFAULT_BATCH, OUTPUT_FORMATS, check_output, open_map, say
@@ -110,12 +110,20 @@ def exec_command(
             write = None
         with progress(f"{m.info.label} {action}", "selected") as advance:
             sink = counted(write, advance) if write else None
-            if user_filter is None:
-                result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
-                                         max_selected=max_selected, batch_size=batch_size)
-            else:
-                result = walker.exec_filter(m, user_filter, action, sink=sink,
-                                            max_selected=max_selected, batch_size=batch_size)
+            try:
+                if user_filter is None:
+                    result = walker.exec_map(m, predicate, action, mode=mode, sink=sink,
+                                             max_selected=max_selected, batch_size=batch_size)
+                else:
+                    result = walker.exec_filter(m, user_filter, action, sink=sink,
+                                                max_selected=max_selected,
+                                                batch_size=batch_size)
+            except Interrupted as exc:
+                exc.obj = m.info.label
+                if action == "dump":  # as dump: a whole document of the records written
+                    with contextlib.suppress(BpfBatchError):
+                        out.close()
+                raise
         if out is not None:
             out.close()
         if action == "count":

@@ -116,7 +116,7 @@ def drain(
     from ..map import whole
     from ..records import pipeline
 
-    with interrupts.stopping(lambda: "0 entries delivered (before the map was opened)"):
+    with interrupts.stopping(lambda: "0 entries delivered"):
         out = pipeline.stdout(fsync=fsync)
         with open_map(map_id, pinned, name, read_only=False) as m:
             delivery = pipeline.delivery(output, m.info, whole.restorer(m), out,

@@ -296,6 +296,15 @@ def _jsonl(path: Path) -> list:
     return [json.loads(line) for line in data.splitlines()]
 
 
+def _records(path: Path, fmt: str, said: int | None) -> list:
+    """The records of a dump's output, checking it is whole: complete lines, or one JSON
+    document (nothing at all when it was stopped before its output began)."""
+    if fmt == "jsonl":
+        return _jsonl(path)
+    text = path.read_text()
+    return json.loads(text) if text or said != 0 else []
+
+
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("fmt", ["jsonl", "json"])
 def test_dump_interrupted_says_how_many_records_the_whole_output_holds(big, tmp_path, sig, fmt):
@@ -304,20 +313,18 @@ def test_dump_interrupted_says_how_many_records_the_whole_output_holds(big, tmp_
         argv = bpfbatch_argv("dump", "id", big.info.id, "-o", fmt, "--batch-size", 4096)
         rc, err = run_with_signal(argv, path, big, sig, delay)
         said = _count_said(err, sig, rc, "records written")
-        text = path.read_text()  # a JSON document, or nothing when stopped before the output
-        records = _jsonl(path) if fmt == "jsonl" else json.loads(text) if text or said != 0 \
-            else []
-        assert len(records) == (BIG if said is None else said), err
+        assert len(_records(path, fmt, said)) == (BIG if said is None else said), err
 
 
-def test_exec_dump_interrupted_says_how_many_records_it_wrote(big, tmp_path):
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_exec_dump_interrupted_says_how_many_records_it_wrote(big, tmp_path, fmt):
     for sig, delay in zip(SIGS, (0.0, 0.05, 0.2)):
-        path = tmp_path / "out.jsonl"
+        path = tmp_path / f"out.{fmt}"
         argv = bpfbatch_argv("exec", "id", big.info.id, "--where", "value >= 0", "--action",
-                             "dump", "--mode", "user", "-o", "jsonl")
+                             "dump", "--mode", "user", "-o", fmt)
         rc, err = run_with_signal(argv, path, big, sig, delay)
         said = _count_said(err, sig, rc, "records written")
-        assert len(_jsonl(path)) == (BIG if said is None else said), err
+        assert len(_records(path, fmt, said)) == (BIG if said is None else said), err
 
 
 def test_drain_and_load_interrupted_say_what_the_map_holds(tmp_path):
