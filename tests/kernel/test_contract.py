@@ -57,7 +57,8 @@ def leaf_commands() -> set[tuple[str, ...]]:
 
 
 # -- the tables ------------------------------------------------------------------------------
-# {m}: a 1000-entry u32 -> u64 map; {file}: its records as JSONL; {no}: a map id nobody has.
+# {m}: a 1000-entry u32 -> u64 map; {file}: its records as JSONL; {no}: a map id nobody has;
+# {no_map_toml}: an exporter configuration naming that map.
 
 #: argv → a fragment of the one line. Found by click, or by the command before it touches
 #: anything (an option's value, a missing MAP), or by the library (--batch-size 0).
@@ -108,7 +109,7 @@ RUNTIME = {
     ("top", "slab"): "traces whatever there is",
     ("tc",): [["tc", "-b", "/nonexistent/batch.tc"], "/nonexistent/batch.tc: cannot open"],
     ("tcp-mmap",): [["tcp-mmap", "-H", "127.0.0.1", "-p", "{port}"], "127.0.0.1"],
-    ("export",): [["export", "--config", "/nonexistent/x.toml"], "/nonexistent/x.toml"],
+    ("export",): [["export", "--config", "{no_map_toml}"], f"map id {NO_MAP}: no such map"],
     ("demo",): "builds everything it uses",
     ("bench",): "builds everything it uses",
     ("filter", "build"): [["filter", "build", "/nonexistent/f.bpf.c"],
@@ -146,7 +147,11 @@ def env(tmp_path_factory):
         with socket.socket() as s:  # a port nothing listens on: connection refused
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        yield {"m": m.info.id, "file": str(path), "no": NO_MAP, "port": port}
+        toml = tmp / "no_map.toml"
+        toml.write_text(f'listen = "127.0.0.1:0"\n[[metric]]\nname = "x"\ntype = "gauge"\n'
+                        f'map = {{ id = {NO_MAP} }}\naggregate = "count"\n')
+        yield {"m": m.info.id, "file": str(path), "no": NO_MAP, "port": port,
+               "no_map_toml": str(toml)}
 
 
 def filled(argv: list[str], env: dict) -> list[str]:
@@ -393,7 +398,7 @@ def test_export_and_top_interrupted_exit_128_plus_n(big, tmp_path):
         rc, _, err = _after_line(bpfbatch_argv("export", "--config", config), b"serving", sig,
                                  delay)
         assert rc == 128 + sig, err
-        assert "stopped serving" in interrupted_line(err, sig).group(0)
+        assert re.search(r"after \d+ scrapes", interrupted_line(err, sig).group(0)), err
     for sig, delay in zip(SIGS, (0.0, 0.07, 0.15)):
         rc, out, err = _after_line(bpfbatch_argv("top", "slab", "-C", "0.05"), b"Tracing",
                                    sig, delay, on_stdout=True)
