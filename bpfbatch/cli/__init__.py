@@ -36,13 +36,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     process's: it owns the signal handling until the process exits."""
     from .. import interrupts  # first: its handling starts before anything else is imported
 
+    args = list(argv) if argv is not None else sys.argv[1:]
     with interrupts.command(restore=False):
-        args = list(argv) if argv is not None else sys.argv[1:]
-        from .argv import reset_global_flags
+        _run(lambda: _started(args))
 
-        reset_global_flags()
-        _completion_request()
-        _run(lambda: _fast_or_typer(args))
+
+def _started(args: list[str], *, fast: bool = True) -> object:
+    """A fresh start (the global flags; for :func:`main`, a shell's completion request),
+    then the command, by the thin entry point when ``fast`` understands it, else typer."""
+    from .argv import reset_global_flags
+
+    reset_global_flags()
+    if not fast:
+        return _by_typer(args)
+    _completion_request()
+    return _fast_or_typer(args)
 
 
 #: The variable a shell's completion script sets (typer's: ``complete_bash``).
@@ -80,11 +88,9 @@ def typer_main(args: list[str]) -> None:
     """``bpfbatch ARGS`` read by typer: every command, help, completion and usage error.
     Callable in a process that goes on: the signal handlers are put back on return."""
     from .. import interrupts
-    from .argv import reset_global_flags
 
     with interrupts.command(restore=True):
-        reset_global_flags()
-        _run(lambda: _by_typer(args))
+        _run(lambda: _started(args, fast=False))
 
 
 def _fast_or_typer(args: list[str]) -> object:
@@ -107,6 +113,15 @@ def _by_typer(args: list[str]) -> object:
 def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> None:
     """Run the command at ``path`` (``["top", "tcp"]``) as a program of its own named
     ``prog_name`` (``tcptop.py -h`` shows ``Usage: tcptop.py [OPTIONS] ...``)."""
+    from .. import interrupts
+
+    with interrupts.command(restore=False):
+        _run(lambda: _typer_call(lambda: _tool_main(path, argv, prog_name), prog_name),
+             prog_name)
+
+
+def _tool_main(path: Sequence[str], argv: Sequence[str], prog_name: str) -> object:
+    """The click command at ``path`` of the typer app, run on ``argv`` as ``prog_name``."""
     import typer
 
     from .app import CONTEXT, LazyCommands, app
@@ -117,12 +132,7 @@ def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> Non
     for name in path:
         command = LazyCommands.get_command(command, ctx, name) if command is group \
             else command.get_command(ctx, name)
-    from .. import interrupts
-
-    with interrupts.command(restore=False):
-        _run(lambda: _typer_call(lambda: command.main(args=list(argv), prog_name=prog_name,
-                                                      standalone_mode=False, **CONTEXT),
-                                 prog_name), prog_name)
+    return command.main(args=list(argv), prog_name=prog_name, standalone_mode=False, **CONTEXT)
 
 
 def _typer_call(call: Callable[[], object], prog: str = "bpfbatch") -> object:

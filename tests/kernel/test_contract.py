@@ -71,7 +71,7 @@ USAGE = {
     ("clear",): [["clear"], "MAP: name the map"],
     ("drain",): [["drain", "id", "{m}", "-o", "yaml"], "--output: unknown format"],
     ("lookup",): [["lookup", "id", "{m}"], "missing argument"],
-    ("update",): [["update", "id", "{m}", "1"], "missing argument"],
+    ("update",): [["update", "id", "{m}", "1"], "expected KEY VALUE"],
     ("getnext",): [["getnext", "id", "{m}", "--nope"], "no such option"],
     ("pin",): [["pin", "id", "{m}"], "missing argument"],
     ("freeze",): [["freeze"], "MAP: name the map"],
