@@ -17,7 +17,8 @@ raised again at the end of the section; in every thread the signals are blocked 
 acting inside the section. SIGKILL cannot be deferred: it loses at most the batch in hand.
 
 The CLI turns the three terminating signals into :class:`Interrupted` from the first moment
-its entry point runs to the moment the command's outcome is decided (:func:`command`), so
+its entry point runs to the moment the command's outcome is decided
+(:func:`command_started`, :func:`decide`), so
 every command stops the same way — saying what it did, exiting 128 + the signal number —
 instead of SIGTERM and SIGHUP killing it on the spot or SIGINT printing a traceback; a
 command that can say more wraps its work in :func:`stopping`.
@@ -78,13 +79,30 @@ def _raise(signum, _frame):
     raise Interrupted(signum)
 
 
-#: Whether the outcome of the command :func:`command` runs is decided (see there).
+#: Whether the outcome of the command between :func:`command_started` and
+#: :func:`command_ended` is decided (see :func:`decide`).
 _decided = False
+#: The handlers :func:`command_started` replaced, for :func:`command_ended` to put back.
+_replaced: dict = {}
 
 
 def _raise_until_decided(signum, _frame):
     if not _decided:
         raise Interrupted(signum)
+
+
+def command_started() -> None:
+    """A command run from its entry point begins: SIGINT, SIGTERM and SIGHUP raise
+    :class:`Interrupted` wherever they land until :func:`decide` is called — as soon as the
+    command returned or raised — and do nothing from then on, while the entry point reports
+    the outcome (one line, the exit status), so a late signal can neither replace that report
+    nor add a traceback to it. Call it inside the ``try`` that answers :class:`Interrupted`:
+    a signal may land half-way through it."""
+    global _decided
+    _decided = False
+    for sig in TERMINATING:
+        _replaced.setdefault(sig, signal.getsignal(sig))
+        signal.signal(sig, _raise_until_decided)
 
 
 def decide() -> None:
@@ -94,29 +112,21 @@ def decide() -> None:
     _decided = True
 
 
-@contextlib.contextmanager
-def command(*, restore: bool):
-    """A command run from its entry point: SIGINT, SIGTERM and SIGHUP raise
-    :class:`Interrupted` wherever they land until :func:`decide` is called — as soon as the
-    command returned or raised — and are ignored from then on, while the entry point reports
-    the outcome (one line, the exit status), so a late signal can neither replace that report
-    nor add a traceback to it. On leaving, ``restore`` puts the previous handlers back (a
-    caller that goes on, e.g. a test); without it they stay ignored until the process ends:
-    the interpreter would restore SIG_DFL for a Python handler as it exits, and a SIGTERM
-    then would kill it after its report."""
+def command_ended(*, restore: bool) -> None:
+    """After the report: the signals stay ignored (SIG_IGN, which also discards one waiting
+    to run) — for good without ``restore``, as a process that is about to exit needs (the
+    interpreter would put SIG_DFL back for a Python handler as it exits, and a SIGTERM then
+    would kill it after its report) — or, with ``restore``, until the handlers
+    :func:`command_started` replaced are back (a caller that goes on, e.g. a test)."""
     global _decided
-    _decided = False
-    previous = {sig: signal.signal(sig, _raise_until_decided) for sig in TERMINATING}
-    try:
-        yield
-    finally:
-        _decided = True
-        for sig in TERMINATING:
-            signal.signal(sig, signal.SIG_IGN)  # discards a signal waiting to run
-        if restore:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-            _decided = False
+    _decided = True
+    for sig in TERMINATING:
+        signal.signal(sig, signal.SIG_IGN)
+    if restore:
+        for sig, handler in _replaced.items():
+            signal.signal(sig, handler)
+        _replaced.clear()
+        _decided = False
 
 
 @contextlib.contextmanager

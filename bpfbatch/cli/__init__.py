@@ -11,7 +11,7 @@ usage error (unknown option, missing argument, a bad option value:
 :class:`~bpfbatch.errors.BpfBatchError` or a failed write of the output 1, SIGINT, SIGTERM
 and SIGHUP 128 + the signal, saying what was done, and a reader that left (EPIPE) 141, as
 SIGPIPE would. The signal handling starts before the command is even imported
-(:func:`bpfbatch.interrupts.command`). Command modules stay thin (check options → call
+(:func:`bpfbatch.interrupts.command_started`). Command modules stay thin (check options → call
 the library → render), and their bodies are the same functions on either path. Importing
 this package imports no typer.
 """
@@ -34,11 +34,8 @@ __all__ = ["main", "run_command", "typer_main"]
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``). The
     process's: it owns the signal handling until the process exits."""
-    from .. import interrupts  # first: its handling starts before anything else is imported
-
     args = list(argv) if argv is not None else sys.argv[1:]
-    with interrupts.command(restore=False):
-        _run(lambda: _started(args))
+    _run(lambda: _started(args))  # _run's signal handling starts before anything is imported
 
 
 def _started(args: list[str], *, fast: bool = True) -> object:
@@ -87,10 +84,7 @@ def _completion_request() -> None:
 def typer_main(args: list[str]) -> None:
     """``bpfbatch ARGS`` read by typer: every command, help, completion and usage error.
     Callable in a process that goes on: the signal handlers are put back on return."""
-    from .. import interrupts
-
-    with interrupts.command(restore=True):
-        _run(lambda: _started(args, fast=False))
+    _run(lambda: _started(args, fast=False), restore=True)
 
 
 def _fast_or_typer(args: list[str]) -> object:
@@ -113,11 +107,7 @@ def _by_typer(args: list[str]) -> object:
 def run_command(path: Sequence[str], argv: Sequence[str], prog_name: str) -> None:
     """Run the command at ``path`` (``["top", "tcp"]``) as a program of its own named
     ``prog_name`` (``tcptop.py -h`` shows ``Usage: tcptop.py [OPTIONS] ...``)."""
-    from .. import interrupts
-
-    with interrupts.command(restore=False):
-        _run(lambda: _typer_call(lambda: _tool_main(path, argv, prog_name), prog_name),
-             prog_name)
+    _run(lambda: _typer_call(lambda: _tool_main(path, argv, prog_name), prog_name), prog_name)
 
 
 def _tool_main(path: Sequence[str], argv: Sequence[str], prog_name: str) -> object:
@@ -154,13 +144,17 @@ class _Said(Exception):
         self.status, self.text = status, text
 
 
-def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
-    """Run ``call`` (inside :func:`bpfbatch.interrupts.command`) and end with its outcome:
-    its status, or one line on stderr and the exit status of the exception that ended it."""
+def _run(call: Callable[[], object], prog: str = "bpfbatch", *, restore: bool = False) -> None:
+    """Run ``call`` and end with its outcome: its status, or one line on stderr and the exit
+    status of the exception that ended it. The signal handling
+    (:func:`bpfbatch.interrupts.command_started`) starts inside the ``try`` that answers an
+    interruption, so no moment is left between the two; ``restore`` puts the previous
+    handlers back at the end, for a caller that goes on."""
     from .. import interrupts
 
     try:
         try:
+            interrupts.command_started()
             status = call()
             if sys.stdout is not None:
                 sys.stdout.flush()  # here, where a failure is reported, not at the exit
@@ -172,6 +166,8 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch") -> None:
             _silence_stdout()
         print(said.text, file=sys.stderr)
         status = said.status
+    finally:
+        interrupts.command_ended(restore=restore)
     if status:
         sys.exit(status)
 
