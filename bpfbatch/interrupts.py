@@ -91,15 +91,36 @@ def _raise_until_decided(signum, _frame):
         raise Interrupted(signum)
 
 
+def _unraisable(unraisable) -> None:
+    """``sys.unraisablehook`` while a command runs: an :class:`Interrupted` raised where
+    Python cannot propagate it (a weakref callback, ``__del__``: it would print "Exception
+    ignored" and go on) is not printed but sent again to the main thread a moment later, from
+    another thread (sent from here, it would run its handler here), to land in code that can
+    raise it."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        timer = threading.Timer(0.001, signal.pthread_kill,
+                                (threading.main_thread().ident, unraisable.exc_value.signum))
+        timer.daemon = True
+        timer.start()
+        return
+    _replaced_hook[0](unraisable)
+
+
+_replaced_hook = [sys.__unraisablehook__]
+
+
 def command_started() -> None:
     """A command run from its entry point begins: SIGINT, SIGTERM and SIGHUP raise
     :class:`Interrupted` wherever they land until :func:`decide` is called — as soon as the
     command returned or raised — and do nothing from then on, while the entry point reports
     the outcome (one line, the exit status), so a late signal can neither replace that report
-    nor add a traceback to it. Call it inside the ``try`` that answers :class:`Interrupted`:
-    a signal may land half-way through it."""
+    nor add a traceback to it (nor can one swallowed by a callback: :func:`_unraisable`).
+    Call it inside the ``try`` that answers :class:`Interrupted`: a signal may land half-way
+    through it."""
     global _decided
     _decided = False
+    if sys.unraisablehook is not _unraisable:
+        _replaced_hook[0], sys.unraisablehook = sys.unraisablehook, _unraisable
     for sig in TERMINATING:
         _replaced.setdefault(sig, signal.getsignal(sig))
         signal.signal(sig, _raise_until_decided)
@@ -126,6 +147,7 @@ def command_ended(*, restore: bool) -> None:
         for sig, handler in _replaced.items():
             signal.signal(sig, handler)
         _replaced.clear()
+        sys.unraisablehook = _replaced_hook[0]
         _decided = False
 
 

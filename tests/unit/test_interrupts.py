@@ -63,3 +63,25 @@ def test_stopping_adds_what_was_applied_to_an_error_that_does_not_say_it():
             interrupts.stopping(lambda: f"{tally.applied} entries loaded", tally):
         raise PartialError("update batch", errno.E2BIG, applied=7, obj="map 1 'm'")
     assert "before it" not in str(exc.value)
+
+
+def test_a_signal_a_callback_swallowed_lands_after_it():
+    """A signal whose Interrupted is raised inside a weakref callback (Python prints
+    "Exception ignored" and goes on) must still stop the command, and print nothing there."""
+    code = ("import os, signal, weakref\n"
+            "from bpfbatch import interrupts\nfrom bpfbatch.errors import Interrupted\n"
+            "interrupts.command_started()\n"
+            "class A: pass\n"
+            "a = A()\n"
+            "r = weakref.ref(a, lambda _: os.kill(os.getpid(), signal.SIGTERM))\n"
+            "try:\n"
+            "    del a\n"
+            "    import time\n"
+            "    deadline = time.monotonic() + 10\n"
+            "    while time.monotonic() < deadline: pass\n"
+            "    print('went on')\n"
+            "except Interrupted as exc:\n"
+            "    print('interrupted', exc.signum)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.stdout, proc.stderr) == (f"interrupted {signal.SIGTERM}\n", "")
