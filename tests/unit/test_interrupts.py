@@ -29,6 +29,12 @@ def test_a_signal_inside_a_section_lands_at_its_end():
         signal.signal(signal.SIGHUP, previous)
 
 
+def python(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by an interpreter of its own (signals to itself)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+
+
 def test_a_default_disposition_acts_only_after_the_section():
     """SIGTERM at its default kills, but not inside a section: the section finishes."""
     code = ("import os, signal\nfrom bpfbatch import interrupts\n"
@@ -36,8 +42,7 @@ def test_a_default_disposition_acts_only_after_the_section():
             "    os.kill(os.getpid(), signal.SIGTERM)\n"
             "    print('finished the section', flush=True)\n"
             "print('never here', flush=True)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    proc = python(code)
     assert proc.returncode == -signal.SIGTERM
     assert proc.stdout == "finished the section\n"
 
@@ -82,6 +87,5 @@ def test_a_signal_a_callback_swallowed_lands_after_it():
             "    print('went on')\n"
             "except Interrupted as exc:\n"
             "    print('interrupted', exc.signum)\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    proc = python(code)
     assert (proc.stdout, proc.stderr) == (f"interrupted {signal.SIGTERM}\n", "")
