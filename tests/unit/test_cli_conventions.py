@@ -82,3 +82,20 @@ def test_tools_are_named_after_themselves():
     proc = run("-h", exe=tool)
     assert proc.returncode == 0 and proc.stdout.startswith("Usage: tcptop.py [OPTIONS]")
     assert_usage_error(run("--bogus", exe=tool), "no such option: --bogus", prog="tcptop.py")
+
+
+def test_a_signal_python_wrapped_in_another_error_is_still_one_line_and_128_plus_n(capsys):
+    """Python 3.11 wraps what a handler raised inside ``__set_name__`` in a RuntimeError."""
+    from bpfbatch.cli import _run
+    from bpfbatch.errors import Interrupted
+
+    def wrapped():
+        try:
+            raise Interrupted(15)
+        except Interrupted as exc:
+            raise RuntimeError("Error calling __set_name__") from exc
+
+    with pytest.raises(SystemExit) as done:
+        _run(wrapped, restore=True)
+    assert done.value.code == 143
+    assert capsys.readouterr().err == "bpfbatch: interrupted (SIGTERM)\n"
