@@ -87,8 +87,30 @@ _replaced: dict = {}
 
 
 def _raise_until_decided(signum, _frame):
-    if not _decided:
-        raise Interrupted(signum)
+    if _decided:
+        return
+    if _in_hook:  # inside _unraisable: raised here it would be lost again
+        _send_again(signum)
+        return
+    raise Interrupted(signum)
+
+
+_in_hook = False
+
+
+def _send_again(signum: int) -> None:
+    """``signum`` to the main thread a moment from now, from a thread of its own (sent from
+    here, its handler would run here; ``_thread``'s start does not wait for the thread)."""
+    import _thread
+
+    _thread.start_new_thread(_kill_main_later, (threading.main_thread().ident, signum))
+
+
+def _kill_main_later(ident: int, signum: int) -> None:
+    import time
+
+    time.sleep(0.002)
+    signal.pthread_kill(ident, signum)
 
 
 def _unraisable(unraisable) -> None:
@@ -97,11 +119,13 @@ def _unraisable(unraisable) -> None:
     ignored" and go on) is not printed but sent again to the main thread a moment later, from
     another thread (sent from here, it would run its handler here), to land in code that can
     raise it."""
+    global _in_hook
     if isinstance(unraisable.exc_value, Interrupted):
-        timer = threading.Timer(0.001, signal.pthread_kill,
-                                (threading.main_thread().ident, unraisable.exc_value.signum))
-        timer.daemon = True
-        timer.start()
+        _in_hook = True
+        try:
+            _send_again(unraisable.exc_value.signum)
+        finally:
+            _in_hook = False
         return
     _replaced_hook[0](unraisable)
 

@@ -85,6 +85,7 @@ USAGE = {
     ("prune-demo",): [["prune-demo", "--flows", "0"], "--flows"],
     ("top", "tcp"): [["top", "tcp", "0"], "INTERVAL: must be positive"],
     ("top", "slab"): [["top", "slab", "-r", "0"], "-r/--maxrows"],
+    ("top", "maps"): [["top", "maps", "0"], "INTERVAL"],
     ("tc",): [["tc", "-b", "-", "--batch-bytes", "100"], "--batch-bytes"],
     ("tcp-mmap",): [["tcp-mmap"], "-s/-H"],
     ("export",): [["export"], "missing option '--config'"],
@@ -107,6 +108,7 @@ RUNTIME = {
     ("prune-demo",): "builds everything it uses",
     ("top", "tcp"): "traces whatever there is",
     ("top", "slab"): "traces whatever there is",
+    ("top", "maps"): "counts whatever there is",
     ("tc",): [["tc", "-b", "/nonexistent/batch.tc"], "/nonexistent/batch.tc: cannot open"],
     ("tcp-mmap",): [["tcp-mmap", "-H", "127.0.0.1", "-p", "{port}"], "127.0.0.1"],
     ("export",): [["export", "--config", "{no_map_toml}"], f"map id {NO_MAP}: no such map"],
@@ -122,6 +124,7 @@ START = {
     ("prune-demo",): (["prune-demo", "--flows", "0"], 2),  # nothing to build up and tear down
     ("top", "tcp"): (["top", "tcp", "0.05", "1"], 0),
     ("top", "slab"): (["top", "slab", "0.05", "1"], 0),
+    ("top", "maps"): (["top", "maps", "0.05", "1"], 0),
     ("demo",): (["demo", "--entries", "2000"], 0),
     ("bench",): (["bench", "--entries", "2000", "--rounds", "1"], 0),
 }
