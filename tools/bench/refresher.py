@@ -20,8 +20,9 @@ It counts, until stdin closes:
 
 - ``live``: a key found gone although the last thing written to it was fresh (``replace``:
   the expired write found it gone; ``inplace``: any key found gone), that did not come back
-  within 50 ms (a prune that puts a refreshed entry back is given that long: on a shared
-  machine it may be descheduled between its delete and its put-back): a live entry deleted;
+  within a second (a prune that puts a refreshed entry back is given that long: on a shared
+  machine under load it can be descheduled between its delete and its put-back for tens of
+  milliseconds, which a 50 ms grace once counted as a live deletion): a live entry deleted;
 - ``expired_deleted`` (``replace``): the fresh write found the key gone: a prune deleted the
   expired value, which is its job;
 - ``cycles``: expire-then-refresh pairs written.
@@ -52,7 +53,7 @@ from bpfbatch.map.handle import Map
 
 #: How long a vanished fresh entry may take to be put back before it counts as deleted, and
 #: how often the refresher looks for it meanwhile.
-GRACE_S = 0.05
+GRACE_S = 1.0
 LOOK_S = 0.0002
 WRITERS = ("replace", "inplace")
 BPF_SOURCE = Path(__file__).parent / "bpf" / "refresher.bpf.c"
