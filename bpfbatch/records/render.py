@@ -390,7 +390,7 @@ class _Columnar(Renderer):
 
         isatty = getattr(out, "isatty", None)
         if isatty and isatty():
-            raise InputError("binary output: redirect it to a file or a pipe", obj="fmt")
+            raise InputError("binary output: redirect it to a file or a pipe", obj="--output")
         self.columns = Columns(key, value)
         self.spool = _Spool()
         self.writer = self._writer(self.columns.pa, self.columns.pa.PythonFile(self.spool, "w"),

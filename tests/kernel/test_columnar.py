@@ -228,8 +228,8 @@ def test_binary_output_refuses_a_terminal(flows):
     finally:
         os.close(leader)
         os.close(follower)
-    assert result.returncode != 0
-    assert "binary output: redirect it to a file or a pipe" in result.stderr
+    assert result.returncode == 2, result  # a usage error, named by dump's own option
+    assert "error: --output: binary output: redirect it to a file or a pipe" in result.stderr
 
 
 # -- decoders: stored values by default, display values on request ----------------------------
