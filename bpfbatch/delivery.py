@@ -235,7 +235,7 @@ def _put_back_all(*, main_only: bool) -> None:
                 try:
                     holder.put_back()
                 except Exception as exc:  # the process is ending: say it, go on
-                    print(f"bpfbatch: {exc}", file=sys.stderr, flush=True)
+                    print(f"bpfbatch: error: {exc}", file=sys.stderr, flush=True)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
