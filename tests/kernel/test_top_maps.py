@@ -139,3 +139,18 @@ def test_maps_filling_between_refreshes(maps, sig):
             rate = now[m.info.id][6]
             assert (rate == "0") if change == 0 else rate.startswith("+" if change > 0 else "-")
     assert any(int(b[h.info.id][3]) < int(n[h.info.id][3]) for b, n in zip(seen, seen[1:]))
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["abc"], "invalid value for 'INTERVAL'"),
+    (["--", "-1"], "INTERVAL: must be positive, got -1"),
+    (["1", "0"], "COUNT: must be positive, got 0"),
+    (["--budget", "soon", "1", "1"], "--budget: expected a duration"),
+    (["-r", "0", "1", "1"], "-r/--maxrows: must be positive"),
+])
+def test_a_bad_argument_is_a_usage_error(argv, fragment):
+    """Whatever finds it (click, or the command before it counts anything): one line, exit 2."""
+    proc = bpfbatch("top", "maps", *argv)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr.startswith("bpfbatch: error: ") and proc.stderr.count("\n") == 1, proc
+    assert fragment in proc.stderr, proc
