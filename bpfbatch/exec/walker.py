@@ -36,7 +36,7 @@ filters users write in C: a ``static long bpfbatch_filter(const void *key, void 
 returning ``BPFBATCH_KEEP``/``SELECT``/``STOP``, made a program by
 ``BPFBATCH_FILTER_PROGRAM(name)``. The same :class:`KernelWalker` loads and drives either one.
 
-Both modes take ``now`` once per pass (CLOCK_MONOTONIC, as ``bpf_ktime_get_ns``). Neither is a
+Every mode takes ``now`` once per pass (CLOCK_MONOTONIC, as ``bpf_ktime_get_ns``). None is a
 snapshot: elements added behind the walk are not seen. Per-CPU maps compare each field's
 largest per-CPU value (:mod:`bpfbatch.exec.predicate`).
 """
@@ -317,7 +317,7 @@ class KernelWalker:
     def _run_checked(self, predicate: Predicate, sink: Sink | None, max_selected: int,
                      per_run: int) -> ExecResult:
         """Delete by predicate, safely: each run the program only selects (up to ``per_run``
-        records, 0: as many as the out map holds), then :func:`_delete_rechecked` takes every
+        records, 0: as many as the out map holds), then :meth:`_Deleter.run` takes every
         selected key with ``BPF_MAP_LOOKUP_AND_DELETE_ELEM``, judges the value it deleted
         again and puts a refreshed one back. The next run resumes behind the elements this
         one judged (less those now gone), checked by the key it kept last, from the start
