@@ -68,8 +68,6 @@ LIST_FORMATS = ("table", "json", "jsonl", "csv")
 def list_maps(output: str, map_type: str | None, match: str | None, bpffs: bool,
               pinned_only: bool, count: bool, budget: str | None) -> None:
     """List the maps on the system, like bpftool map show."""
-    import fnmatch
-
     if output not in LIST_FORMATS:
         raise InputError(f"unknown format '{output}' (use {', '.join(LIST_FORMATS)})",
                          obj="--output")
@@ -80,13 +78,12 @@ def list_maps(output: str, map_type: str | None, match: str | None, bpffs: bool,
         from ..exec.predicate import parse_duration
 
         budget_s = parse_duration(budget, "--budget") / 1e9
+    selected = options.map_selector(map_type, match)
     pins = pinned_paths() if bpffs or pinned_only else None
 
     def listed() -> list[MapInfo]:
         return [info for info in iter_infos()
-                if (map_type is None or info.type_name == map_type)
-                and (match is None or fnmatch.fnmatchcase(info.name, match))
-                and (not pinned_only or info.id in pins)]
+                if selected(info) and (not pinned_only or info.id in pins)]
     if count:
         from .. import interrupts
         from ..map.inventory import inventory

@@ -185,6 +185,22 @@ def is_usage_error(exc: BpfBatchError) -> bool:
     return isinstance(exc, InputError) and (obj[:1] == "-" or obj.isupper())
 
 
+def map_selector(map_type: str | None, match: str | None) -> Callable[[object], bool]:
+    """Whether a map's info passes ``--type`` and ``--match`` (``list``, ``top maps``). A
+    type no map can have is a usage error, not an empty listing: ``--type lru`` for
+    ``lru_hash`` would otherwise look like a system without such maps."""
+    import fnmatch
+
+    from .._sys.abi import MapType
+
+    if map_type is not None and map_type not in {t.label for t in MapType} \
+            and not (map_type.startswith("type_") and map_type[5:].isdigit()):
+        raise InputError(f"unknown map type {map_type!r} (types as listed: hash, array, "
+                         "lru_hash, percpu_hash, ...)", obj="--type")
+    return lambda info: (map_type is None or info.type_name == map_type) and (
+        match is None or fnmatch.fnmatchcase(info.name, match))
+
+
 def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
              read_only: bool) -> Map:
     """The map the user named with exactly one of ``--map-id``, ``--pinned``, ``--name``."""

@@ -150,16 +150,14 @@ def maps(
     SIGINT, SIGTERM or SIGHUP stop it with one line saying how many refreshes were printed,
     exit 128 + the signal number.
     """
-    import fnmatch
-
     from .. import interrupts
     from ..exec.predicate import parse_duration
     from ..top.maps import MapsTop, table
+    from . import options
 
     _check(interval, count, rows)
     budget_s = interval / 2 if budget is None else parse_duration(budget, "--budget") / 1e9
-    tool = MapsTop(budget_s, lambda info: (map_type is None or info.type_name == map_type)
-                   and (match is None or fnmatch.fnmatchcase(info.name, match)))
+    tool = MapsTop(budget_s, options.map_selector(map_type, match))
     clear = not noclear and sys.stdout.isatty()
     shown = interrupts.Tally()
     with interrupts.stopping(lambda: f"{shown.applied} refreshes printed"):

@@ -179,6 +179,15 @@ def test_budget_is_a_duration_and_needs_count():
     assert proc.returncode == 2 and "--budget: counts nothing without --count" in proc.stderr
 
 
+@pytest.mark.parametrize("argv", [["list"], ["list", "--count"]])
+def test_a_map_type_no_map_can_have_is_a_usage_error(argv):
+    """Not an empty listing that looks like a system without such maps."""
+    proc = bpfbatch(*argv, "--type", "lru")
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr.startswith("bpfbatch: error: --type: unknown map type 'lru'"), proc
+    assert proc.stderr.count("\n") == 1, proc
+
+
 def holds_map(pid: int, map_id: int) -> bool:
     """Whether process ``pid`` has map ``map_id`` open (its fdinfo names the map's id)."""
     try:

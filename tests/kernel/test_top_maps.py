@@ -147,6 +147,7 @@ def test_maps_filling_between_refreshes(maps, sig):
     (["1", "0"], "COUNT: must be positive, got 0"),
     (["--budget", "soon", "1", "1"], "--budget: expected a duration"),
     (["-r", "0", "1", "1"], "-r/--maxrows: must be positive"),
+    (["--type", "lru", "1", "1"], "--type: unknown map type 'lru'"),
 ])
 def test_a_bad_argument_is_a_usage_error(argv, fragment):
     """Whatever finds it (click, or the command before it counts anything): one line, exit 2."""
