@@ -112,7 +112,8 @@ def _send(batch: str, force: bool, netns: str | None, batch_bytes: int | None, c
         try:
             stream, name = open(batch, encoding="utf-8", errors="surrogateescape"), batch
         except OSError as exc:
-            raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch) from None
+            raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch,
+                             errno=exc.errno) from None
     with stream as lines, Session(netns=netns, force=force, coalesce=coalesce,
                                   on_failure=_print_failure, on_warning=_print_warning,
                                   on_listing=tc_printer(netns, json=json_),

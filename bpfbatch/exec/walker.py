@@ -124,7 +124,7 @@ class Filter:
             with open(self.path, "rb") as f:
                 header = f.read(_ELF_HEADER)
         except OSError as e:
-            raise InputError(f"cannot read: {e.strerror}", obj=str(self.path)) from None
+            raise InputError(f"cannot read: {e.strerror}", obj=str(self.path), errno=e.errno) from None
         if len(header) < _ELF_HEADER or not header.startswith(b"\x7fELF"):
             raise InputError("not an ELF file (a BPF object is what clang -target bpf -c "
                              "writes)", obj=str(self.path))

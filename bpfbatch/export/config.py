@@ -142,7 +142,9 @@ def load(path: str, *, listen: str | None = None, batch_size: int | None = None)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read the configuration: {exc}", obj=path) from None
     except InputError as exc:
-        raise ConfigError(f"cannot read the configuration: {exc.message}", obj=path) from None
+        what = exc.message.removeprefix("cannot read: ")  # not "cannot read" twice
+        raise ConfigError(f"cannot read the configuration: {what}", obj=path,
+                          errno=exc.errno) from None
     return parse(text, path, listen=listen, batch_size=batch_size)
 
 

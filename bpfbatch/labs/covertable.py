@@ -180,6 +180,7 @@ def plot(samples: Samples, entries: int, path: str) -> None:
     try:
         fig.savefig(path, dpi=110)
     except OSError as exc:
-        raise InputError(f"cannot write the chart: {exc.strerror}", obj=path) from None
+        raise InputError(f"cannot write the chart: {exc.strerror}", obj=path,
+                         errno=exc.errno) from None
     finally:
         plt.close(fig)

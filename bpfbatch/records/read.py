@@ -150,7 +150,7 @@ def _head(path: str, source: str) -> bytes:
         with open(path, "rb") as f:
             return f.read(4096) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+        raise InputError(f"cannot read: {exc.strerror}", obj=source, errno=exc.errno) from None
 
 
 def _read(path: str, source: str, data: bytes | None, fmt: str, info, with_values: bool,
@@ -351,7 +351,7 @@ def _read_bytes(path: str, source: str) -> bytes:
                 return f.read()
             return _bounded(f, source)
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+        raise InputError(f"cannot read: {exc.strerror}", obj=source, errno=exc.errno) from None
 
 
 def _bounded(stream, source: str) -> bytes:
@@ -399,7 +399,7 @@ def _jsonl_stream(path: str, source: str, data: bytes | None = None) -> BinaryIO
                 offset += len(piece)
         stream.seek(0)
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+        raise InputError(f"cannot read: {exc.strerror}", obj=source, errno=exc.errno) from None
     return stream
 
 
@@ -416,7 +416,7 @@ def _pieces(data: BinaryIO, source: str, close: bool = False) -> Iterator[bytes]
         if any(pending):
             yield b"".join(pending)
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", obj=source) from None
+        raise InputError(f"cannot read: {exc.strerror}", obj=source, errno=exc.errno) from None
     finally:
         if close:
             data.close()

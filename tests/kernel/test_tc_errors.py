@@ -115,7 +115,7 @@ def test_missing_file_and_netns(tmp_path):
     with veth_netns() as ns:
         missing = bpfbatch_tc(ns, tmp_path / "nope.tc")
     assert missing.returncode == 1
-    assert missing.stderr.strip() == f"bpfbatch: error: {tmp_path / 'nope.tc'}: cannot open batch file: No such file or directory"
+    assert missing.stderr.strip() == f"bpfbatch: error: {tmp_path / 'nope.tc'}: cannot open batch file: No such file or directory (ENOENT)"
     batch = tmp_path / "ok.tc"
     batch.write_text(_add(1))
     no_ns = bpfbatch_tc("bpfb-no-such-netns", batch)

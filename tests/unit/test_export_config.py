@@ -123,5 +123,7 @@ def test_errors_name_file_line_and_key(text, where, words):
 
 
 def test_a_missing_file_is_one_line(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read the configuration"):
+    with pytest.raises(ConfigError, match="cannot read the configuration") as missing:
         config.load(str(tmp_path / "nope.toml"))
+    assert str(missing.value).endswith(
+        "nope.toml: cannot read the configuration: No such file or directory (ENOENT)")

@@ -164,8 +164,9 @@ def test_keys_only_ignores_values(tmp_path):
 
 
 def test_unreadable_input_and_unknown_format(tmp_path):
-    with pytest.raises(InputError, match="cannot read"):
+    with pytest.raises(InputError, match="cannot read") as missing:
         read.read_records(str(tmp_path / "missing.jsonl"), RAW)
+    assert str(missing.value).endswith(": cannot read: No such file or directory (ENOENT)")
     with pytest.raises(InputError, match="unknown format 'yaml'"):
         read.read_records(write(tmp_path, "x", ""), RAW, fmt="yaml")
 
