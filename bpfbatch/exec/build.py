@@ -150,8 +150,9 @@ def build(source: str, output: str | None = None, *, clang: str | None = None,
     """Compile ``source`` into a filter object; the compiler's own messages go to stderr as it
     prints them, and a failed compile is an :class:`InputError` naming the source."""
     src = Path(source)
-    if not src.is_file():
-        raise NotFoundError("no such file", obj=source)
+    if not src.is_file():  # /dev/null exists: say what it is not
+        raise NotFoundError("not a regular file" if src.exists() else "no such file",
+                            obj=source)
     folders = [Path(folder) for folder in includes]
     for folder in folders:
         if not folder.is_dir():

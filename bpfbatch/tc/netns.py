@@ -34,8 +34,9 @@ def entered(name: str | None) -> Iterator[None]:
     path = name if "/" in name else os.path.join(NETNS_RUN_DIR, name)
     try:
         target = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise NotFoundError(f"no such network namespace '{name}'") from None
+    except FileNotFoundError as exc:
+        raise NotFoundError("no such network namespace", obj=f"netns '{name}'",
+                            errno=exc.errno) from None
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
         _setns(target, f"netns '{name}'")

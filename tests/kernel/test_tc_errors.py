@@ -120,7 +120,7 @@ def test_missing_file_and_netns(tmp_path):
     batch.write_text(_add(1))
     no_ns = bpfbatch_tc("bpfb-no-such-netns", batch)
     assert no_ns.returncode == 1
-    assert "no such network namespace 'bpfb-no-such-netns'" in no_ns.stderr
+    assert "netns 'bpfb-no-such-netns': no such network namespace (ENOENT)" in no_ns.stderr
 
 
 _REPORT_HWM = ("import atexit, re\n"

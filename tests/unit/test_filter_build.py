@@ -99,3 +99,12 @@ def test_btf_as_c_of_a_file_that_is_not_btf(tmp_path):
     bad.write_bytes(b"\0" * 64)
     with pytest.raises(BpfBatchError, match="parse BTF"):
         libbpf.btf_c_types(str(bad))
+
+
+def test_a_source_that_is_not_a_regular_file_is_named_so(tmp_path):
+    with pytest.raises(NotFoundError) as missing:
+        build.build(str(tmp_path / "nope.bpf.c"))
+    assert str(missing.value) == f"{tmp_path / 'nope.bpf.c'}: no such file"
+    with pytest.raises(NotFoundError) as device:
+        build.build("/dev/null")
+    assert str(device.value) == "/dev/null: not a regular file"
