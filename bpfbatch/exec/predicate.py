@@ -341,6 +341,9 @@ class _Parser:
             token = self.take()
         while True:
             if leaf_kind(node) is not LeafKind.STRUCT:
+                if not parts:  # a scalar value: its fields are the two sides themselves
+                    sides = "key, value" if self.key is not None else "value"
+                    raise self.error(token, f"no such field (fields: {sides})")
                 raise self.error(token, f"'{'.'.join(parts)}' is not a struct")
             members = node.fields()  # anonymous members' fields included, as in C
             if token.kind != "name" or token.text not in members:

@@ -247,6 +247,10 @@ def test_key_fields(codec, values, key_codecs):
         predicate.compile_predicate("key.dport == 1", codec)  # no key codec: 'key' is just a name
     with pytest.raises(InputError, match="field 'key' is a struct"):
         predicate.compile_predicate("key == 1", codec, key=struct_key)
+    scalar_value = key_codecs[1]  # a bare u32 value: its only fields are key and value
+    with pytest.raises(InputError, match=r"^where column 1 'pakets': no such field "
+                                         r"\(fields: key, value\)$"):
+        predicate.compile_predicate("pakets > 1", scalar_value, key=scalar_key)
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\t\n"])
