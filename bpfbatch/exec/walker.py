@@ -74,7 +74,6 @@ ACTIONS = tuple(ACTION_NAMES)
 #: after (a replacing update landing between its last lookup and its delete is lost);
 #: ``user``: the emulation.
 MODES = ("auto", "kernel", "kernel-fast", "user")
-KERNEL_MODES = ("kernel", "kernel-fast")
 
 #: Map types ``bpf_for_each_map_elem`` walks.
 KERNEL_TYPES = frozenset({MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH,

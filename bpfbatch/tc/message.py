@@ -34,7 +34,6 @@ from .encoding import encode, strz
 _TLV = struct.Struct("=HH")
 _U32 = struct.Struct("=I")
 _ADD = S.NLM_F_EXCL | S.NLM_F_CREATE
-_NESTED = 0x8000
 
 
 #: ``Message.undo`` when nobody has worked it out yet.

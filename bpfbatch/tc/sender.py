@@ -71,7 +71,6 @@ _RETRY_SEQ_BASE = 1 << 31
 _pack_header = S.NLMSGHDR.pack
 #: Requests that get their own ACK, for the warnings the kernel attaches to a success.
 _ACKED_TYPES = frozenset((S.Msg.NEWQDISC, S.Msg.DELQDISC, S.Msg.NEWTCLASS, S.Msg.DELTCLASS))
-_ADD_FLAGS = S.NLM_F_EXCL | S.NLM_F_CREATE
 
 
 @dataclasses.dataclass(frozen=True)
