@@ -2,8 +2,9 @@
 /* map exec: bpfbatch's own filter (bpfbatch_filter.h), one generic, pre-built program that
  * evaluates a predicate given as a parameter table (map_exec.h) on every element of any hash
  * or array map; the walk (bpf_for_each_map_elem), the action (count, copy out or delete in the
- * same visit, after a re-check), the out map and the resume protocol are the header's, shared
- * with user-written filters.
+ * same visit, after a re-check: --mode kernel-fast; the default kernel delete only has it copy
+ * out, and deletes with LOOKUP_AND_DELETE from user space), the out map and the resume protocol
+ * are the header's, shared with user-written filters.
  *
  * It is a BPF_PROG_TYPE_SYSCALL program, run once per pass with BPF_PROG_TEST_RUN; its context
  * is struct map_exec_args (parameters in, counters out). Syscall programs are sleepable; the
