@@ -20,12 +20,12 @@ _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
 #: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
 #: built into Debian's tc, which reads it as gact).
 TC_ONLY_KINDS = frozenset(("bpf", "connmark", "csum", "ct", "ctinfo", "gate", "ife", "mpls",
-                           "nat", "pedit", "police", "sample", "simple", "skbedit", "skbmod",
+                           "nat", "pedit", "police", "sample", "simple", "skbmod",
                            "tunnel_key", "vlan", "xt"))
 #: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
 #: tc ends with "Command line is not complete".
 _NEXT_ARG_FIRST = frozenset(("bpf", "csum", "gate", "ife", "mpls", "nat", "pedit", "police",
-                             "simple", "skbedit", "skbmod", "tunnel_key", "vlan"))
+                             "simple", "skbmod", "tunnel_key", "vlan"))
 
 
 def verdict_word(token: str | None) -> str | None:
@@ -122,6 +122,13 @@ def control(w: Words) -> str:
         w.pos += 1
         return f"jump {count}"
     return word
+
+
+def next_arg(w: Words) -> str:
+    """tc's ``NEXT_ARG()`` as a kind's parser calls it: step to the next word, which must be
+    there (tc ends otherwise); that word."""
+    w.pos += 1
+    return _next(w)
 
 
 def _next(w: Words) -> str:

@@ -40,11 +40,10 @@ _NO_PERCPU = encode((Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(S.TCA_ACT_FLAGS_NO_
 _ACT_OPTIONS = int(S.ActAttr.OPTIONS) | NLA_F_NESTED
 
 
-def _action_attrs(kind: bytes, parms_type: int, parms: bytes, no_percpu: bool,
-                  cookie: bytes | None) -> tuple:
-    """KIND, OPTIONS { PARMS }, COOKIE and, for no_percpu, FLAGS — the shape of gact and
-    mirred, in iproute2's order."""
-    options = (_ACT_OPTIONS, ((parms_type, parms),))  # plain pairs: the hottest path
+def action_attrs(kind: bytes, options: tuple, no_percpu: bool, cookie: bytes | None) -> tuple:
+    """KIND (encoded), OPTIONS { ``options`` }, COOKIE and, for no_percpu, FLAGS — every
+    action's shape, in iproute2's order (``options``: the kind's own attributes)."""
+    options = (_ACT_OPTIONS, options)  # plain pairs: the hottest path
     attrs = (kind, options)
     if cookie is not None:
         attrs += ((S.ActAttr.COOKIE, cookie),)
@@ -67,7 +66,7 @@ class Gact:
 
     def attrs(self, resolve: Resolver) -> tuple[Attr | bytes, ...]:
         parms = S.TC_GACT.pack(self.index, 0, S.control_value(self.verdict), 0, 0)
-        attrs = _action_attrs(_GACT_KIND, S.TCA_GACT_PARMS, parms, self.no_percpu, self.cookie)
+        attrs = action_attrs(_GACT_KIND, ((S.TCA_GACT_PARMS, parms),), self.no_percpu, self.cookie)
         if self.prob is None:
             return attrs
         ptype, verdict, value = self.prob
@@ -104,7 +103,8 @@ class Mirred:
                 control = S.control_value(self.verdict)
             ifindex = self._ifindex(resolve) if self.dev else 0
             parms = S.TC_MIRRED.pack(self.index, 0, control, 0, 0, eaction, ifindex)
-        return _action_attrs(_MIRRED_KIND, S.TCA_MIRRED_PARMS, parms, self.no_percpu, self.cookie)
+        return action_attrs(_MIRRED_KIND, ((S.TCA_MIRRED_PARMS, parms),), self.no_percpu,
+                            self.cookie)
 
     def _ifindex(self, resolve: Resolver) -> int:
         try:

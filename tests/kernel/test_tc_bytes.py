@@ -78,6 +78,9 @@ actions add action gact reclassify index 3 no_percpu
 actions add action mirred egress redirect dev vethB index 9 no_percpu
 actions change action mirred egress mirror dev vethB index 9
 actions replace action mirred ingress redirect dev vethB index 9
+actions add action skbedit mark 0x10/0xff priority 1:2 queue_mapping 3 ptype host inheritdsfield index 7
+actions add action skbedit mark 5 drop index 9 cookie 1234 no_percpu
+filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action skbedit priority 1:3 pipe action mirred egress redirect dev vethB
 actions del action mirred index 9
 actions add action mirred egress mirror index 11 dev vethB
 actions add action mirred ingress mirror dev vethB jump 10 index 12

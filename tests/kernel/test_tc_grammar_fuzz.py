@@ -1,5 +1,6 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
-texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, u32's selectors, the control verdicts),
+texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, u32's selectors, the control
+verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
 must be equal. Examples are derandomized and few (each costs two namespaces), so the test is
@@ -34,7 +35,14 @@ _MIRRED = st.tuples(
     st.sampled_from([" dev vethB", " dev nosuchdev", ""]),
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
 ).map(lambda t: f"action mirred {t[0]} {t[1]}{t[2]}{t[3]}{t[4]}")
-_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED), min_size=1, max_size=3).map(" ".join)
+_SKBEDIT = st.tuples(
+    st.lists(st.sampled_from(["queue_mapping 3", "queue_mapping 65536", "priority 1:2", "priority zz",
+                              "mark 5", "mark 0x10/0xff", "mark x", "ptype host", "ptype multi",
+                              "ptype foo", "inheritdsfield"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action skbedit {t[0]}{t[1]}{t[2]}")
+_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT), min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
     st.sampled_from(["1", "2", "3"]),
     st.sampled_from(["ip dst 10.0.0.1/32", "ip src 10.1.0.0/16", "u32 0 0", "ip sport 80 0xffff",
@@ -45,7 +53,8 @@ _U32 = st.tuples(
 _LINE = st.one_of(_ACTIONS.map(lambda a: f"actions add {a}"),
                   _ACTIONS.map(lambda a: f"actions replace {a}"), _U32)
 _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", "goto", "chain",
-                          "jump", "cookie", "aabb", "no_percpu", "pump", "help", "flowid", "1:1"])
+                          "jump", "cookie", "aabb", "no_percpu", "pump", "help", "flowid", "1:1",
+                          "skbedit", "mark", "ptype", "queue_mapping", "priority"])
 
 
 @st.composite

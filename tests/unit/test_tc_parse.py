@@ -183,7 +183,7 @@ def test_tdc_batch_lines():
     ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", 'What is "police"? Usage: ... u32'),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress fw", "unsupported filter option or classifier 'fw'"),
-    ("filter add dev a ingress matchall action skbedit mark 1", "unsupported action 'skbedit'"),
+    ("filter add dev a ingress matchall action vlan pop", "unsupported action 'vlan'"),
     ("filter add dev a ingress bpf bytecode '2,6 0 0 0'", "Error parsing bytecode"),
     ("filter add dev a ingress prio x u32", 'Error: argument "x" is wrong: invalid priority value'),
     ("filter add dev a ingress u32 divisor 3", 'Illegal "divisor"'),

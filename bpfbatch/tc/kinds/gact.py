@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import rules as R
 from .. import specs as S
-from ..action_list import action_failed, control, incomplete
+from ..action_list import action_failed, control, incomplete, verdict_word
 from ..grammar import CommandError, Words, matches, unsigned
 
 NAMES = ("gact",)
@@ -25,6 +25,21 @@ Where: \tACTION := reclassify | drop | continue | pass | pipe |
 def usage_error(text: str = "") -> CommandError:
     """gact's ``usage()``: the usage block, and tc exits (status 255)."""
     return CommandError(f"{text}\n{USAGE}" if text else USAGE, fatal=True)
+
+
+def optional_control(w: Words) -> str | None:
+    """tc's ``parse_action_control_dflt`` in a kind other than gact: the verdict at the cursor,
+    or None (the kind's default) when no verdict word is there. A malformed ``goto``/``jump``:
+    tc says so, keeps the default and leaves the words where they were, so they open the next
+    action, a gact, which refuses them again with its usage — raised here as that end."""
+    if not verdict_word(w.peek()):
+        return None
+    try:
+        return control(w)
+    except CommandError as exc:
+        if exc.fatal:
+            raise
+        raise usage_error(f"{exc}\n{exc}") from None
 
 
 def parse_action(w: Words, left: int) -> R.Gact:

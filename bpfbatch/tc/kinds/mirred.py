@@ -8,7 +8,7 @@ direction, the mode or ``dev`` is skipped, and running out of words there ends t
 from __future__ import annotations
 
 from .. import rules as R
-from ..action_list import action_failed, control, incomplete, verdict_word
+from ..action_list import action_failed, next_arg
 from ..grammar import DEVICES, CommandError, Words, matches, unsigned
 from . import gact
 
@@ -25,20 +25,13 @@ where:
 
 def parse_action(w: Words, left: int) -> R.Mirred:
     """tc's ``parse_mirred``, the cursor on ``mirred``."""
-    _next(w)
+    next_arg(w)
     word = w.peek()
     if matches(word, "egress") or matches(word, "ingress") or matches(word, "index"):
         return _direction(w, left)
     if matches(word, "help"):
         raise CommandError(USAGE, fatal=True)
     raise action_failed(f"mirred option not supported {word}", left, "mirred")
-
-
-def _next(w: Words) -> None:
-    """``NEXT_ARG()``: step to the next word, which must be there."""
-    w.pos += 1
-    if w.peek() is None:
-        raise incomplete()
 
 
 def _direction(w: Words, left: int) -> R.Mirred:
@@ -50,7 +43,7 @@ def _direction(w: Words, left: int) -> R.Mirred:
     index = None
     while (word := w.peek()) is not None:
         if matches(word, "action"):
-            _next(w)
+            next_arg(w)
             break
         if direction != "egress" and matches(word, "egress") or \
                 direction != "ingress" and matches(word, "ingress"):
@@ -58,10 +51,10 @@ def _direction(w: Words, left: int) -> R.Mirred:
             if direction is not None:
                 raise failed(f"Can't have both {new} and {direction}")
             direction = new
-            _next(w)
+            next_arg(w)
             continue
         if matches(word, "index"):
-            _next(w)
+            next_arg(w)
             index = _index(w, failed, 'Illegal "index"')
             if direction is None:
                 w.pos += 1
@@ -77,28 +70,19 @@ def _direction(w: Words, left: int) -> R.Mirred:
                 raise failed("Can't have both mirror and redir")
             mode = new
         elif mode is not None and matches(word, "dev"):
-            _next(w)
+            next_arg(w)
             dev = w.peek()
             exists = DEVICES.get()
             if exists is not None and not exists(dev):  # tc looks it up here and stops
                 raise failed(f'Cannot find device "{dev}"')
             w.pos += 1
             break
-        _next(w)
-    verdict = None
-    if mode == "mirror" and verdict_word(w.peek()):
-        try:
-            verdict = control(w)
-        except CommandError as exc:
-            if exc.fatal:
-                raise
-            # tc says it, keeps mirror's default verdict and leaves the words where they
-            # were: they open the next action, a gact, which refuses them again with its usage
-            raise gact.usage_error(f"{exc}\n{exc}") from None
+        next_arg(w)
+    verdict = gact.optional_control(w) if mode == "mirror" else None
     if w.peek() is not None and matches(w.peek(), "index"):
         if index is not None:
             raise failed("mirred: Illegal double index")
-        _next(w)
+        next_arg(w)
         index = _index(w, failed, 'mirred: Illegal "index"')
         w.pos += 1
     if direction is None:  # ``mirred index N``: an existing action, nothing else set
