@@ -20,11 +20,11 @@ _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
 #: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
 #: built into Debian's tc, which reads it as gact).
 TC_ONLY_KINDS = frozenset(("bpf", "connmark", "csum", "ct", "ctinfo", "gate", "ife", "mpls",
-                           "nat", "pedit", "police", "sample", "simple", "skbmod",
+                           "nat", "pedit", "sample", "simple", "skbmod",
                            "tunnel_key", "vlan", "xt"))
 #: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
 #: tc ends with "Command line is not complete".
-_NEXT_ARG_FIRST = frozenset(("bpf", "csum", "gate", "ife", "mpls", "nat", "pedit", "police",
+_NEXT_ARG_FIRST = frozenset(("bpf", "csum", "gate", "ife", "mpls", "nat", "pedit",
                              "simple", "skbmod", "tunnel_key", "vlan"))
 
 
@@ -88,7 +88,8 @@ def action_failed(text: str, left: int, kind: str) -> CommandError:
     """A failure inside an action's own parser, followed by the lines tc's parse_action adds
     (``left``: the words from the action's kind to the end of the line, tc's argc there;
     ``kind``: the word there)."""
-    return CommandError(f"{text}\nbad action parsing\nparse_action: bad value ({left}:{kind})!\n"
+    head = f"{text}\n" if text else ""  # some parsers fail without a word of their own
+    return CommandError(f"{head}bad action parsing\nparse_action: bad value ({left}:{kind})!\n"
                         'Illegal "action"')
 
 

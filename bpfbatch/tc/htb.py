@@ -21,6 +21,8 @@ TIME_UNITS_PER_SEC = 1_000_000
 #: The link MTU tc assumes for htb (``mtu 1600``), which also sets the table's cell size.
 HTB_MTU = 1600
 LINKLAYER_ETHERNET = 1
+LINKLAYER_ATM = 2
+ATM_CELL_SIZE, ATM_CELL_PAYLOAD = 53, 48
 
 #: tc's rate units (``get_rate64``), matched case-insensitively; a bare number is bit/s.
 RATE_UNITS = {"bit": 1.0, "kibit": 1024.0, "kbit": 1000.0, "mibit": 1024.0 ** 2, "mbit": 1e6,
@@ -91,15 +93,26 @@ def parse_size(text: str) -> int:
     return int(size)
 
 
-def _ratespec_and_table(rate: int, mtu: int, mpu: int) -> tuple[bytes, bytes]:
-    """``tc_calc_rtable``: the ratespec and its 256-slot table for packets up to ``mtu``,
-    none counted smaller than ``mpu``."""
+def rate_table(rate: int, mtu: int, mpu: int, cell_log: int = -1,
+               linklayer: int = LINKLAYER_ETHERNET) -> tuple[int, bytes]:
+    """``tc_calc_rtable_64``: (cell_log, the 256-slot table of ticks to send a packet of each
+    cell at ``rate`` bytes/s) for packets up to ``mtu``, none counted smaller than ``mpu``,
+    sized as ``linklayer`` carries them; ``cell_log`` < 0: the smallest that covers ``mtu``."""
     mtu = mtu or 2047
-    cell_log = 0
-    while (mtu >> cell_log) > 255:
-        cell_log += 1
+    if cell_log < 0:
+        cell_log = 0
+        while (mtu >> cell_log) > 255:
+            cell_log += 1
+    sizes = (max((i + 1) << cell_log, mpu) for i in range(256))
+    if linklayer == LINKLAYER_ATM:  # tc_align_to_atm: whole 53-byte cells of 48 payload bytes
+        sizes = (-(-size // ATM_CELL_PAYLOAD) * ATM_CELL_SIZE for size in sizes)
+    return cell_log, _TABLE.pack(*(xmittime(rate, size) for size in sizes))
+
+
+def _ratespec_and_table(rate: int, mtu: int, mpu: int) -> tuple[bytes, bytes]:
+    """The ratespec and :func:`rate_table` of an htb rate."""
     rate32 = min(rate, 0xFFFFFFFF)
-    table = _TABLE.pack(*(xmittime(rate32, max((i + 1) << cell_log, mpu)) for i in range(256)))
+    cell_log, table = rate_table(rate32, mtu, mpu)
     return TC_RATESPEC.pack(cell_log, LINKLAYER_ETHERNET, 0, -1, mpu, rate32), table
 
 

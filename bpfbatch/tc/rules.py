@@ -350,6 +350,9 @@ class U32:
     flags: int = 0
     #: Input device name (``indev``), checked by the kernel.
     indev: str | None = None
+    #: tc's ``police`` shorthand: a :class:`~.kinds.police.Police` sent as the classifier's
+    #: own policer (TCA_U32_POLICE) rather than as an action.
+    police: object | None = None
     #: The order tc met these options in, which is the order it emits them in.
     order: tuple[str, ...] = dataclasses.field(
         default=("classid", "divisor", "link", "indev", "actions"), compare=False, repr=False)
@@ -372,6 +375,8 @@ class U32:
                 attrs.append(strz(S.U32Attr.INDEV, self.indev))
             elif name == "actions" and self.actions:
                 attrs.append(action_tab(S.U32Attr.ACT, self.actions, resolve))
+            elif name == "police" and self.police is not None:
+                attrs.append((S.U32Attr.POLICE, self.police.options()))
         if self.ht:
             attrs.append(u32(S.U32Attr.HASH, self.ht))
         if self.keys or self.hashkey:
@@ -381,7 +386,8 @@ class U32:
         return tuple(attrs) if attrs else None
 
     def _selector(self) -> bytes:
-        terminal = S.TC_U32_TERMINAL if (self.actions or self.classid is not None) else 0
+        terminal = S.TC_U32_TERMINAL if (self.actions or self.classid is not None
+                                         or self.police is not None) else 0
         hmask, hoff = self.hashkey or (0, 0)
         head = S.TC_U32_SEL.pack(terminal, 0, len(self.keys), 0, 0, 0, hoff) + S.BE32.pack(hmask)
         return head + b"".join(S.TC_U32_KEY_MATCH.pack(k.mask, k.val) + S.TC_U32_KEY_AT.pack(k.off, k.offmask)

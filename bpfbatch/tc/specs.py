@@ -182,6 +182,7 @@ class U32Attr(IntEnum):
     LINK = 3
     DIVISOR = 4
     SEL = 5
+    POLICE = 6
     ACT = 7
     INDEV = 8
     FLAGS = 11

@@ -81,6 +81,13 @@ actions replace action mirred ingress redirect dev vethB index 9
 actions add action skbedit mark 0x10/0xff priority 1:2 queue_mapping 3 ptype host inheritdsfield index 7
 actions add action skbedit mark 5 drop index 9 cookie 1234 no_percpu
 filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action skbedit priority 1:3 pipe action mirred egress redirect dev vethB
+actions add action police rate 1mbit burst 10k conform-exceed drop/pipe index 4
+actions add action police rate 10gbit burst 100k/64 mtu 9000 mpu 64 overhead 14 linklayer atm peakrate 20gbit pass
+actions add action police avrate 1mbit pipe
+actions add action police pkts_rate 1000 pkts_burst 100 drop
+actions add action police index 5 conform-exceed 3
+filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 police rate 1mbit burst 10k drop flowid 1:1
+filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action police rate 1mbit burst 10k action mirred egress redirect dev vethB
 actions del action mirred index 9
 actions add action mirred egress mirror index 11 dev vethB
 actions add action mirred ingress mirror dev vethB jump 10 index 12

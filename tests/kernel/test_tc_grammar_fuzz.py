@@ -1,5 +1,5 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
-texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, u32's selectors, the control
+texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, u32's selectors, the control
 verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -42,19 +42,30 @@ _SKBEDIT = st.tuples(
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
     st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
 ).map(lambda t: f"action skbedit {t[0]}{t[1]}{t[2]}")
-_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT), min_size=1, max_size=3).map(" ".join)
+_POLICE = st.tuples(
+    st.lists(st.sampled_from(["rate 1mbit", "rate 10gbit", "rate x", "burst 10k", "burst 8k/64",
+                              "burst 1k/3", "mtu 1500", "mpu 64", "peakrate 2mbit", "avrate 1mbit",
+                              "overhead 14", "linklayer atm", "linklayer foo", "pkts_rate 100",
+                              "pkts_burst 10", "conform-exceed drop/pipe", "conform-exceed drop/foo",
+                              "conform-exceed 3"]), max_size=4).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"police {t[0]}{t[1]}{t[2]}")
+_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _POLICE.map(lambda p: f"action {p}")),
+                    min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
     st.sampled_from(["1", "2", "3"]),
     st.sampled_from(["ip dst 10.0.0.1/32", "ip src 10.1.0.0/16", "u32 0 0", "ip sport 80 0xffff",
                      "u16 0x10 0xffff at 2", "ip dst 1.2.3.4/40"]),
     st.sampled_from(["", " classid 1:5", " flowid 1:6 classid 1:5"]),
-    st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}")),
+    st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}"), _POLICE.map(lambda p: f" {p}")),
 ).map(lambda t: f"filter add dev vethA ingress protocol ip prio {t[0]} u32 match {t[1]}{t[2]}{t[3]}")
 _LINE = st.one_of(_ACTIONS.map(lambda a: f"actions add {a}"),
                   _ACTIONS.map(lambda a: f"actions replace {a}"), _U32)
 _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", "goto", "chain",
                           "jump", "cookie", "aabb", "no_percpu", "pump", "help", "flowid", "1:1",
-                          "skbedit", "mark", "ptype", "queue_mapping", "priority"])
+                          "skbedit", "mark", "ptype", "queue_mapping", "priority", "police",
+                          "rate", "burst", "conform-exceed", "avrate", "mtu"])
 
 
 @st.composite

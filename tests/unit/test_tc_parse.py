@@ -180,7 +180,8 @@ def test_tdc_batch_lines():
 @pytest.mark.parametrize("line,message", [
     ("chain add dev a", "unsupported command 'chain'"),
     ("monitor", "unsupported command 'monitor'"),
-    ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit", 'What is "police"? Usage: ... u32'),
+    ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit",
+     "'burst' requires 'rate'. Illegal \"police\""),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress fw", "unsupported filter option or classifier 'fw'"),
     ("filter add dev a ingress matchall action vlan pop", "unsupported action 'vlan'"),

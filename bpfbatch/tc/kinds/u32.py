@@ -5,9 +5,10 @@ from __future__ import annotations
 from ...errors import InputError
 from .. import rules as R
 from .. import specs as S
-from ..action_list import parse_actions
-from ..grammar import (CommandError, Words, illegal_unless, parse_classid, parse_u32_handle,
-                       unsigned, what_is)
+from ..action_list import incomplete, parse_actions
+from ..grammar import (CommandError, Words, illegal_unless, matches, parse_classid,
+                       parse_u32_handle, unsigned, what_is)
+from . import police
 
 NAMES = ("u32",)
 
@@ -70,6 +71,11 @@ def parse_filter(w: Words) -> R.U32:
             w.pos -= 1
             opts["actions"] = parse_actions(w)
             order.append("actions")
+        elif matches(word, "police"):
+            if w.peek() is None:
+                raise incomplete()
+            opts["police"] = police.parse_police(w, _police_failed)
+            order.append("police")
         else:
             raise CommandError(what_is(word, USAGE))
     sample = opts.pop("sample", None)
@@ -80,6 +86,11 @@ def parse_filter(w: Words) -> R.U32:
     except InputError:
         raise CommandError('Illegal "match"') from None
     return R.U32(keys=tuple(packed), order=tuple(order), **opts)
+
+
+def _police_failed(text: str = "") -> CommandError:
+    """How tc's u32 reports a failed ``police``: police's own words, then this."""
+    return CommandError(f'{text}\nIllegal "police"' if text else 'Illegal "police"')
 
 
 def filter_id(text: str) -> int:
