@@ -21,11 +21,11 @@ _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
 #: built into Debian's tc, which reads it as gact).
 TC_ONLY_KINDS = frozenset(("bpf", "connmark", "csum", "ct", "ctinfo", "gate", "ife", "mpls",
                            "nat", "pedit", "sample", "simple", "skbmod",
-                           "tunnel_key", "vlan", "xt"))
+                           "tunnel_key", "xt"))
 #: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
 #: tc ends with "Command line is not complete".
 _NEXT_ARG_FIRST = frozenset(("bpf", "csum", "gate", "ife", "mpls", "nat", "pedit",
-                             "simple", "skbmod", "tunnel_key", "vlan"))
+                             "simple", "skbmod", "tunnel_key"))
 
 
 def verdict_word(token: str | None) -> str | None:

@@ -88,6 +88,11 @@ actions add action police pkts_rate 1000 pkts_burst 100 drop
 actions add action police index 5 conform-exceed 3
 filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 police rate 1mbit burst 10k drop flowid 1:1
 filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action police rate 1mbit burst 10k action mirred egress redirect dev vethB
+actions add action vlan push protocol 802.1ad id 10 priority 3 drop index 4
+actions add action vlan modify id 0x20 protocol 802.1Q
+actions add action vlan push_eth dst_mac 1:2 src_mac 0x3:+4:5:6:7:8:9 pass
+actions add action vlan pop_eth cookie 12 no_percpu
+filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action vlan pop action mirred egress redirect dev vethB
 actions del action mirred index 9
 actions add action mirred egress mirror index 11 dev vethB
 actions add action mirred ingress mirror dev vethB jump 10 index 12

@@ -1,5 +1,5 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
-texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, u32's selectors, the control
+texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, u32's selectors, the control
 verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -51,7 +51,15 @@ _POLICE = st.tuples(
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
     st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
 ).map(lambda t: f"police {t[0]}{t[1]}{t[2]}")
-_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _POLICE.map(lambda p: f"action {p}")),
+_VLAN = st.tuples(
+    st.sampled_from(["pop", "push", "modify", "pop_eth", "push_eth", "p", "pu"]),
+    st.lists(st.sampled_from(["id 10", "id 70000", "protocol 802.1ad", "protocol ip",
+                              "priority 3", "priority 8", "dst_mac 02:00:00:00:00:01",
+                              "src_mac 1:2", "dst_mac zz"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action vlan {t[0]} {t[1]}{t[2]}{t[3]}")
+_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _POLICE.map(lambda p: f"action {p}")),
                     min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
     st.sampled_from(["1", "2", "3"]),
@@ -65,7 +73,8 @@ _LINE = st.one_of(_ACTIONS.map(lambda a: f"actions add {a}"),
 _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", "goto", "chain",
                           "jump", "cookie", "aabb", "no_percpu", "pump", "help", "flowid", "1:1",
                           "skbedit", "mark", "ptype", "queue_mapping", "priority", "police",
-                          "rate", "burst", "conform-exceed", "avrate", "mtu"])
+                          "rate", "burst", "conform-exceed", "avrate", "mtu", "vlan", "pop",
+                          "push", "id", "dst_mac"])
 
 
 @st.composite

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import rules as R
 from .. import specs as S
-from ..action_list import action_failed, control, incomplete, verdict_word
+from ..action_list import action_failed, control, incomplete, next_arg, verdict_word
 from ..grammar import CommandError, Words, matches, unsigned
 
 NAMES = ("gact",)
@@ -28,18 +28,48 @@ def usage_error(text: str = "") -> CommandError:
 
 
 def optional_control(w: Words) -> str | None:
-    """tc's ``parse_action_control_dflt`` in a kind other than gact: the verdict at the cursor,
-    or None (the kind's default) when no verdict word is there. A malformed ``goto``/``jump``:
-    tc says so, keeps the default and leaves the words where they were, so they open the next
-    action, a gact, which refuses them again with its usage — raised here as that end."""
+    """tc's ``parse_action_control_dflt`` in a kind that cannot fail after it: the verdict at
+    the cursor, or None (the kind's default) when no verdict word is there; a malformed
+    ``goto``/``jump`` raises as :func:`refused_again`."""
+    verdict, said = _control_dflt(w)
+    refused_again(said)
+    return verdict
+
+
+def verdict_and_index(w: Words, kind: str, failed) -> tuple[str | None, int | None, str]:
+    """The tail of many kinds' options: ``parse_action_control_dflt``, then ``index N``
+    (``failed``: the kind's failure, for tc's ``KIND: Illegal "index"``) → (verdict, index,
+    what tc said about a malformed ``goto``/``jump``). None where absent. With something said,
+    the words stay where they were: the kind prefixes it to a failure of its own, or else
+    ends with :func:`refused_again`."""
+    verdict, said = _control_dflt(w)
+    if said or not matches(w.peek(), "index"):
+        return verdict, None, said
+    index = unsigned(next_arg(w), 10)
+    if index is None:
+        raise failed(f'{kind}: Illegal "index"')
+    w.pos += 1
+    return verdict, index, said
+
+
+def refused_again(said: str) -> None:
+    """After a kind that read its options though a ``goto``/``jump`` after them was malformed
+    (tc said so, ``said``, and kept its default verdict): those words open the next action, a
+    gact, which refuses them again with its usage."""
+    if said:
+        raise usage_error(f"{said}{said}".rstrip("\n"))
+
+
+def _control_dflt(w: Words) -> tuple[str | None, str]:
+    """(verdict or None, tc's line about a malformed one, newline-ended, or "")."""
     if not verdict_word(w.peek()):
-        return None
+        return None, ""
     try:
-        return control(w)
+        return control(w), ""
     except CommandError as exc:
         if exc.fatal:
             raise
-        raise usage_error(f"{exc}\n{exc}") from None
+        return None, f"{exc}\n"
 
 
 def parse_action(w: Words, left: int) -> R.Gact:

@@ -110,14 +110,9 @@ def parse_action(w: Words, left: int) -> Skbedit:
             break
         ok = True
         w.pos += 1
-    action.verdict = gact.optional_control(w) or "pipe"
-    if matches(w.peek(), "index"):
-        index = unsigned(next_arg(w), 10)
-        if index is None:
-            raise failed('skbedit: Illegal "index"')
-        action.index = index
-        w.pos += 1
-        ok = True
-    if not ok:
-        raise failed(USAGE)
+    verdict, index, said = gact.verdict_and_index(w, "skbedit", failed)
+    action.verdict, action.index = verdict or "pipe", index or 0
+    if not ok and index is None:
+        raise failed(said + USAGE)
+    gact.refused_again(said)
     return action
