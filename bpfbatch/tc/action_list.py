@@ -129,7 +129,10 @@ def next_arg(w: Words) -> str:
     """tc's ``NEXT_ARG()`` as a kind's parser calls it: step to the next word, which must be
     there (tc ends otherwise); that word."""
     w.pos += 1
-    return _next(w)
+    word = w.peek()
+    if word is None:
+        raise incomplete()
+    return word
 
 
 def _next(w: Words) -> str:
