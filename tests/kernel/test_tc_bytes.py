@@ -93,6 +93,9 @@ actions add action vlan modify id 0x20 protocol 802.1Q
 actions add action vlan push_eth dst_mac 1:2 src_mac 0x3:+4:5:6:7:8:9 pass
 actions add action vlan pop_eth cookie 12 no_percpu
 filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action vlan pop action mirred egress redirect dev vethB
+actions add action csum iph and tcp or udp + sctp drop index 5
+actions add action csum i ic ig t u udpl s cookie 12 no_percpu
+filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action csum udp action mirred egress redirect dev vethB
 actions del action mirred index 9
 actions add action mirred egress mirror index 11 dev vethB
 actions add action mirred ingress mirror dev vethB jump 10 index 12

@@ -1,5 +1,5 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
-texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, u32's selectors, the control
+texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's, u32's selectors, the control
 verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -59,7 +59,14 @@ _VLAN = st.tuples(
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
     st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
 ).map(lambda t: f"action vlan {t[0]} {t[1]}{t[2]}{t[3]}")
-_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _POLICE.map(lambda p: f"action {p}")),
+_CSUM = st.tuples(
+    st.lists(st.sampled_from(["ip4h", "iph", "icmp", "igmp", "tcp", "udp", "udplite", "sctp",
+                              "and", "or", "+", "u", "foo"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action csum {t[0]}{t[1]}{t[2]}")
+_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _CSUM,
+                              _POLICE.map(lambda p: f"action {p}")),
                     min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
     st.sampled_from(["1", "2", "3"]),
@@ -74,7 +81,7 @@ _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", 
                           "jump", "cookie", "aabb", "no_percpu", "pump", "help", "flowid", "1:1",
                           "skbedit", "mark", "ptype", "queue_mapping", "priority", "police",
                           "rate", "burst", "conform-exceed", "avrate", "mtu", "vlan", "pop",
-                          "push", "id", "dst_mac"])
+                          "push", "id", "dst_mac", "csum", "tcp", "udp"])
 
 
 @st.composite

@@ -115,6 +115,17 @@ PROBES = [
     "actions add action vlan pop foo",
     "actions add action vlan push goto 5",
     "actions add action skbedit goto chain chain 4294967295",
+    # csum (m_csum.c)
+    "actions add action csum ip4h",
+    "actions add action csum index 7",
+    "actions add action csum ip4h index x",
+    "actions add action csum foo",
+    "actions add action csum and",
+    "actions add action csum",
+    "actions add action csum help",
+    "actions add action csum tcp c udp",
+    "actions add action csum tcp h",
+    "actions add action csum tcp goto 5",
     # filters
     "filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action drop index 3 flowid 1:5",
     "filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 flowid 1:6 classid 1:5",

@@ -184,7 +184,7 @@ def test_tdc_batch_lines():
      "'burst' requires 'rate'. Illegal \"police\""),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress fw", "unsupported filter option or classifier 'fw'"),
-    ("filter add dev a ingress matchall action csum ip4h", "unsupported action 'csum'"),
+    ("filter add dev a ingress matchall action nat ingress 1.2.3.4 5.6.7.8", "unsupported action 'nat'"),
     ("filter add dev a ingress bpf bytecode '2,6 0 0 0'", "Error parsing bytecode"),
     ("filter add dev a ingress prio x u32", 'Error: argument "x" is wrong: invalid priority value'),
     ("filter add dev a ingress u32 divisor 3", 'Illegal "divisor"'),

@@ -36,20 +36,26 @@ def optional_control(w: Words) -> str | None:
     return verdict
 
 
-def verdict_and_index(w: Words, kind: str, failed) -> tuple[str | None, int | None, str]:
+def verdict_and_index(w: Words, failed, illegal_index: str) -> tuple[str | None, int | None, str]:
     """The tail of many kinds' options: ``parse_action_control_dflt``, then ``index N``
-    (``failed``: the kind's failure, for tc's ``KIND: Illegal "index"``) → (verdict, index,
+    (``failed``: the kind's failure, for its ``illegal_index`` words, ``{word}`` the bad
+    one — ``KIND: Illegal "index"`` in most kinds) → (verdict, index,
     what tc said about a malformed ``goto``/``jump``). None where absent. With something said,
     the words stay where they were: the kind prefixes it to a failure of its own, or else
     ends with :func:`refused_again`."""
     verdict, said = _control_dflt(w)
     if said or not matches(w.peek(), "index"):
         return verdict, None, said
+    return verdict, read_index(w, failed, illegal_index), said
+
+
+def read_index(w: Words, failed, illegal: str) -> int:
+    """``index N``, the cursor on ``index``: N, or ``failed`` with the ``illegal`` words."""
     index = unsigned(next_arg(w), 10)
     if index is None:
-        raise failed(f'{kind}: Illegal "index"')
+        raise failed(illegal.format(word=w.peek()))
     w.pos += 1
-    return verdict, index, said
+    return index
 
 
 def refused_again(said: str) -> None:

@@ -110,7 +110,7 @@ def parse_action(w: Words, left: int) -> Skbedit:
             break
         ok = True
         w.pos += 1
-    verdict, index, said = gact.verdict_and_index(w, "skbedit", failed)
+    verdict, index, said = gact.verdict_and_index(w, failed, 'skbedit: Illegal "index"')
     action.verdict, action.index = verdict or "pipe", index or 0
     if not ok and index is None:
         raise failed(said + USAGE)

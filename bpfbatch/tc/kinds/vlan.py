@@ -109,7 +109,7 @@ def parse_action(w: Words, left: int) -> Vlan:
         else:
             break
         w.pos += 1
-    verdict, index, said = gact.verdict_and_index(w, "vlan", failed)
+    verdict, index, said = gact.verdict_and_index(w, failed, 'vlan: Illegal "index"')
     action.verdict, action.index = verdict or "pipe", index or 0
     problem = _incomplete(action)
     if problem:

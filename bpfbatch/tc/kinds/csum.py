@@ -1,0 +1,83 @@
+"""csum (``m_csum.c``): ``csum TARGET... [CONTROL] [index N]``, the checksums to recompute
+(at least one: iproute2 6.1 reads no ``csum index N`` alone); tc's usage, words and
+attributes."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from .. import rules as R
+from .. import specs as S
+from ..action_list import action_failed, next_arg
+from ..encoding import encode, strz
+from ..grammar import CommandError, Words, matches
+from ..resolve import Resolver
+from . import gact
+
+NAMES = ("csum",)
+
+USAGE = """\
+Usage: ... csum <UPDATE>
+Where: UPDATE := <TARGET> [<UPDATE>]
+       TARGET := { ip4h | icmp | igmp | tcp | udp | udplite | sctp | <SWEETS> }
+       SWEETS := { and | or | '+' }"""
+
+#: Target words in tc's order (a prefix names the first it starts) → TCA_CSUM_UPDATE_FLAG_*;
+#: ``and``/``or``/``+`` are read and ignored (0).
+_TARGETS = (("iph", 1), ("ip4h", 1), ("ipv4h", 1), ("icmp", 2), ("igmp", 4), ("tcp", 8),
+            ("udp", 16), ("udplite", 32), ("sctp", 64), ("and", 0), ("or", 0), ("+", 0))
+_PARMS = 1  # TCA_CSUM_PARMS
+#: struct tc_csum: tc_gen, update_flags.
+_TC_CSUM = struct.Struct("=IIiiiI")
+_KIND = encode((strz(S.ActAttr.KIND, "csum"),))
+_ILLEGAL_INDEX = 'Illegal "index" ({word}) <csum>'
+
+
+@dataclasses.dataclass(slots=True)
+class Csum:
+    """csum: recompute the checksums ``update_flags`` names (1 IPv4 header, 2 ICMP, 4 IGMP,
+    8 TCP, 16 UDP, 32 UDP-Lite, 64 SCTP)."""
+
+    update_flags: int = 0
+    verdict: str = "ok"
+    index: int = 0
+    no_percpu: bool = False
+    cookie: bytes | None = None
+    kind = "csum"
+
+    def attrs(self, resolve: Resolver) -> tuple:
+        parms = _TC_CSUM.pack(self.index, 0, S.control_value(self.verdict), 0, 0,
+                              self.update_flags)
+        return R.action_attrs(_KIND, ((_PARMS, parms),), self.no_percpu, self.cookie)
+
+
+def parse_action(w: Words, left: int) -> Csum:
+    """tc's ``parse_csum``, the cursor on ``csum``."""
+    def failed(text: str) -> CommandError:
+        return action_failed(text, left, "csum")
+
+    action = Csum()
+    ok = False
+    while (word := w.peek()) is not None:
+        if matches(word, "csum"):
+            next_arg(w)
+            while (target := w.peek()) is not None:
+                flag = next((v for name, v in _TARGETS if matches(target, name)), None)
+                if flag is None:
+                    break
+                action.update_flags |= flag
+                w.pos += 1
+            ok = True
+        elif matches(word, "help"):
+            raise CommandError(USAGE, fatal=True)
+        else:
+            break
+    if not ok:
+        raise failed(USAGE)
+    if not action.update_flags:
+        raise failed("Illegal csum construct, empty <UPDATE> list")
+    verdict, index, said = gact.verdict_and_index(w, failed, _ILLEGAL_INDEX)
+    gact.refused_again(said)
+    action.verdict, action.index = verdict or "ok", index or 0
+    return action
