@@ -126,6 +126,16 @@ PROBES = [
     "actions add action csum tcp c udp",
     "actions add action csum tcp h",
     "actions add action csum tcp goto 5",
+    # connmark (m_connmark.c)
+    "actions add action connmark",
+    "actions add action connmark zone 70000",
+    "actions add action connmark zone x",
+    "actions add action connmark zone",
+    "actions add action connmark p index 3",
+    "actions add action connmark help",
+    "actions add action connmark index x",
+    "actions add action connmark goto 5",
+    "actions add action connmark foo",
     # filters
     "filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action drop index 3 flowid 1:5",
     "filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 flowid 1:6 classid 1:5",

@@ -46,11 +46,12 @@ def verdict_and_index(w: Words, failed, illegal_index: str) -> tuple[str | None,
     verdict, said = _control_dflt(w)
     if said or not matches(w.peek(), "index"):
         return verdict, None, said
-    return verdict, read_index(w, failed, illegal_index), said
+    return verdict, decimal_option(w, failed, illegal_index), said
 
 
-def read_index(w: Words, failed, illegal: str) -> int:
-    """``index N``, the cursor on ``index``: N, or ``failed`` with the ``illegal`` words."""
+def decimal_option(w: Words, failed, illegal: str) -> int:
+    """``OPTION N`` (``index N``, connmark's ``zone N``), the cursor on the option word: N, a
+    decimal u32, or ``failed`` with the ``illegal`` words."""
     index = unsigned(next_arg(w), 10)
     if index is None:
         raise failed(illegal.format(word=w.peek()))

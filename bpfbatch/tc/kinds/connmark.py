@@ -1,0 +1,68 @@
+"""connmark (``m_connmark.c``): ``connmark [zone ZONE] [CONTROL] [index N]``, the conntrack mark
+restored to the packet; tc's usage, words and attributes."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from .. import rules as R
+from .. import specs as S
+from ..action_list import action_failed
+from ..encoding import encode, strz
+from ..grammar import CommandError, Words, matches
+from ..resolve import Resolver
+from . import gact
+
+NAMES = ("connmark",)
+
+USAGE = """\
+Usage: ... connmark [zone ZONE] [CONTROL] [index <INDEX>]
+where :
+\tZONE is the conntrack zone
+\tCONTROL := reclassify | pipe | drop | continue | ok |
+\t           goto chain <CHAIN_INDEX>"""
+
+_PARMS = 1  # TCA_CONNMARK_PARMS
+#: struct tc_connmark: tc_gen, zone (and the struct's padding, which tc sends).
+_TC_CONNMARK = struct.Struct("=IIiiiHxx")
+_KIND = encode((strz(S.ActAttr.KIND, "connmark"),))
+
+
+@dataclasses.dataclass(slots=True)
+class Connmark:
+    """connmark: restore the mark of the packet's connection in conntrack ``zone``."""
+
+    zone: int = 0
+    verdict: str = "pipe"
+    index: int = 0
+    no_percpu: bool = False
+    cookie: bytes | None = None
+    kind = "connmark"
+
+    def attrs(self, resolve: Resolver) -> tuple:
+        parms = _TC_CONNMARK.pack(self.index, 0, S.control_value(self.verdict), 0, 0, self.zone)
+        return R.action_attrs(_KIND, ((_PARMS, parms),), self.no_percpu, self.cookie)
+
+
+def parse_action(w: Words, left: int) -> Connmark:
+    """tc's ``parse_connmark``, the cursor on ``connmark``."""
+    def failed(text: str) -> CommandError:
+        return action_failed(text, left, "connmark")
+
+    action = Connmark()
+    while (word := w.peek()) is not None:
+        if matches(word, "connmark"):
+            w.pos += 1
+        elif matches(word, "help"):
+            raise CommandError(USAGE, fatal=True)
+        else:
+            break
+    if matches(w.peek(), "zone"):
+        action.zone = gact.decimal_option(w, failed, 'connmark: Illegal "zone"')
+        if action.zone > 0xFFFF:
+            raise failed('connmark: Illegal "zone"')
+    verdict, index, said = gact.verdict_and_index(w, failed, 'connmark: Illegal "index"')
+    gact.refused_again(said)
+    action.verdict, action.index = verdict or "pipe", index or 0
+    return action
