@@ -74,7 +74,11 @@ def _parse_actions_command(w: Words) -> R.Actions:
             raise CommandError("Error: no index specified action: gact")
         actions = tuple(refs)
     else:
+        start = w.pos
         actions = parse_actions(w)
+        if not actions and w.peek() is None:  # tc's words: `action` alone, or nothing at all
+            raise CommandError('bad action empty 1\nparse_action: bad value (0:(null))!\n'
+                               'Illegal "action"' if w.pos > start else 'Illegal "action"')
     if not actions:
         raise CommandError(f"expected 'action', got '{w.peek()}'" if w.peek() else "missing action")
     return R.Actions(verb, actions)

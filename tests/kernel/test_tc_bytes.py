@@ -98,6 +98,9 @@ actions add action csum i ic ig t u udpl s cookie 12 no_percpu
 filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.1/32 action csum udp action mirred egress redirect dev vethB
 actions add action connmark zone 5 drop index 9
 actions add action connmark c conn zone 1 shot cookie 12 no_percpu
+actions add action sample rate 100 group 5 trunc 128 drop index 4
+actions add action sample r 10 g 2 t 64 cookie 12 no_percpu
+actions add action sample index 7
 actions del action mirred index 9
 actions add action mirred egress mirror index 11 dev vethB
 actions add action mirred ingress mirror dev vethB jump 10 index 12

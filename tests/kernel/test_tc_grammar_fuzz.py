@@ -1,5 +1,5 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
-texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's, connmark's, u32's selectors, the control
+texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's, connmark's, sample's, u32's selectors, the control
 verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -70,7 +70,13 @@ _CONNMARK = st.tuples(
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
     st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
 ).map(lambda t: f"action connmark{t[0]}{t[1]}{t[2]}")
-_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _CSUM, _CONNMARK,
+_SAMPLE = st.tuples(
+    st.lists(st.sampled_from(["rate 100", "rate x", "group 5", "group y", "trunc 128", "r 10",
+                              "g 2"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action sample {t[0]}{t[1]}{t[2]}")
+_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _CSUM, _CONNMARK, _SAMPLE,
                               _POLICE.map(lambda p: f"action {p}")),
                     min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
@@ -87,7 +93,7 @@ _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", 
                           "skbedit", "mark", "ptype", "queue_mapping", "priority", "police",
                           "rate", "burst", "conform-exceed", "avrate", "mtu", "vlan", "pop",
                           "push", "id", "dst_mac", "csum", "tcp", "udp", "connmark",
-                          "zone"])
+                          "zone", "sample", "group", "trunc"])
 
 
 @st.composite

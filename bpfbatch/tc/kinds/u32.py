@@ -40,14 +40,14 @@ def parse_filter(w: Words) -> R.U32:
         elif word == "sample":
             opts["sample"] = _sample(w)
         elif word == "ht":
-            opts["ht"] = illegal_unless(parse_u32_handle(w.take("ht")), "ht")
+            opts["ht"] = illegal_unless(parse_u32_handle(_option_value(w)), "ht")
         elif word == "link":
-            link = opts["link"] = illegal_unless(parse_u32_handle(w.take("link")), "link")
+            link = opts["link"] = illegal_unless(parse_u32_handle(_option_value(w)), "link")
             if link & 0xFFF:
                 raise CommandError('"link" must be a hash table.')
             order.append("link")
         elif word == "divisor":
-            divisor = unsigned(w.take("divisor"))
+            divisor = unsigned(_option_value(w))
             if divisor is None or not 0 < divisor <= 0x100 or divisor & (divisor - 1):
                 raise CommandError('Illegal "divisor"')
             opts["divisor"] = divisor
@@ -57,12 +57,14 @@ def parse_filter(w: Words) -> R.U32:
         elif word in ("classid", "flowid"):
             if "classid" in opts:
                 opts["earlier_classids"] = (*opts.get("earlier_classids", ()), opts["classid"])
-            opts["classid"] = illegal_unless(parse_classid(w.take("classid")), "classid")
+            opts["classid"] = illegal_unless(parse_classid(_option_value(w)), "classid")
             order.append("classid")
         elif word == "indev":
             if "indev" in opts:
                 raise CommandError(f'Error: duplicate "indev": "{w.peek()}" is the second value.',
                                    fatal=True)
+            if w.peek() is None:  # tc checks for it itself
+                raise CommandError("Illegal indev")
             opts["indev"] = w.take("indev")
             order.append("indev")
         elif word in S.CLS_FLAGS:
@@ -86,6 +88,14 @@ def parse_filter(w: Words) -> R.U32:
     except InputError:
         raise CommandError('Illegal "match"') from None
     return R.U32(keys=tuple(packed), order=tuple(order), **opts)
+
+
+def _option_value(w: Words) -> str:
+    """An option's value, the cursor past the option word: tc's ``NEXT_ARG()`` (at the end of
+    the line tc ends with "Command line is not complete")."""
+    if w.peek() is None:
+        raise incomplete()
+    return w.take("value")
 
 
 def _police_failed(text: str = "") -> CommandError:
@@ -166,7 +176,7 @@ def _sample(w: Words) -> int:
     divisor = 0x100
     if w.peek() == "divisor":
         w.pos += 1
-        divisor = unsigned(w.take("divisor"))
+        divisor = unsigned(_option_value(w))
         if divisor is None or not 0 < divisor <= 0x100 or divisor & (divisor - 1):
             raise CommandError('Illegal sample "divisor"')
     mask = key.mask
