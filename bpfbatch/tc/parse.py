@@ -40,7 +40,8 @@ class add|del|change|replace dev DEV [root | parent ID] classid ID
 filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [protocol P]
        [chain N] [handle H] KIND ...
   u32 [match SELECTOR]... [sample SELECTOR [divisor N]] [ht H] [link H] [divisor N]
-      [hashkey mask M at OFF] [classid ID] [indev DEV] [skip_hw|skip_sw] [action ...]
+      [hashkey mask M at OFF] [classid ID] [indev DEV] [skip_hw|skip_sw] [police POLICE]
+      [action ...]
       SELECTOR := u32|u16|u8 VAL MASK [at [nexthdr+]OFF] | ip src|dst A.B.C.D[/LEN|/MASK]
                 | ip sport|dport|protocol|tos|dsfield|ihl|precedence|icmp_type|icmp_code VAL MASK
                 | tcp|udp src|dst VAL MASK | icmp type|code VAL MASK
@@ -57,6 +58,18 @@ ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [c
         | action mirred egress|ingress redirect|mirror [index N] dev DEV [CONTROL (mirror only)]
                  [index N] [cookie HEX] [no_percpu]
         | action mirred index N
+        | action police POLICE
+        | action skbedit [queue_mapping Q] [priority ID] [mark M[/MASK]] [ptype TYPE]
+                 [inheritdsfield] [CONTROL] [index N]
+        | action vlan (pop|pop_eth | push|modify [protocol P] id ID [priority N]
+                 | push_eth dst_mac MAC src_mac MAC) [CONTROL] [index N]
+        | action csum iph|ip4h|icmp|igmp|tcp|udp|udplite|sctp|and|or|+ ... [CONTROL] [index N]
+        | action connmark [zone N] [CONTROL] [index N]
+        | action sample rate N group N [trunc N] [CONTROL] [index N]
+          (each kind followed by [cookie HEX] [no_percpu])
+POLICE := [rate R burst B[/CELL]] [pkts_rate N pkts_burst N] [mtu B[/CELL]] [mpu B]
+          [peakrate R] [avrate R] [overhead N] [linklayer ethernet|atm|adsl]
+          [CONTROL | conform-exceed EXCEED[/CONFORM]] [index N]
 CONTROL := drop|shot|pass|ok|pipe|continue|reclassify|trap (or a prefix) | jump N | goto chain N"""
 
 
