@@ -196,18 +196,22 @@ def adversary_table(seconds: float, filler: int, gap: int) -> None:
     print(f"\nprune under an expire-then-refresh writer ({ADVERSARY_KEYS} keys, "
           f"{filler:,} expired flows per round, {seconds:g} s per row, plain hash)")
     print(f"{'mode':<12} {'writer':<18} {'rounds':>7} {'deletions':>10} {'kept':>6} "
-          f"{'live':>6} {'live per 1M deletions':>22}")
+          f"{'live':>6} {'live per 1M deletions':>22} {'in the window':>14}")
     writers = [("replace", 0), ("inplace", 0), ("inplace", gap)]
     for mode in ("kernel", "kernel-fast", "user"):
         for writer, turns in writers:
-            rounds, deleted, kept, live = _adversary_run(mode, writer, turns, seconds, filler)
+            rounds, deleted, kept, counts = _adversary_run(mode, writer, turns, seconds,
+                                                           filler)
             label = f"{writer}" + (f" gap {turns}" if writer == "inplace" else "")
+            live = counts["live"]
             print(f"{mode:<12} {label:<18} {rounds:>7} {deleted:>10,} {kept:>6} {live:>6} "
-                  f"{live / max(deleted, 1) * 1e6:>22,.1f}", flush=True)
+                  f"{live / max(deleted, 1) * 1e6:>22,.1f} {counts['window']:>14}",
+                  flush=True)
 
 
 def _adversary_run(mode: str, writer: str, gap: int, seconds: float, filler: int
-                   ) -> tuple[int, int, int, int]:
+                   ) -> tuple[int, int, int, dict]:
+    """(rounds, deletions, kept, the refresher's counts) of ``seconds`` of prune rounds."""
     with BtfBuilder() as b:
         u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
         value = b.struct("flow", [("packets", u64), ("last_seen_ns", u64)])
@@ -243,4 +247,4 @@ def _adversary_run(mode: str, writer: str, gap: int, seconds: float, filler: int
             refresher.wait(30)
             if kernel is not None:
                 kernel.close()
-    return rounds, deleted, kept, counts["live"]
+    return rounds, deleted, kept, counts

@@ -19,12 +19,17 @@ round and round in a tight loop, in its own process: write an *expired* value
 It counts, until stdin closes:
 
 - ``live``: a key found gone although the last thing written to it was fresh (``replace``:
-  the expired write found it gone; ``inplace``: any key found gone), that did not come back
+  the expired write found it gone; ``inplace``: any key found gone, unless counted in
+  ``window``), that did not come back
   within a second (a prune that puts a refreshed entry back is given that long: on a shared
   machine under load it can be descheduled between its delete and its put-back for tens of
   milliseconds, which a 50 ms grace once counted as a live deletion): a live entry deleted;
 - ``expired_deleted`` (``replace``): the fresh write found the key gone: a prune deleted the
   expired value, which is its job;
+- ``window`` (``inplace``): a key gone whose last fresh write the program saw land on an
+  element already deleted (looked up again after the write, the key no longer led to it): the
+  window every mode leaves, a write through a pointer looked up before the delete; counted
+  apart so that a prune's own losses (``live``) are judged without it;
 - ``cycles``: expire-then-refresh pairs written.
 
 A deleted key is re-created (``BPF_NOEXIST``) so the table stays full. Prints one JSON line.
@@ -133,6 +138,7 @@ def inplace_writer(flows: Flows, keys: int, gap: int, counts: dict, stopped) -> 
         args["nkeys"], args["gap"] = keys, gap
         run = abi.opts(abi.BpfTestRunOpts, ctx_in=args.ctypes.data, ctx_size_in=dtype.itemsize)
         ready()
+        window = 0  # keys whose last fresh write landed on a deleted element
         while not stopped():
             for _ in range(64):
                 ret = lib.bpf_prog_test_run_opts(fd, ctypes.byref(run))
@@ -141,8 +147,10 @@ def inplace_writer(flows: Flows, keys: int, gap: int, counts: dict, stopped) -> 
                 missing = int(args["missing"][0])
                 for key in (k for k in range(keys) if missing >> k & 1):
                     if not flows.came_back(key):
-                        counts["live"] += 1
+                        counts["window" if window >> key & 1 else "live"] += 1
                     flows.write(key, flows.refresh_value(), BPF_NOEXIST)
+                # the marks of this run's writes; a key missing in it was re-created above
+                window = int(args["window"][0])
         counts["cycles"] = int(args["cycles"][0])
 
 
@@ -155,7 +163,7 @@ def main() -> None:
                          "(inplace: at most 64 keys)")
     m = Map.open_id(map_id)
     flows = Flows(m)
-    counts = {"live": 0, "expired_deleted": 0, "cycles": 0}
+    counts = {"live": 0, "window": 0, "expired_deleted": 0, "cycles": 0}
 
     def stopped() -> bool:
         return bool(select.select([sys.stdin], [], [], 0)[0])

@@ -7,7 +7,10 @@
  * otherwise be preempted between the two writes, on a loaded machine for a whole time slice,
  * which no packet path does. A key not found is marked in the `missing` bit mask for the
  * caller to judge: a prune that deleted it while it was expired lost the refresh that
- * followed, unless it put it back.
+ * followed, unless it put it back. After the fresh write the key is looked up again: when it
+ * no longer resolves to the element written, the fresh write went to an element already
+ * deleted (bit k of `window`): the window no prune can close, a write through a pointer
+ * looked up before the delete that lands after it.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -24,6 +27,7 @@ struct refresh_args {
 	__u32 gap;
 	__u64 cycles;
 	__u64 missing;		/* bit k: key k was not found */
+	__u64 window;		/* bit k: key k's fresh write landed on a deleted element */
 };
 
 struct {
@@ -49,13 +53,14 @@ int refresh(struct refresh_args *args)
 {
 	__u32 n = args->nkeys < MAX_KEYS ? args->nkeys : MAX_KEYS;
 
-	args->missing = 0;
+	__u64 missing = 0, window = 0;	/* written to args once: the verifier refuses a
+					 * ctx pointer the compiler keeps moved */
 	for (__u32 i = 0; i < MAX_KEYS && i < n; i++) {
 		__u32 key = i;
 		struct flow *f = bpf_map_lookup_elem(&target, &key);
 
 		if (!f) {
-			args->missing |= 1ULL << i;
+			missing |= 1ULL << i;
 			continue;
 		}
 		bpf_preempt_disable();
@@ -64,9 +69,13 @@ int refresh(struct refresh_args *args)
 			bpf_loop(args->gap, spin, NULL, 0);
 		f->last_seen_ns = bpf_ktime_get_ns();
 		f->packets++;
+		if (bpf_map_lookup_elem(&target, &key) != f)
+			window |= 1ULL << i;
 		bpf_preempt_enable();
 		args->cycles++;
 	}
+	args->missing = missing;
+	args->window = window;
 	return 0;
 }
 
