@@ -18,7 +18,7 @@ __all__ = ["BpfBatchError", "Map"]
 
 def __getattr__(name: str):
     if name == "Map":
-        from .map.handle import Map
+        from .api import Map
 
         return Map
     raise AttributeError(f"module 'bpfbatch' has no attribute '{name}'")

@@ -32,11 +32,11 @@ from operator import attrgetter
 
 from . import delivery, interrupts
 from ._sys import abi
+from .api import Map
 from .delivery import PutBack
 from .errors import BpfBatchError, InputError
 from .map import cursor, whole
 from .map.cursor import Batch, BatchCursor
-from .map.handle import Map
 
 
 def items(table, *, batch_size: int = cursor.DEFAULT_BATCH) -> list[tuple]:

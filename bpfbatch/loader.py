@@ -34,6 +34,7 @@ import numpy as np
 from ._sys import abi, libbpf
 from ._sys.abi import MapType
 from ._sys.libbpf import check, check_ptr, lib
+from .api import Map
 from .btf import Btf, BtfType, Kind
 from .errors import (
     BpfBatchError,
@@ -44,7 +45,6 @@ from .errors import (
     from_errno,
 )
 from .map import probes
-from .map.handle import Map
 from .records.codec import codec_for
 
 PROGS_DIR = Path(__file__).with_name("progs")
@@ -286,7 +286,7 @@ class BpfObject:
 
     def map(self, name: str) -> Map:
         """The loaded map ``name`` (``.bss``/``.data``/``.rodata`` for the globals), as a
-        :class:`~bpfbatch.map.handle.Map` sharing the object's fd: valid until :meth:`close`."""
+        :class:`~bpfbatch.Map` sharing the object's fd: valid until :meth:`close`."""
         self._require_loaded(f"open map {name}")
         if name not in self._maps:
             fd = check(lib.bpf_map__fd(self._map_handle(name)), "map fd", f"{self.label}: {name}")

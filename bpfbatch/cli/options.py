@@ -24,7 +24,7 @@ from ..errors import BpfBatchError, InputError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..map.handle import Map
+    from ..api import Map
 
 
 #: The default of an argument that must be given (``load``'s FILE).
@@ -209,7 +209,7 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
     if len(given) != 1:
         raise InputError("name the map with exactly one of --map-id, --pinned, --name"
                          + (f" (got {' and '.join(given)})" if given else ""), obj="MAP")
-    from ..map.handle import Map
+    from ..api import Map
 
     return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only, **TYPES)
 

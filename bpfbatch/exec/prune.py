@@ -14,8 +14,8 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 
+from ..api import Map
 from ..errors import InputError
-from ..map.handle import Map
 from ..records.codec import map_codecs
 from . import walker
 from .predicate import Predicate, compile_predicate

@@ -58,11 +58,12 @@ from .. import interrupts
 from .._sys import abi
 from .._sys.abi import MapType
 from .._sys.libbpf import check, lib, num_possible_cpus
+from ..api import Map
 from ..btf import Kind
 from ..errors import BpfBatchError, InputError, NotFoundError, NotSupportedError, from_errno
 from ..loader import PROGS_DIR, BpfObject
 from ..map import cursor, probes
-from ..map.handle import Map, require
+from ..map.handle import require
 from ..records.decoding import view
 from .contract import ACTION_NAMES, package_contract, read_contract
 from .predicate import Predicate, compile_predicate

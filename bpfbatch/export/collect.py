@@ -39,11 +39,11 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .._sys import abi
+from ..api import Map
 from ..delivery import PutBack
 from ..errors import BpfBatchError, InputError
 from ..map import whole
 from ..map.cursor import Batch, BatchCursor, read_ahead
-from ..map.handle import Map
 from ..records.codec import map_codecs
 from .config import Config, MapRef, Metric
 from .fields import Binding, bind

@@ -19,9 +19,9 @@ import numpy as np
 from tabulate import tabulate
 
 from .._sys.abi import MapType
+from ..api import Map
 from ..errors import BpfBatchError, InputError
 from ..map import cursor, writes
-from ..map.handle import Map
 
 OPERATIONS = ("lookup", "lookup_and_delete", "delete")
 

@@ -18,9 +18,9 @@ import numpy as np
 from tabulate import tabulate
 
 from .._sys.abi import MapType
+from ..api import Map
 from ..btf import Btf, BtfBuilder
 from ..map import cursor, writes
-from ..map.handle import Map
 from ..records import pipeline
 from ..records.codec import map_codecs
 

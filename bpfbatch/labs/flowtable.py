@@ -25,9 +25,9 @@ import time
 from collections.abc import Sequence
 
 from .._sys.libbpf import check, lib
+from ..api import Map
 from ..errors import BpfBatchError
 from ..loader import BpfObject
-from ..map.handle import Map
 from ..tc import netns
 
 SENDER_ADDR, RECEIVER_ADDR = "10.213.0.1", "10.213.0.2"

@@ -47,7 +47,7 @@ from ..errors import (
     from_errno,
 )
 from . import probes
-from .handle import DEFAULT_BATCH, Map, require
+from .handle import DEFAULT_BATCH, MapHandle, require
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
@@ -129,7 +129,7 @@ class BatchCursor:
     arrays and maps of maps stay skipped, as bpftool skips them.
     """
 
-    def __init__(self, map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
+    def __init__(self, map: MapHandle, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
                  max_growth: int = 24, elem_flags: int = 0, resume: CursorToken | None = None,
                  force_fallback: bool = False, lookup_errors: bool = False):
         if batch_size < 0:
@@ -357,7 +357,7 @@ _HOLES_UNLISTED = frozenset({abi.MapType.PROG_ARRAY, abi.MapType.ARRAY_OF_MAPS,
                              abi.MapType.HASH_OF_MAPS})
 
 
-def read_all(map: Map, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
+def read_all(map: MapHandle, *, delete: bool = False, batch_size: int = DEFAULT_BATCH,
              **options) -> tuple["np.ndarray", "np.ndarray"]:
     """Every element as two ``uint8`` arrays of shape ``(n, key_size)`` and
     ``(n, value_stride)`` — one copy per batch, no Python object per element.

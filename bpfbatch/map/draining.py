@@ -27,7 +27,7 @@ from .. import delivery, interrupts
 from ..errors import BpfBatchError
 from . import whole
 from .cursor import Batch, BatchCursor
-from .handle import Map
+from .handle import MapHandle
 
 _END = object()
 
@@ -36,7 +36,7 @@ class Draining:
     """Iterator over the decoded pairs drained from ``map`` (see the module docstring);
     also a context manager that closes it."""
 
-    def __init__(self, map: Map, key_codec, value_codec, *, batch_size: int):
+    def __init__(self, map: MapHandle, key_codec, value_codec, *, batch_size: int):
         self._map = map.dup()
         try:
             # refuses the types whose drain could not be put back

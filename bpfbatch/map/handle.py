@@ -1,8 +1,9 @@
-"""``Map``: one BPF map opened by id, pinned path, exact name or fd, with its info, the
-per-element calls, and the batch surface of the public API (``count``, ``items``,
-``to_numpy``, ``update_items``, ``delete_keys``, ``drain``, ``batches``) — each a thin door
-onto the cursor (:mod:`.cursor`), the writes (:mod:`.writes`), the whole-map policies
-(:mod:`.whole`) and the codecs (:mod:`bpfbatch.records.codec`).
+"""``MapHandle``: one BPF map opened by id, pinned path, exact name or fd — its fd, its
+info, and the per-element calls on bytes. The cursor (:mod:`.cursor`), the writes
+(:mod:`.writes`), the whole-map policies (:mod:`.whole`), the drain (:mod:`.draining`), the
+inventory and the probes build on it; the public :class:`bpfbatch.Map` (:mod:`bpfbatch.api`)
+is this handle with the batch surface and the codecs on top. This module imports none of
+them: imports in map/ point one way, down to here.
 
 Addressing follows bpftool (``id N | pinned FILE | name NAME``): a name is an *exact* match of
 the kernel's (at most 15-character) map name; operations on one map refuse a name several maps
@@ -15,22 +16,13 @@ import ctypes
 import dataclasses
 import errno
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from .._sys import abi, libbpf
 from .._sys.abi import MapType
 from .._sys.libbpf import check, lib
 from ..errors import (FILE_MODE, FROZEN, BpfBatchError, InputError, KernelError, NotFoundError,
                       NotSupportedError, from_errno)
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas
-    import pyarrow
-
-    from .cursor import BatchCursor
-    from .draining import Draining
 
 #: Elements per batch syscall unless told otherwise (the cursor's default).
 DEFAULT_BATCH = 8192
@@ -118,62 +110,39 @@ def _fdinfo(fd: int) -> dict[str, str]:
 _DELETE_SUCCEEDS_WHEN_EMPTY = frozenset({MapType.DEVMAP, MapType.CPUMAP})
 
 
-class Map:
-    """An open BPF map. Owns its fd (closed by :meth:`close` or the ``with`` block) unless
-    created with ``owned=False``. ``read_only`` maps refuse writes in the kernel (EPERM)."""
+class MapHandle:
+    """An open BPF map, raw: its fd and info and the per-element calls on bytes. Owns its fd
+    (closed by :meth:`close` or the ``with`` block) unless created with ``owned=False``.
+    ``read_only`` maps refuse writes in the kernel (EPERM). Every constructor returns the
+    class it is called on, so :class:`bpfbatch.Map` opens as itself."""
 
     def __init__(self, fd: int, *, owned: bool = True, read_only: bool = False):
         self.fd = fd
         self.owned = owned
         self.read_only = read_only
         self.info = MapInfo.from_fd(fd)
-        self._codecs = None
 
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
     def open(cls, *, id: int | None = None, pinned: str | None = None, name: str | None = None,
-             read_only: bool = False, key_type=None, value_type=None, btf=None) -> "Map":
+             read_only: bool = False) -> "MapHandle":
         """The map named by exactly one of ``id``, ``pinned`` (a bpffs path) or ``name`` (the
         kernel's exact map name, which must be unambiguous) — bpftool's ``id | pinned |
-        name``. ``read_only`` opens it so that the kernel refuses writes (EPERM).
-        ``key_type``, ``value_type`` (and ``btf``) type a map without BTF: see
-        :meth:`typed`."""
+        name``. ``read_only`` opens it so that the kernel refuses writes (EPERM)."""
         given = [param for param, value in (("id", id), ("pinned", pinned), ("name", name))
                  if value is not None]
         if len(given) != 1:
             raise InputError("name the map with exactly one of id, pinned, name"
                              + (f" (got {' and '.join(given)})" if given else ""), obj="Map.open")
         if id is not None:
-            m = cls.open_id(id, read_only=read_only)
-        elif pinned is not None:
-            m = cls.open_pinned(pinned, read_only=read_only)
-        else:
-            m = cls.open_name(name, read_only=read_only)
-        if key_type is None and value_type is None and btf is None:
-            return m
-        try:
-            return m.typed(key_type, value_type, btf=btf)
-        except BaseException:
-            m.close()
-            raise
-
-    def typed(self, key_type=None, value_type=None, *, btf=None) -> "Map":
-        """This map with its keys and/or values read and written as the types given (a map
-        without BTF hands out ``bytes`` otherwise; one with BTF is retyped): a ctypes type
-        as bcc's tables carry it (``c_uint32``, a ``Structure``), a numpy dtype, or a C type
-        name (``"u64"``, ``"char[16]"``, ``"struct flow_val"`` of ``btf``, an object file's
-        path or a :class:`~bpfbatch.btf.Btf`). Each must be the size of the map's key or
-        value. Returns the map itself."""
-        from ..records.typespec import given_types
-
-        types = given_types(self.info, key_type, value_type, btf)
-        self.info = dataclasses.replace(self.info, types=types)
-        self._codecs = None
-        return self
+            return cls.open_id(id, read_only=read_only)
+        if pinned is not None:
+            return cls.open_pinned(pinned, read_only=read_only)
+        return cls.open_name(name, read_only=read_only)
 
     @classmethod
-    def open_id(cls, map_id: int, *, read_only: bool = False) -> "Map":
+    def open_id(cls, map_id: int, *, read_only: bool = False) -> "MapHandle":
         try:
             fd = libbpf.map_fd_by_id(map_id, read_only=read_only)
         except KernelError as exc:
@@ -183,7 +152,7 @@ class Map:
         return cls._adopt(fd, read_only, f"map id {map_id}")
 
     @classmethod
-    def open_pinned(cls, path: str, *, read_only: bool = False) -> "Map":
+    def open_pinned(cls, path: str, *, read_only: bool = False) -> "MapHandle":
         try:
             mode = os.stat(path)
         except FileNotFoundError:
@@ -209,7 +178,7 @@ class Map:
         return cls._adopt(fd, read_only, path)
 
     @classmethod
-    def _adopt(cls, fd: int, read_only: bool, obj: str) -> "Map":
+    def _adopt(cls, fd: int, read_only: bool, obj: str) -> "MapHandle":
         """Wrap a freshly opened fd, closing it if it is not a usable map."""
         try:
             return cls(fd, read_only=read_only)
@@ -221,7 +190,7 @@ class Map:
             raise
 
     @classmethod
-    def open_name(cls, name: str, *, read_only: bool = False) -> "Map":
+    def open_name(cls, name: str, *, read_only: bool = False) -> "MapHandle":
         """The one map whose kernel name is exactly ``name``."""
         infos = list(iter_infos())
         ids = [info.id for info in infos if info.name == name]
@@ -236,7 +205,7 @@ class Map:
     @classmethod
     def create(cls, map_type: MapType, key_size: int, value_size: int, max_entries: int, *,
                name: str = "", flags: int = 0, btf_fd: int = 0, btf_key_type_id: int = 0,
-               btf_value_type_id: int = 0, inner_map_fd: int = 0) -> "Map":
+               btf_value_type_id: int = 0, inner_map_fd: int = 0) -> "MapHandle":
         """Create a new map (not pinned: it lives while the fd is open)."""
         opts = abi.opts(abi.BpfMapCreateOpts, map_flags=flags, btf_fd=btf_fd,
                          btf_key_type_id=btf_key_type_id, btf_value_type_id=btf_value_type_id,
@@ -253,7 +222,7 @@ class Map:
             os.close(self.fd)
         self.fd = -1
 
-    def dup(self) -> "Map":
+    def dup(self) -> "MapHandle":
         """The same map on a new fd of its own (close-on-exec), which stays usable when this
         one is closed: what outlives the caller's ``with`` block holds one
         (:meth:`drain`'s iterator)."""
@@ -263,7 +232,7 @@ class Map:
         twin.__dict__.update(self.__dict__, fd=os.dup(self.fd), owned=True)
         return twin
 
-    def __enter__(self) -> "Map":
+    def __enter__(self) -> "MapHandle":
         return self
 
     def __exit__(self, *exc) -> None:
@@ -282,31 +251,21 @@ class Map:
     # key_size / value_stride bytes from whatever pointer it is given, so a short buffer
     # would hand it the caller's heap (a root tool must never do that).
 
-    def lookup(self, key, *, flags: int = 0, decode=None):
+    def lookup(self, key, *, flags: int = 0) -> bytes | None:
         """The value of ``key`` (``value_stride`` bytes), or ``None`` when absent. Maps
-        without keys (queue, stack) take ``None`` and peek at the next element. A key in
-        the form :meth:`items` yields (not bytes) is encoded by the view ``decode`` chooses
-        and the value comes back in that form too."""
-        typed = self._typed(key, 0, decode)
-        if typed:
-            key = self._encode([key], 0, "key", decode)
+        without keys (queue, stack) take ``None`` and peek at the next element."""
         key = self._key(key, "lookup element")
         value = ctypes.create_string_buffer(self.info.value_stride)
         ret = lib.bpf_map_lookup_elem_flags(self.fd, key, value, flags)  # no key: peek
         if ret == -errno.ENOENT:
             return None
         check(ret, "lookup element", self.info.label)
-        return self.codecs(decode)[1].decode(value.raw) if typed else value.raw
+        return value.raw
 
-    def update(self, key, value, flags: int = abi.BPF_ANY, *, decode=None) -> None:
+    def update(self, key, value, flags: int = abi.BPF_ANY) -> None:
         """Write one element (``value`` is ``value_stride`` bytes: every possible CPU's slot
         for a per-CPU map); for a queue, stack or bloom filter ``key`` is ``None`` and the
-        value is pushed. A key or value in the form :meth:`items` yields (not bytes) is
-        encoded by the view ``decode`` chooses."""
-        if self._typed(key, 0, decode):
-            key = self._encode([key], 0, "key", decode)
-        if self._typed(value, 1, decode):
-            value = self._encode([value], 1, "value", decode)
+        value is pushed."""
         key = self._key(key, "update element")
         value = self._sized(value, self.info.value_stride, "value", "update element")
         ret = lib.bpf_map_update_elem(self.fd, key, value, flags)
@@ -360,19 +319,6 @@ class Map:
         check(ret, "get next key", self.info.label)
         return out.raw
 
-    def inner(self, key) -> "Map":
-        """The map stored at ``key`` of a map of maps (``array_of_maps``, ``hash_of_maps``),
-        opened by the id the kernel returns for it, read-only when this map is. ``key`` as
-        :meth:`items` yields it, or ``bytes``. No map at ``key``: :class:`NotFoundError`."""
-        if self.info.type not in abi.MAP_IN_MAP_TYPES:
-            raise InputError(f"inner: {self.info.type_name} maps hold no maps",
-                             obj=self.info.label)
-        value = self.lookup(self._encode([key], 0, "key"))
-        if value is None:
-            raise NotFoundError("inner: no map at this key", obj=self.info.label,
-                                errno=errno.ENOENT)
-        return Map.open_id(int.from_bytes(value[:4], "little"), read_only=self.read_only)
-
     def write_error(self, op: str, code: int) -> KernelError:
         """The error of a refused write. A frozen map answers EPERM like a missing
         capability; say which it is (the flag is read now: a map can be frozen after open)."""
@@ -397,147 +343,6 @@ class Map:
             raise InputError(f"{op}: {what} has {_size_of(data)} bytes, the map's {what}s have "
                              f"{size}", obj=self.info.label)
         return bytes(data)
-
-    # -- the batch surface (the public API) ----------------------------------------------
-    # Cursor, writes and codecs are imported in the methods: opening a map (``bpfbatch
-    # count``, ``list``) must not import numpy or build codecs (a start-up goal).
-
-    def codecs(self, decode=None):
-        """``(key codec, value codec)``: the map's view as ``decode`` chooses it, built once
-        per choice (:func:`bpfbatch.records.decoding.view`, the CLI's ``--decode``):
-        ``None``, the default, decodes what the CLI decodes without asking (``__be16``
-        ports, ``__be32 *addr`` addresses, ``struct in6_addr``); ``"none"`` gives the stored
-        values; ``"FIELD=KIND"`` or a list of them decodes those fields too. Raw bytes
-        without BTF."""
-        from ..records.decoding import decode_options, view
-
-        options = decode_options(decode)
-        if self._codecs is None:
-            self._codecs = {}
-        if options not in self._codecs:
-            self._codecs[options] = view(self.info, options)
-        return self._codecs[options]
-
-    def batches(self, *, batch_size: int = DEFAULT_BATCH) -> "BatchCursor":
-        """One pass in raw batches: zero-copy views of ``count`` packed keys and values,
-        valid until the next step (:class:`~bpfbatch.map.cursor.BatchCursor`). Not an atomic
-        snapshot: each hash bucket is read atomically, the map as a whole is not."""
-        from .cursor import BatchCursor
-
-        return BatchCursor(self, batch_size=batch_size)
-
-    def count(self, *, batch_size: int = DEFAULT_BATCH) -> int:
-        """How many elements one batched pass sees."""
-        return sum(batch.count for batch in self.batches(batch_size=batch_size))
-
-    def items(self, *, batch_size: int = DEFAULT_BATCH, decode=None
-              ) -> Iterator[tuple[object, object]]:
-        """Every ``(key, value)``, decoded from BTF as ``dump -o json`` prints them: ints,
-        strings for printable char arrays, enum names, dicts for structs, lists for arrays,
-        a list of one value per possible CPU for per-CPU maps; ``bytes`` without BTF.
-        ``decode`` as :meth:`codecs` takes it: by default fields are shown as ``dump`` shows
-        them (``"10.0.0.1"``, port ``443``); ``decode="none"``: as stored."""
-        key_codec, value_codec = self.codecs(decode)
-        for batch in self.batches(batch_size=batch_size):
-            yield from zip(key_codec.decode_batch(batch.keys, batch.count),
-                           value_codec.decode_batch(batch.values, batch.count))
-
-    def to_numpy(self, *, batch_size: int = DEFAULT_BATCH) -> tuple["np.ndarray", "np.ndarray"]:
-        """``(keys, values)`` as numpy structured arrays whose fields are the BTF field names
-        and hold the stored values (a ``__be16`` port in network order: the fast raw path;
-        :meth:`to_arrow` and :meth:`items` decode). A field numpy cannot hold as stored
-        (a bitfield, a 128-bit integer, a union) is its bytes, ``uint8 × size``, under its
-        name; ``uint8 × size`` rows without BTF; per-CPU values have one ``value`` slot per
-        possible CPU. One copy per batch."""
-        from .cursor import read_all
-
-        keys, values = read_all(self, batch_size=batch_size)
-        key_codec, value_codec = self.codecs("none")
-        return key_codec.array(keys, len(keys)), value_codec.array(values, len(values))
-
-    def to_arrow(self, *, batch_size: int = DEFAULT_BATCH, decode=None) -> pyarrow.Table:
-        """The map as a ``pyarrow.Table``, one column per BTF leaf field with the types and
-        dotted names of ``dump -o parquet`` (see :mod:`bpfbatch.records.columnar`); one
-        record batch per cursor batch. ``decode`` as :meth:`items` takes it: by default,
-        as ``dump -o parquet``, the automatically decoded fields hold what the map stores
-        and fields named ``FIELD=KIND`` their display values. Needs the ``arrow`` extra."""
-        from ..records.columnar import Columns
-        from ..records.codec import rows
-        from .cursor import BatchCursor
-
-        columns = Columns(*self.codecs(decode))
-        key_size, value_size = self.info.key_size, self.info.value_stride
-        batches = [columns.record_batch(rows(b.keys, b.count, key_size),
-                                        rows(b.values, b.count, value_size))
-                   for b in BatchCursor(self, batch_size=batch_size)]
-        return columns.pa.Table.from_batches(batches, schema=columns.schema)
-
-    def to_pandas(self, *, batch_size: int = DEFAULT_BATCH, decode=None) -> pandas.DataFrame:
-        """:meth:`to_arrow` as a pandas DataFrame (enums become categoricals)."""
-        return self.to_arrow(batch_size=batch_size, decode=decode).to_pandas()
-
-    def update_items(self, items: Iterable[tuple[object, object]], *,
-                     batch_size: int = DEFAULT_BATCH, jobs: int | None = 1,
-                     decode=None) -> int:
-        """Write ``(key, value)`` pairs in the forms :meth:`items` yields with the same
-        ``decode`` (a decoded field takes its stored form too, see
-        :mod:`bpfbatch.records.decoding`), or ``bytes``, with batched updates; returns how
-        many were written. Every pair is encoded before the first syscall, so a bad one
-        (named by its index and field) writes nothing. ``jobs`` writers share a large write
-        (``None``: one per CPU; see :func:`bpfbatch.map.writes.update`)."""
-        from . import whole
-
-        pairs = list(items)
-        keys = self._encode([key for key, _ in pairs], 0, "item {}: key", decode)
-        values = self._encode([value for _, value in pairs], 1, "item {}: value", decode)
-        return whole.load(self, keys, values, len(pairs), batch_size=batch_size,
-                          jobs=jobs).applied
-
-    def delete_keys(self, keys: Iterable[object], *, batch_size: int = DEFAULT_BATCH,
-                    decode=None) -> int:
-        """Delete ``keys`` (as :meth:`items` yields them with the same ``decode``, or
-        ``bytes``) with batched deletes; returns how many were deleted. Keys not in the map
-        are skipped."""
-        from . import writes
-
-        keys = list(keys)
-        packed = self._encode(keys, 0, "key {}", decode)
-        return writes.delete(self, packed, len(keys), batch_size=batch_size).deleted
-
-    def drain(self, *, batch_size: int = DEFAULT_BATCH, decode=None) -> Draining:
-        """Every ``(key, value)``, deleted as read (``BPF_MAP_LOOKUP_AND_DELETE_BATCH``,
-        atomic per bucket), decoded as :meth:`items` (``decode`` too): an iterator
-        (:class:`~bpfbatch.map.draining.Draining`) that is also a context manager.
-
-        Nothing is lost: a pair is delivered when it is handed to the caller, and the drained
-        entries not yet handed out are put back into the map (a key a program re-created
-        meanwhile keeps its newer value) whenever the iteration ends early — ``break``, an
-        exception, a KeyboardInterrupt, ``close()``, the iterator dropped or still alive at
-        interpreter exit, or SIGTERM/SIGHUP at their default disposition (put back, then the
-        process dies of the signal). The iterator holds an fd of its own on the map, so it
-        outlives this Map's ``with`` block. SIGKILL loses at most one batch
-        (``batch_size``)."""
-        from .draining import Draining
-
-        return Draining(self, *self.codecs(decode), batch_size=batch_size)
-
-    def _typed(self, data, side: int, decode) -> bool:
-        """Whether ``data`` is a key (``side`` 0) or value (1) in the form :meth:`items`
-        yields for a typed side, not raw bytes (which a side without types takes only)."""
-        return (data is not None and not isinstance(data, (bytes, bytearray, memoryview))
-                and self.codecs(decode)[side].typed)
-
-    def _encode(self, values: list, side: int, where: str, decode=None) -> bytes:
-        """``values`` packed by the key (``side`` 0) or value (1) codec of the view
-        ``decode`` chooses; ``bytes`` pass through after a size check."""
-        codec = self.codecs(decode)[side]
-        if all(isinstance(v, (bytes, bytearray, memoryview)) for v in values):
-            for i, v in enumerate(values):
-                if len(v) != codec.size:
-                    raise InputError(f"{len(v)} bytes, the map's are {codec.size}",
-                                     obj=where.format(i))
-            return b"".join(bytes(v) for v in values)
-        return codec.encode_batch(values, where.format)
 
 
 # -- what each map type allows -----------------------------------------------------------

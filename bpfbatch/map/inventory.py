@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from .._sys import abi, libbpf
 from ..errors import BpfBatchError, NotFoundError
 from ..interrupts import Tally
-from .handle import DEFAULT_BATCH, Map, MapInfo, iter_infos, pinned_paths, refusal
+from .handle import DEFAULT_BATCH, MapHandle, MapInfo, iter_infos, pinned_paths, refusal
 
 
 @dataclasses.dataclass
@@ -110,7 +110,7 @@ def count_into(row: Row, deadline: float | None, budget_s: float | None,
     from .cursor import BatchCursor
 
     try:
-        m = Map.open_id(info.id, read_only=True)
+        m = MapHandle.open_id(info.id, read_only=True)
     except NotFoundError:
         raise _Vanished from None
     total, holds_maps = 0, info.type in abi.MAP_IN_MAP_TYPES

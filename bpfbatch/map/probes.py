@@ -47,10 +47,10 @@ def batch_api() -> bool:
     global _batch_api
     if _batch_api is not None:
         return _batch_api
-    from .handle import Map
+    from .handle import MapHandle
 
     try:
-        with Map.create(MapType.HASH, 4, 4, 2, name="bpfbatch_probe") as probe:
+        with MapHandle.create(MapType.HASH, 4, 4, 2, name="bpfbatch_probe") as probe:
             keys = (ctypes.c_uint32 * 2)(1, 2)
             values = (ctypes.c_uint32 * 2)(3, 4)
             count = ctypes.c_uint32(2)

@@ -23,7 +23,7 @@ Clear, per map type:
 - any other type: a per-key walk that asks for the *next* key before deleting the current one
   (deleting first makes the kernel restart its walk from the first bucket: bcc's quadratic
   ``clear()``). Empty slots of the fd arrays are not counted as removed (see
-  :meth:`bpfbatch.map.handle.Map.delete`); an xskmap's slots cannot be looked up: every slot is
+  :meth:`bpfbatch.map.handle.MapHandle.delete`); an xskmap's slots cannot be looked up: every slot is
   emptied and counted.
 
 What a map type cannot do at all is refused first, naming the type and why
@@ -50,7 +50,7 @@ from ..errors import InputError, KernelError, PartialError, errno_meaning
 from ..interrupts import Tally
 from . import cursor, writes
 from .cursor import Batch, BatchCursor
-from .handle import Map, require
+from .handle import MapHandle, require
 
 #: Map types with a batch delete but no lookup-and-delete.
 _BATCH_DELETE_TYPES = frozenset({MapType.LPM_TRIE})
@@ -59,7 +59,7 @@ _BATCH_DELETE_TYPES = frozenset({MapType.LPM_TRIE})
 # -- clear ---------------------------------------------------------------------------------
 
 
-def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH, tally: Tally | None = None
+def clear(map: MapHandle, *, batch_size: int = cursor.DEFAULT_BATCH, tally: Tally | None = None
           ) -> int:
     """Empty ``map`` and return how many elements were removed (zeroed, for arrays).
     ``tally`` counts them as they go, each batch in the critical section of its syscall, for
@@ -89,7 +89,7 @@ def clear(map: Map, *, batch_size: int = cursor.DEFAULT_BATCH, tally: Tally | No
     return tally.applied
 
 
-def _zero_array(map: Map, batch_size: int, tally: Tally) -> None:
+def _zero_array(map: MapHandle, batch_size: int, tally: Tally) -> None:
     info = map.info
     step = max(1, min(batch_size, info.max_entries))
     zeroes = bytes(step * info.value_stride)
@@ -100,7 +100,7 @@ def _zero_array(map: Map, batch_size: int, tally: Tally) -> None:
                       tally=tally)
 
 
-def _clear_per_key(map: Map, tally: Tally) -> None:
+def _clear_per_key(map: MapHandle, tally: Tally) -> None:
     """Delete key by key, asking for the next key before deleting the current one.
 
     Not the cursor's per-key walk: that looks every value up, and several of the types that
@@ -122,7 +122,7 @@ def _clear_per_key(map: Map, tally: Tally) -> None:
 # -- drain ---------------------------------------------------------------------------------
 
 
-def restorer(map: Map) -> PutBackFn:
+def restorer(map: MapHandle) -> PutBackFn:
     """What puts drained batches back into ``map`` (:func:`put_back`), for a
     :class:`~bpfbatch.delivery.Delivery`.
 
@@ -134,7 +134,7 @@ def restorer(map: Map) -> PutBackFn:
     return functools.partial(put_back, map)
 
 
-def drain(map: Map, sink: Callable[[Batch], None], *, batch_size: int = cursor.DEFAULT_BATCH,
+def drain(map: MapHandle, sink: Callable[[Batch], None], *, batch_size: int = cursor.DEFAULT_BATCH,
           elem_flags: int = 0) -> int:
     """Move every element of ``map`` into ``sink`` with ``BPF_MAP_LOOKUP_AND_DELETE_BATCH``;
     returns how many were delivered.
@@ -159,7 +159,7 @@ def drain(map: Map, sink: Callable[[Batch], None], *, batch_size: int = cursor.D
                                       elem_flags=elem_flags))
 
 
-def put_back(map: Map, batch: Batch) -> PutBack:
+def put_back(map: MapHandle, batch: Batch) -> PutBack:
     """Write the drained records of ``batch`` back into ``map``, each with
     ``BPF_MAP_UPDATE_ELEM`` and ``BPF_NOEXIST``: a key a writer re-created since the drain
     keeps the writer's newer value (counted as superseded), and a record the kernel refuses
@@ -190,7 +190,7 @@ def put_back(map: Map, batch: Batch) -> PutBack:
     return PutBack(restored, superseded, lost, refused)
 
 
-def _push_back(map: Map, batch: Batch) -> PutBack:
+def _push_back(map: MapHandle, batch: Batch) -> PutBack:
     """A queue's or stack's drained batch pushed back (no keys, so nothing can be superseded);
     a stack's last-popped element first, so that it gets its order back."""
     values = batch.values
@@ -222,7 +222,7 @@ class LoadResult:
     skipped: int
 
 
-def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
+def load(map: MapHandle, keys, values, count: int, *, only: Existing = Existing.ANY,
          per_key: bool = False, batch_size: int = cursor.DEFAULT_BATCH,
          elem_flags: int = 0, tally: Tally | None = None, jobs: int | None = 1) -> LoadResult:
     """Write ``count`` packed records; raise :class:`LoadError` (``applied`` set, failing
@@ -257,7 +257,7 @@ def load(map: Map, keys, values, count: int, *, only: Existing = Existing.ANY,
     return _load(map, keys, values, count, only, per_key, batch_size, elem_flags, tally, jobs)
 
 
-def _load(map: Map, keys, values, count: int, only: Existing, per_key: bool, batch_size: int,
+def _load(map: MapHandle, keys, values, count: int, only: Existing, per_key: bool, batch_size: int,
           elem_flags: int, tally: Tally, jobs: int | None) -> LoadResult:
     info = map.info
     if only is Existing.ABSENT and info.type in abi.ELEMENTS_ALWAYS_EXIST:
@@ -323,7 +323,7 @@ def _fds_of_ids(values, count: int, kind: MapType) -> Iterator[np.ndarray]:
             os.close(fd)
 
 
-def _filter(map: Map, key_rows: np.ndarray, only: Existing, batch_size: int) -> np.ndarray:
+def _filter(map: MapHandle, key_rows: np.ndarray, only: Existing, batch_size: int) -> np.ndarray:
     """Which records pass ``only`` against one snapshot of the map's keys (a boolean mask);
     for ``ABSENT`` only the first of duplicate input keys passes. Vectorised: a Python set
     of a million keys costs seconds and a hundred megabytes."""
@@ -372,7 +372,7 @@ class LoadError(PartialError):
         self.key = key
 
 
-def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int,
+def _update(map: MapHandle, keys, values, count: int, batch_size: int, elem_flags: int,
             tally: Tally, jobs: int | None, indices: np.ndarray | None = None) -> int:
     """Batch update; on a part-way failure raise :class:`LoadError` naming the failing key
     and its index among the caller's records (``indices`` maps the written rows back)."""
@@ -385,7 +385,7 @@ def _update(map: Map, keys, values, count: int, batch_size: int, elem_flags: int
         raise LoadError(exc, index=index, key=key, total=count) from None
 
 
-def _load_per_key(map: Map, keys: np.ndarray, values: np.ndarray, only: Existing,
+def _load_per_key(map: MapHandle, keys: np.ndarray, values: np.ndarray, only: Existing,
                   elem_flags: int, tally: Tally) -> LoadResult:
     flag = abi.BPF_NOEXIST if only is Existing.ABSENT else abi.BPF_EXIST
     skip_errno = E.EEXIST if only is Existing.ABSENT else E.ENOENT

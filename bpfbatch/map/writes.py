@@ -20,10 +20,10 @@ from .._sys.libbpf import lib
 from ..errors import ENOTSUPP, InputError, KernelError, NotSupportedError, PartialError
 from . import probes
 from .cursor import DEFAULT_BATCH, check_batch_size
-from .handle import Map, require
+from .handle import MapHandle, require
 
 
-def _as_bytes(data, size: int, count: int, what: str, map: Map) -> memoryview:
+def _as_bytes(data, size: int, count: int, what: str, map: MapHandle) -> memoryview:
     view = memoryview(data)
     # memoryview refuses to cast an empty multi-dimensional view (e.g. a (0, k) array).
     view = view.cast("B") if view.nbytes else memoryview(b"")
@@ -52,7 +52,7 @@ def default_jobs(count: int) -> int:
     return max(1, min(MAX_JOBS, len(os.sched_getaffinity(0))))
 
 
-def update(map: Map, keys, values, count: int, *, elem_flags: int = 0,
+def update(map: MapHandle, keys, values, count: int, *, elem_flags: int = 0,
            batch_size: int = DEFAULT_BATCH, tally: interrupts.Tally | None = None,
            jobs: int | None = 1) -> int:
     """Write ``count`` elements (packed ``keys`` and ``values`` buffers) and return how many
@@ -120,7 +120,7 @@ def _slices(key_view: memoryview, value_view: memoryview, info, start: int, end:
             range(at, at + n)
 
 
-def _write(map: Map, chunks, elem_flags: int, tally: interrupts.Tally,
+def _write(map: MapHandle, chunks, elem_flags: int, tally: interrupts.Tally,
            stop: threading.Event | None = None) -> int:
     """Write ``chunks`` (``(keys, values, positions)``: packed elements and their indices in
     the input), one ``BPF_MAP_UPDATE_BATCH`` each, and return how many were applied; stop
@@ -156,7 +156,7 @@ def _write(map: Map, chunks, elem_flags: int, tally: interrupts.Tally,
     return done
 
 
-def _update_per_key(map: Map, keys: memoryview, values: memoryview, flags: int, positions,
+def _update_per_key(map: MapHandle, keys: memoryview, values: memoryview, flags: int, positions,
                     tally: interrupts.Tally) -> None:
     ks, vs = map.info.key_size, map.info.value_stride
     for i, position in enumerate(positions):
@@ -167,7 +167,7 @@ def _update_per_key(map: Map, keys: memoryview, values: memoryview, flags: int, 
         tally.add(1)
 
 
-def _spread(map: Map, key_view: memoryview, value_view: memoryview, start: int, count: int,
+def _spread(map: MapHandle, key_view: memoryview, value_view: memoryview, start: int, count: int,
             jobs: int, elem_flags: int, batch_size: int, tally: interrupts.Tally) -> int:
     """Elements ``start``..``count`` written by ``jobs`` writers at once (see :func:`update`):
     this thread and ``jobs - 1`` others, which start with the deferred signals blocked, so
@@ -250,7 +250,7 @@ class DeleteResult:
     missing: int
 
 
-def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH,
+def delete(map: MapHandle, keys, count: int, *, batch_size: int = DEFAULT_BATCH,
            tally: interrupts.Tally | None = None) -> DeleteResult:
     """Delete ``count`` keys. A key that is not in the map is skipped and counted as missing
     (the kernel's batch delete stops at it with ENOENT; the rest are still deleted).
@@ -277,7 +277,7 @@ def delete(map: Map, keys, count: int, *, batch_size: int = DEFAULT_BATCH,
     return DeleteResult(deleted, missing)
 
 
-def _delete_chunk(map: Map, k: memoryview, n: int, done: int, deleted: int, missing: int,
+def _delete_chunk(map: MapHandle, k: memoryview, n: int, done: int, deleted: int, missing: int,
                   fallback: bool) -> tuple[int, int, int, bool]:
     """One step of :func:`delete`: ``(done, deleted, missing, fallback)`` after it."""
     info = map.info

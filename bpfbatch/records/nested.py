@@ -30,7 +30,7 @@ from .. import interrupts
 from ..errors import NotFoundError
 from ..interrupts import Tally
 from ..map import cursor
-from ..map.handle import Map
+from ..map.handle import MapHandle
 from .columns import batch_rows
 from .codec import map_codecs
 from .pipeline import Output, run
@@ -45,7 +45,7 @@ def inner_id(value: bytes) -> int:
     return int.from_bytes(value[:4], "little")
 
 
-def dump(outer: Map, fmt: str, out, *, batch_size: int = cursor.DEFAULT_BATCH,
+def dump(outer: MapHandle, fmt: str, out, *, batch_size: int = cursor.DEFAULT_BATCH,
          decode: list[str] | None = None, tally: Tally | None = None) -> int:
     """Write ``outer``'s entries, each with its inner map's dump, in ``fmt`` (one of
     :data:`FORMATS`) to the binary stream ``out``; returns how many outer entries.
@@ -82,7 +82,7 @@ _FRAMES = {"json": (b"[\n", b",\n", b"\n]\n"), "jsonl": (b"", b"", b""),
 _EMPTY = {"json": b"[]\n", "jsonl": b"", "bpftool-json": b"[]\n"}
 
 
-def count(outer: Map, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
+def count(outer: MapHandle, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
     """How many elements ``outer``'s inner maps hold in all (one batched pass each; an inner
     map freed meanwhile counts nothing)."""
     total = 0
@@ -90,8 +90,9 @@ def count(outer: Map, *, batch_size: int = cursor.DEFAULT_BATCH) -> int:
         values = batch.values.tobytes()
         for i in range(batch.count):
             try:
-                with Map.open_id(inner_id(values[4 * i:4 * i + 4]), read_only=True) as inner:
-                    total += inner.count(batch_size=batch_size)
+                inner = MapHandle.open_id(inner_id(values[4 * i:4 * i + 4]), read_only=True)
+                with inner:
+                    total += sum(b.count for b in cursor.BatchCursor(inner, batch_size=batch_size))
             except NotFoundError:
                 continue
     return total
@@ -105,7 +106,7 @@ def _entry_template(fmt: str, info):
 def _inner_text(map_id: int, fmt: str, decode: list[str] | None) -> bytes:
     """The inner map's whole dump in ``fmt`` (``json`` for jsonl), on one line."""
     try:
-        inner = Map.open_id(map_id, read_only=True)
+        inner = MapHandle.open_id(map_id, read_only=True)
     except NotFoundError:
         return b'{"error":%s}' % json.dumps(os.strerror(errno.ENOENT)).encode()
     buffer = io.BytesIO()

@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..api import Map
 from ..errors import InputError
 from ..loader import HOOK_KINDS, BpfObject
 from ..map.cursor import read_all
-from ..map.handle import Map
 
 _SLOT = (0).to_bytes(4, "little")
 
