@@ -31,11 +31,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bpfbatch import Map
 from bpfbatch._sys import libbpf
 from bpfbatch.btf import INT_BOOL, INT_CHAR, MODIFIERS, Btf, Kind
 from bpfbatch.loader import BpfObject
 from bpfbatch.map.cursor import BatchCursor
-from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 from bpfbatch.records.render import make_renderer
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
-from bpfbatch.map.handle import Map
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import cursor, writes
-from bpfbatch.map.handle import Map
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _RECORD = re.compile(rb'^\{"key":(\d+),"value":(\d+)\}\n', re.M)

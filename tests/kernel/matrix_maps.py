@@ -13,11 +13,11 @@ import ctypes
 import os
 import socket
 
+from bpfbatch import Map
 from bpfbatch._sys import abi
 from bpfbatch._sys.abi import BPF_F_NO_PREALLOC, MapType
 from bpfbatch._sys.libbpf import check, lib
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.map.handle import Map
 
 BPF_F_MMAPABLE = 1 << 10
 BPF_PROG_TYPE_SOCKET_FILTER = 1

@@ -15,13 +15,13 @@ import subprocess
 
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys import libbpf
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.errors import NotFoundError
 from bpfbatch.loader import BpfObject
 from bpfbatch.map.cursor import Batch, BatchCursor, read_ahead
-from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 from bpfbatch.records.render import make_renderer
 from tools.layoutgen import bpftool_spelling, formatted_as_value_rule

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from test_cli_maps import assert_one_line_error, bpfbatch
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
-from bpfbatch.map.handle import Map
 
 NAME = f"bb_adr_{os.getpid():x}"
 

@@ -13,11 +13,11 @@ import time
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
 from bpfbatch.map.cursor import read_all
-from bpfbatch.map.handle import Map
 
 from test_cli_maps import assert_one_line_error, bpfbatch
 

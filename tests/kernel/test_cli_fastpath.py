@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.cli import fastpath
-from bpfbatch.map.handle import Map
 
 TYPER_ONLY = "import sys; from bpfbatch.cli import typer_main; typer_main(sys.argv[1:])"
 NAME = f"bb_fast_{os.getpid():x}"

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from test_cli_maps import assert_one_line_error, bpfbatch
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
-from bpfbatch.map.handle import Map
 
 
 def bpftool(*args: str) -> str:

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 from test_cli_maps import bpfbatch
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
-from bpfbatch.map.handle import Map
 
 PREFIX = f"bb_ls{os.getpid():x}"
 

@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 import bpfbatch as bpfbatch_pkg
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
-from bpfbatch.map.handle import Map
 
 
 def bpfbatch(*args: str, check: bool = False) -> subprocess.CompletedProcess:

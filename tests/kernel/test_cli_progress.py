@@ -12,10 +12,10 @@ import sys
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
-from bpfbatch.map.handle import Map
 
 N = 50_000
 

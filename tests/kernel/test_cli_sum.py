@@ -9,10 +9,10 @@ import subprocess
 import pytest
 from test_cli_maps import assert_one_line_error, bpfbatch
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
-from bpfbatch.map.handle import Map
 
 N = 20
 

@@ -12,12 +12,12 @@ import fault_helpers
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import writes
-from bpfbatch.map.handle import Map
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

@@ -12,12 +12,12 @@ import subprocess
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys import libbpf
 from bpfbatch._sys.abi import MapType
 from bpfbatch.errors import InputError, NotSupportedError, RetryBudgetError
 from bpfbatch.map import writes
 from bpfbatch.map.cursor import BatchCursor, read_all
-from bpfbatch.map.handle import Map
 
 NCPUS = libbpf.num_possible_cpus()
 HASHES = [MapType.HASH, MapType.PERCPU_HASH, MapType.LRU_HASH, MapType.LRU_PERCPU_HASH]

@@ -233,7 +233,7 @@ BCC_DRAIN = r"""
 import ctypes, signal, sys
 import numpy as np
 from bpfbatch import bcc as batched
-from bpfbatch.map.handle import Map
+from bpfbatch import Map
 
 drain = getattr(batched, sys.argv[3])
 number = lambda item: getattr(item, "value", item)  # a c_uint64 (items()'s type) or an int

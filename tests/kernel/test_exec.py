@@ -11,13 +11,13 @@ import time
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import InputError, NotSupportedError
 from bpfbatch.exec import predicate, walker
 from bpfbatch.map import cursor, probes, writes
-from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 
 pytestmark = pytest.mark.skipif(not probes.syscall_program(),

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import BPF_EXIST, MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.exec import walker
 from bpfbatch.map import cursor, probes
-from bpfbatch.map.handle import Map
 
 pytestmark = pytest.mark.skipif(not probes.syscall_program(),
                                 reason=f"syscall programs: {probes.syscall_program().reason}")

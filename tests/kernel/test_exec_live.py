@@ -19,14 +19,14 @@ from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.exec import walker
 from bpfbatch.map import cursor, probes, writes
-from bpfbatch.map.handle import Map
+from bpfbatch import Map
 
 N = 60_000
 
 REFRESHER = r"""
 import ctypes, os, select, sys, time
 import numpy as np
-from bpfbatch.map.handle import Map
+from bpfbatch import Map
 from bpfbatch._sys.libbpf import lib
 map_id, n, seed, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 m = Map.open_id(map_id)

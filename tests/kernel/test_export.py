@@ -18,13 +18,13 @@ import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import BPF_NOEXIST, MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import KernelError
 from bpfbatch.export import config, server
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
-from bpfbatch.map.handle import Map
 
 TAG = f"{os.getpid()}"
 

@@ -15,9 +15,9 @@ import pytest
 from test_cli_maps import bpfbatch
 from test_export import exporter_for, scrape
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.export.config import ConfigError
-from bpfbatch.map.handle import Map
 
 PREFIX = f"bb_xinv{os.getpid():x}"
 PINS = f"/sys/fs/bpf/{PREFIX}"

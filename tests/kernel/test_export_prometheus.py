@@ -18,10 +18,10 @@ import urllib.request
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
-from bpfbatch.map.handle import Map
 
 pytestmark = pytest.mark.skipif(not (shutil.which("prometheus") and shutil.which("promtool")),
                                 reason="needs Debian's prometheus package (scripts/setup.sh)")

@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest as text_format
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.export import config, server
-from bpfbatch.map.handle import Map
 
 TAG = f"{os.getpid()}"
 

@@ -23,9 +23,9 @@ def test_batch_api_not_cached_when_the_probe_map_cannot_be_created():
     an EINVAL is reported rather than turned into a per-key walk, and remembers nothing."""
     script = ("import os; os.setgroups([]); os.setgid(%d); os.setuid(%d)\n"
               "from bpfbatch.map import probes\n"
-              "from bpfbatch.map.handle import Map\n"
+              "from bpfbatch.map.handle import MapHandle\n"
               "try:\n"
-              "    Map.create(2, 4, 4, 1).close()\n"
+              "    MapHandle.create(2, 4, 4, 1).close()\n"
               "    print('creatable')\n"
               "except Exception:\n"
               "    print(probes.batch_api(), probes._batch_api)\n") % (NOBODY, NOBODY)

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import InputError
-from bpfbatch.map.handle import Map
 from bpfbatch.records.read import read_records
 
 TEXT = ("jsonl", "json", "csv")

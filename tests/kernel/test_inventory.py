@@ -19,7 +19,7 @@ from test_cli_maps import bpfbatch
 
 from bpfbatch._sys.abi import MapType
 from bpfbatch.map import inventory
-from bpfbatch.map.handle import Map
+from bpfbatch import Map
 
 PREFIX = f"bb_inv{os.getpid():x}"
 
@@ -148,7 +148,7 @@ def test_a_walk_stops_at_the_budget_and_says_how_far_it_got(monkeypatch):
 
 WRITER = """
 import struct, sys
-from bpfbatch.map.handle import Map
+from bpfbatch import Map
 m = Map.open_id(int(sys.argv[1]))
 print("ready", flush=True)
 i = 0

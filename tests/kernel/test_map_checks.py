@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
+from bpfbatch import Map
 from bpfbatch.map import writes
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import FROZEN, InputError, KernelError
-from bpfbatch.map.handle import Map
 
 BPF_MAP_FREEZE = 22
 

@@ -16,10 +16,10 @@ import pytest
 from test_cli_maps import assert_one_line_error, bpfbatch
 from test_inventory import holds_map
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import InputError, NotFoundError
-from bpfbatch.map.handle import Map
 from bpfbatch.records import nested
 
 PREFIX = f"bb_mim{os.getpid():x}"

@@ -21,8 +21,8 @@ import subprocess
 
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
-from bpfbatch.map.handle import Map
 from fault_helpers import SIGNALS, bpfbatch_argv, signalled, small_tmpfs
 
 pa = pytest.importorskip("pyarrow")

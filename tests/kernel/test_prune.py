@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
@@ -20,7 +21,6 @@ from bpfbatch.errors import InputError
 from bpfbatch.exec import prune
 from bpfbatch.labs.flowtable import RECEIVER_ADDR, SENDER_ADDR, FlowTableLab
 from bpfbatch.map import cursor, probes, writes
-from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 
 MS = 10**6

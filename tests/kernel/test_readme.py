@@ -53,12 +53,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.cli.argv import COMMANDS
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import writes
-from bpfbatch.map.handle import Map
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import BPF_F_NO_PREALLOC, MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.map import writes
 from bpfbatch.map.cursor import BatchCursor
-from bpfbatch.map.handle import Map
 
 MAX_ENTRIES = 10
 STEPS = range(1, MAX_ENTRIES)

@@ -15,8 +15,8 @@ import sys
 import pytest
 from test_cli_maps import bpfbatch
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
-from bpfbatch.map.handle import Map
 from bpfbatch.top.maps import MapsTop
 
 PREFIX = f"bb_topm{os.getpid():x}"

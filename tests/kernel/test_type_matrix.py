@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch._sys.libbpf import lib
-from bpfbatch.map.handle import COMMANDS, Map
+from bpfbatch.map.handle import COMMANDS
 
 from matrix_maps import ENTRIES, FACTORIES, Lab
 

@@ -15,13 +15,13 @@ import sys
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys import abi, libbpf
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.delivery import DeliveryError
 from bpfbatch.errors import InputError, NotSupportedError, PartialError
 from bpfbatch.map import cursor, whole, writes
-from bpfbatch.map.handle import Map
 from bpfbatch.map.whole import Existing, LoadError
 
 NCPUS = libbpf.num_possible_cpus()

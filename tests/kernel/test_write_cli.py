@@ -12,10 +12,10 @@ import sys
 import numpy as np
 import pytest
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import cursor, writes
-from bpfbatch.map.handle import Map
 
 FORMATS = ["jsonl", "json", "csv", "bpftool-json"]
 

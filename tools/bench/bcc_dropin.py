@@ -33,10 +33,11 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from bpfbatch import Map
 from bpfbatch import bcc as batched
 from bpfbatch.map import writes
 from bpfbatch.map.cursor import BatchCursor
-from bpfbatch.map.handle import DEFAULT_BATCH, Map
+from bpfbatch.map.handle import DEFAULT_BATCH
 from tools.bcc_setup import load_bcc
 
 from . import harness

@@ -26,9 +26,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from tabulate import tabulate
 
+from bpfbatch import Map
 from bpfbatch.export import config, server
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
-from bpfbatch.map.handle import Map
 from tools.bench.harness import Command, InProcess, build_c, interleave, report, summarize
 
 BATCHED = "bpfbatch export scrape"

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import BPF_F_NO_PREALLOC, MapType
 from bpfbatch.map import writes
-from bpfbatch.map.handle import Map
 from tools.bench.harness import BPFBATCH, Command, build_c, interleave, report, summarize
 
 PREFIX = "bb_bench_inv"

@@ -31,12 +31,12 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.cli.options import record_codecs
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import cursor, whole, writes
-from bpfbatch.map.handle import Map
 from bpfbatch.records import read
 from bpfbatch.records.typedjson import typed_lines
 

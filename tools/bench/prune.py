@@ -43,13 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.exec import walker
 from bpfbatch.labs import demo
 from bpfbatch.loader import BpfObject
 from bpfbatch.map import cursor, writes
-from bpfbatch.map.handle import Map
 from bpfbatch.records.codec import map_codecs
 from tools.bench.harness import (BPFBATCH, Command, InProcess, build_c, interleave, report,
                                  summarize)

@@ -50,11 +50,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bpfbatch import Map
 from bpfbatch._sys import abi
 from bpfbatch._sys.abi import BPF_EXIST, BPF_NOEXIST
 from bpfbatch._sys.libbpf import lib, num_possible_cpus
 from bpfbatch.loader import PROGS_DIR, BpfObject
-from bpfbatch.map.handle import Map
 
 #: How long a vanished fresh entry may take to be put back before it counts as deleted, and
 #: how often the refresher looks for it meanwhile.

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
-from bpfbatch.map.handle import Map
 from tools.bench.harness import BPFBATCH, Command, interleave, report, summarize
 
 BASELINE = 'python -c "import numpy"'

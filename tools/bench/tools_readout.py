@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.labs import loopback
 from bpfbatch.loader import BpfObject
 from bpfbatch.map import cursor, writes
-from bpfbatch.map.handle import Map
 from bpfbatch.top.intervals import SwappedMaps
 from bpfbatch.top.tcptop import TcpTop
 

@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 from tabulate import tabulate
 
+from bpfbatch import Map
 from bpfbatch import bcc as batched
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import whole, writes
-from bpfbatch.map.handle import Map
 from tools.bcc_setup import load_bcc
 from tools.bench.harness import BPFBATCH, Command, InProcess, build_c, interleave, report, summarize
 
