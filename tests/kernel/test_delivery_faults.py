@@ -248,7 +248,11 @@ print("go", flush=True)
 status = 0
 try:
     got = drain(table)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})  # handed over
+    # Handed over: ours to keep from here. Ignored, not blocked: a blocked process-directed
+    # signal is delivered to another thread that leaves it unblocked (numpy's BLAS threads),
+    # whose default disposition kills the whole process while np.save below runs.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 except KeyboardInterrupt:
     status = 130
 while "got" in dir():  # handed over; a signal landing now must not cost it
