@@ -194,13 +194,16 @@ def test_default_prune_under_either_writer_deletes_no_live_entry(map_type, write
     sees its fresh write land on a deleted element and counts it apart, as ``window``, and
     one landing between the call's copy and its delete: :func:`unexplained_losses`; tools/bench
     measures it with a gap.) Without the re-judgement this fails at once."""
-    counts, deleted = adversarial_prune(map_type, None, writer, 1.5)
-    print(f"default, {writer} writer, {map_type.label}: {counts['live']} live deletions, "
-          f"{counts.get('window', 0)} in the window, {deleted} deletions, "
-          f"{counts['cycles']} expire-then-refresh cycles")
-    assert counts["cycles"] > 1_000  # the refresher really raced the prune
+    for _ in range(3):  # a replacing writer's race is caught most times, not every time
+        counts, deleted = adversarial_prune(map_type, None, writer, 1.5)
+        print(f"default, {writer} writer, {map_type.label}: {counts['live']} live deletions, "
+              f"{counts.get('window', 0)} in the window, {deleted} deletions, "
+              f"{counts['cycles']} expire-then-refresh cycles")
+        assert counts["cycles"] > 1_000  # the refresher really raced the prune
+        assert unexplained_losses(counts, writer) == 0
+        if deleted > 0 or writer == "inplace":
+            break
     assert deleted > 0 or writer == "inplace"  # a replace deletes the expired ones it catches
-    assert unexplained_losses(counts, writer) == 0
 
 
 @pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)

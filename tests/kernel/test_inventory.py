@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -223,12 +224,12 @@ def test_a_signal_while_counting_says_how_far_it_got(maps, sig):
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig and out == ""
-    # almost always while the big map (counted last) is walked; the listing before the
-    # count opens it too, for an instant
+    # mostly while the big map (counted last: 5 of 6 done) is walked; the listing before the
+    # count opens it too, for an instant, and a loaded machine may be slower to get past the
+    # small ones, so how far it got is any count short of the six
     name = signal.Signals(sig).name
-    assert err in (f"bpfbatch: interrupted ({name}) after 5 of 6 maps counted, nothing "
-                   "printed\n", f"bpfbatch: interrupted ({name}) after 0 maps counted, "
-                   "nothing printed\n")
+    assert re.fullmatch(rf"bpfbatch: interrupted \({name}\) after (?:[0-5] of 6|0) maps counted, "
+                        r"nothing printed\n", err), err
 
 
 def test_the_cheapest_maps_are_counted_first(monkeypatch):
