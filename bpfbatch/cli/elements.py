@@ -265,7 +265,17 @@ def pop(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     from ..map.cursor import Batch
     from ..records import pipeline
 
-    with interrupts.stopping(lambda: "0 entries delivered (nothing was taken)"):
+    delivery = None
+
+    def done() -> str:
+        """What was done, wherever the signal lands: also after the critical section, where
+        the signal it held back is raised (past the ``except`` below)."""
+        if delivery is None:
+            return "0 entries delivered (nothing was taken)"
+        return f"{delivery.delivered} entries delivered" + (
+            f", {delivery.returned}" if delivery.returned else "")
+
+    with interrupts.stopping(done):
         out = pipeline.stdout()
         with open_map(map_id, pinned, name, read_only=False) as m:
             _keyless(m, "lookup/delete")
@@ -279,8 +289,7 @@ def pop(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
                     delivery.take(Batch(1, memoryview(b""), memoryview(value)))
             except Interrupted as exc:
                 exc.obj = m.info.label
-                exc.message = f"after {delivery.delivered} entries delivered" + (
-                    f", {delivery.returned}" if delivery.returned else "")
+                exc.message = f"after {done()}"
                 raise
 
 
