@@ -13,7 +13,7 @@ libbpf.so.1) is imported on first use, so ``bpfbatch tc`` runs where libbpf is m
 from .errors import BpfBatchError
 
 __version__ = "0.1.0"
-__all__ = ["BpfBatchError", "Map"]
+__all__ = ["BpfBatchError", "Map", "migrate"]
 
 
 def __getattr__(name: str):
@@ -21,4 +21,8 @@ def __getattr__(name: str):
         from .api import Map
 
         return Map
+    if name == "migrate":  # the package, callable as bpfbatch.migrate.migrate
+        import importlib
+
+        return importlib.import_module(".migrate", __name__)
     raise AttributeError(f"module 'bpfbatch' has no attribute '{name}'")

@@ -71,8 +71,10 @@ def given_types(info, key_type=None, value_type=None, btf=None) -> GivenTypes | 
                                                          "value_type", btf=source))
 
 
-def given_type(spec, size: int, where: str, *, btf: Btf | None = None) -> tuple[Btf, int]:
-    """``spec`` as ``(Btf, type_id)``, ``size`` bytes (else an error naming ``where``)."""
+def given_type(spec, size: int | None, where: str, *, btf: Btf | None = None
+               ) -> tuple[Btf, int]:
+    """``spec`` as ``(Btf, type_id)``, ``size`` bytes (else an error naming ``where``; ``None``:
+    whatever its size, for records that have no map yet, as a file's)."""
     if isinstance(spec, str) and btf is not None:
         found = _named(btf, spec.strip())
         if found is not None:
@@ -88,9 +90,9 @@ def load_btf(path: str) -> Btf:
     return Btf.from_file(path)
 
 
-def _sized(btf: Btf, type_id: int, size: int, where: str, spec) -> tuple[Btf, int]:
+def _sized(btf: Btf, type_id: int, size: int | None, where: str, spec) -> tuple[Btf, int]:
     have = btf.size_of(type_id)
-    if have != size:
+    if size is not None and have != size:
         raise InputError(f"{_spelling(spec)} is {have} bytes, the map's are {size}", obj=where)
     return btf, type_id
 
