@@ -61,6 +61,7 @@ class LazyCommands(TyperGroup):
         if command is None:
             return name, command, rest
         rest, late = _take_global_flags(command, rest)
+        rest = argv.optional_values(name, rest)
         if _takes_map(command):
             rest = argv.bpftool_map_form(rest)
         early = [flag for flag in ("json", "pretty") if ctx.params.get(flag)]

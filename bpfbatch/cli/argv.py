@@ -46,11 +46,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "sender, after the kernel selftest tcp_mmap."),
     "export": ("export", "Serve BPF maps as Prometheus metrics, each map read in batches once "
                          "per scrape."),
+    "migrate": ("migrate", "Move a map's records into a map of a new layout, field by field "
+                           "by name, and catch up with what changes meanwhile."),
     "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "
                      "reading."),
     "bench": ("bench", "Time lookup, lookup_and_delete and delete of a hash map per key and "
                        "in batches of 10, 1000 and all."),
 }
+
+#: Options whose value may be left out, per command: the option alone means this value
+#: (``migrate --catch-up`` is ``--catch-up=10``), which click's parser cannot say itself.
+OPTIONAL_VALUES = {"migrate": {"--catch-up": "10"}}
 
 #: bpftool's ``MAP`` keywords → the option each one stands for (``dump id 42``).
 MAP_KEYWORDS = {"id": "--map-id", "pinned": "--pinned", "name": "--name"}
@@ -161,6 +167,22 @@ def json_output(command: str, args: list[str], flags: list[str], output_flags: s
                 f[1] != "-" and arg.startswith(f) for f in output_flags):
             return args
     return [*args, "--output", JSON_FORMATS.get(command, JSON_FORMAT)]
+
+
+def optional_values(command: str, args: list[str]) -> list[str]:
+    """``args`` with each option of :data:`OPTIONAL_VALUES` given without a value spelled
+    with its implied one (``--catch-up`` → ``--catch-up=10``; ``--catch-up 3`` keeps its
+    number); nothing after ``--``."""
+    implied = OPTIONAL_VALUES.get(command)
+    if not implied:
+        return args
+    out = list(args)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg in implied and not (i + 1 < len(out) and out[i + 1].isdigit()):
+            out[i] = f"{arg}={implied[arg]}"
+    return out
 
 
 def bpftool_map_form(args: list[str]) -> list[str]:

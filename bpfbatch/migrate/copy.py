@@ -54,8 +54,9 @@ class Counts:
         """The counts as the command's summary and its stop line say them."""
         text = f"{self.copied} entries copied"
         if self.passes:
-            text += (f", {self.passes} catch-up passes ({self.updated} updated, {self.deleted} "
-                     f"deleted, {self.moving} still changing at the last)")
+            text += (f", {self.passes} catch-up pass{'es' if self.passes > 1 else ''} "
+                     f"({self.updated} updated, {self.deleted} deleted, {self.moving} still "
+                     "changing at the last)")
         return text
 
 

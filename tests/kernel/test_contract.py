@@ -92,6 +92,7 @@ USAGE = {
     ("demo",): [["demo", "--entries", "0"], "--entries"],
     ("bench",): [["bench", "--rounds", "0"], "--rounds"],
     ("filter", "build"): [["filter", "build"], "missing argument 'SOURCE'"],
+    ("migrate",): [["migrate", "id", "{m}"], "FROM TO: expected FROM and TO"],
 }
 
 _NONE = "no map id no map has"
@@ -104,6 +105,7 @@ RUNTIME = {
         ("getnext", []), ("pin", ["/sys/fs/bpf/never"]), ("freeze", []), ("peek", []),
         ("push", ["1"]), ("pop", []), ("exec", ["--where", "value > 1"]),
         ("prune", ["--field", "value", "--older-than", "1s"])]},
+    ("migrate",): [["migrate", "id", "{no}", "id", "{m}"], f"map id {NO_MAP}: no such map"],
     ("list",): "lists whatever there is",
     ("prune-demo",): "builds everything it uses",
     ("top", "tcp"): "traces whatever there is",
@@ -354,6 +356,20 @@ def test_drain_and_load_interrupted_say_what_the_map_holds(tmp_path):
             rc, err = run_with_signal(argv, tmp_path / "load.out", m, sig, delay)
             said = _count_said(err, sig, rc, "entries loaded")
             held = sum(b.count for b in cursor.BatchCursor(m))
+            assert held == (n if said is None else said), err
+
+
+def test_migrate_interrupted_says_what_it_wrote_into_to(tmp_path):
+    n = 100_000
+    with typed_map(n, name="bb_contract_mf") as src, typed_map(n, name="bb_contract_mt") as dst:
+        fill(src, n)
+        for sig, delay in zip(SIGS, (0.0, 0.05, 0.15)):
+            whole.clear(dst)
+            argv = bpfbatch_argv("migrate", "id", src.info.id, "id", dst.info.id,
+                                 "--batch-size", 2048)
+            rc, err = run_with_signal(argv, tmp_path / "migrate.out", dst, sig, delay)
+            said = _count_said(err, sig, rc, "entries written into TO")
+            held = sum(b.count for b in cursor.BatchCursor(dst))
             assert held == (n if said is None else said), err
 
 

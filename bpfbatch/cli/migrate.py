@@ -1,0 +1,131 @@
+"""``migrate``: a map's records into a map of a new layout (:mod:`bpfbatch.migrate`).
+
+Thin: read FROM and TO in bpftool's words, open them, call :func:`bpfbatch.migrate.migrate`,
+print the plan or say what was done.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .. import interrupts
+from ..errors import InputError
+from ..interrupts import Tally
+from ..map.cursor import check_batch_size
+from .argv import MAP_KEYWORDS
+from .options import DEFAULT_BATCH, TYPES, open_map, say
+from .typed import BatchSize
+
+commands = typer.Typer()
+
+Words = Annotated[list[str], typer.Argument(
+    metavar="FROM TO", help="Each a map in bpftool's words: id N, pinned PATH or name NAME; "
+                            "FROM may also be a file of records (JSONL, JSON, CSV, bpftool "
+                            "JSON, Parquet, Arrow) whose layout --btf OBJ --key-type T "
+                            "--value-type T give (default: TO's).")]
+
+
+@commands.command("migrate")
+def migrate(
+    words: Words,
+    plan: Annotated[bool, typer.Option(
+        "--plan", help="Print the layout diff and each field's conversion; read and write "
+                       "nothing.")] = False,
+    rename: Annotated[Optional[list[str]], typer.Option(
+        "--rename", metavar="OLD=NEW", help="FROM's field OLD is TO's NEW (paths as dump "
+                                            "-o csv names columns: value.first_seen_ns; a "
+                                            "bare name is a value field). Repeatable.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option(
+        "--set", metavar="FIELD=VALUE", help="TO's FIELD is VALUE in every entry (as dump -o "
+                                             "jsonl prints it); other new fields are 0. "
+                                             "Repeatable.")] = None,
+    sum_: Annotated[bool, typer.Option(
+        "--sum", help="A per-CPU FROM into a plain TO: each integer the sum over the "
+                      "CPUs.")] = False,
+    catch_up: Annotated[Optional[int], typer.Option(
+        "--catch-up", metavar="[N]", min=1,
+        help="After the copy, up to N passes (default 10) copying what changed in FROM "
+             "since the last (new, changed, deleted keys), until one finds nothing.")] = None,
+    swap_pin: Annotated[Optional[str], typer.Option(
+        "--swap-pin", metavar="PATH", help="Then rename TO's pin over PATH (FROM's pin) in "
+                                           "one step: the next program opening PATH gets "
+                                           "TO.")] = None,
+    batch_size: BatchSize = DEFAULT_BATCH,
+) -> None:
+    """Move a map's records into a map of a new layout, field by field by name, and catch up
+    with what changes meanwhile.
+
+    Fields are matched by name through nested structs, unions and arrays, keys too.
+    Integers widen with FROM's signedness and narrow only when every value fits; enums go by
+    enumerator name; arrays and char arrays resize when nothing is cut; new fields are 0 or
+    --set; removed fields are listed. Every record is converted before the first write: one
+    that cannot be is an error naming its key, and nothing is written.
+    """
+    check_batch_size(batch_size)
+    source, target = _ends(words)
+    from .. import migrate as migration
+    from ..api import Map
+    from ..migrate import source as sources
+
+    tally = Tally()
+    with interrupts.stopping(lambda: f"{tally.applied} entries written into TO", tally), \
+            open_map(*_address(target), read_only=plan) as dst:
+        if source[0] == "file":
+            src = sources.file_source(source[1], dst.info, **TYPES)
+            opened = None
+        else:
+            map_id, pinned, name = _address(source)
+            opened = src = Map.open(id=map_id, pinned=pinned, name=name, read_only=True)
+        try:
+            result = migration.migrate(
+                src, dst, plan_only=plan, rename=rename or (), set=set_ or (), sum=sum_,
+                catch_up=catch_up or 0, swap_pin=swap_pin, batch_size=batch_size,
+                dst_pin=target[1] if target[0] == "pinned" else None, tally=tally)
+        finally:
+            if opened is not None:
+                opened.close()
+    if plan:
+        print(f"FROM {_label(source, src)}\nTO   {dst.info.label}\n{result.plan}", end="")
+        return
+    counts = result.counts
+    said = f"{dst.info.label}: {counts.said()}"
+    if swap_pin is not None:
+        said += f"; pinned at {swap_pin} {counts.window_ns / 1e6:.1f} ms after the last read"
+    say(said)
+
+
+def _label(source: tuple[str, str], src) -> str:
+    return source[1] if source[0] == "file" else src.info.label
+
+
+def _ends(words: list[str]) -> tuple[tuple[str, str], tuple[str, str]]:
+    """FROM and TO of ``words``: ``(kind, what)`` each, ``kind`` one of ``id``, ``pinned``,
+    ``name`` (bpftool's words) or ``file`` (FROM only)."""
+    ends, rest = [], list(words)
+    while rest and len(ends) < 2:
+        word = rest.pop(0)
+        if word in MAP_KEYWORDS:
+            if not rest:
+                raise InputError(f"{word} needs its value ({word} ...)", obj="FROM TO")
+            ends.append((word, rest.pop(0)))
+        else:
+            ends.append(("file", word))
+    if len(ends) != 2 or rest:
+        raise InputError(f"expected FROM and TO, each id N, pinned PATH or name NAME (FROM "
+                         f"may be a file), got {' '.join(words)!r}", obj="FROM TO")
+    if ends[1][0] == "file":
+        raise InputError(f"TO is a map (id N, pinned PATH or name NAME), not {ends[1][1]!r}",
+                         obj="FROM TO")
+    if ends[0][0] == "id" and not ends[0][1].isdigit() or \
+            ends[1][0] == "id" and not ends[1][1].isdigit():
+        raise InputError("a map id is a number", obj="FROM TO")
+    return ends[0], ends[1]
+
+
+def _address(end: tuple[str, str]) -> tuple[int | None, str | None, str | None]:
+    """``(map_id, pinned, name)`` of a map's end, as :func:`.options.open_map` takes it."""
+    kind, what = end
+    return (int(what) if kind == "id" else None, what if kind == "pinned" else None,
+            what if kind == "name" else None)
