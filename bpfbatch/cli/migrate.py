@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..interrupts import Tally
 from ..map.cursor import check_batch_size
 from .argv import MAP_KEYWORDS
-from .options import DEFAULT_BATCH, TYPES, open_map, say
+from .options import DEFAULT_BATCH, TYPES, say
 from .typed import BatchSize
 
 commands = typer.Typer()
@@ -24,7 +24,8 @@ Words = Annotated[list[str], typer.Argument(
     metavar="FROM TO", help="Each a map in bpftool's words: id N, pinned PATH or name NAME; "
                             "FROM may also be a file of records (JSONL, JSON, CSV, bpftool "
                             "JSON, Parquet, Arrow) whose layout --btf OBJ --key-type T "
-                            "--value-type T give (default: TO's).")]
+                            "--value-type T give (default: TO's). Those types are FROM's, "
+                            "never TO's.")]
 
 
 @commands.command("migrate")
@@ -70,14 +71,16 @@ def migrate(
     from ..migrate import source as sources
 
     tally = Tally()
+    to_id, to_pinned, to_name = _address(target)
     with interrupts.stopping(lambda: f"{tally.applied} entries written into TO", tally), \
-            open_map(*_address(target), read_only=plan) as dst:
+            Map.open(id=to_id, pinned=to_pinned, name=to_name, read_only=plan) as dst:
         if source[0] == "file":
             src = sources.file_source(source[1], dst.info, **TYPES)
             opened = None
         else:
             map_id, pinned, name = _address(source)
-            opened = src = Map.open(id=map_id, pinned=pinned, name=name, read_only=True)
+            opened = src = Map.open(id=map_id, pinned=pinned, name=name, read_only=True,
+                                    **TYPES)
         try:
             result = migration.migrate(
                 src, dst, plan_only=plan, rename=rename or (), set=set_ or (), sum=sum_,
