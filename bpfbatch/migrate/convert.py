@@ -72,7 +72,7 @@ def convert(plan: SidePlan, src: np.ndarray, src_layout: Layout, dst_layout: Lay
     bad: list[tuple[int, str]] = []
     pairs = [(slots_in, slots_out[0])] if summed else \
         [([s], d) for s, d in zip(slots_in, slots_out)]
-    for field, op in plan.ops:
+    for field, op in _coalesced(plan.ops):
         for sources, out in pairs:
             refused = _run(op, field, sources, out)
             if refused is not None:
@@ -115,6 +115,20 @@ def _run(op, field: Field, sources: list[np.ndarray], out: np.ndarray):
         return _first(held, lambda r: f"{field.source}: would be cut (bytes past the new "
                                       f"length are not zero: {_text(sources[0][r, op.src:op.src + op.size])})")
     raise TypeError(f"no conversion for {op!r}")
+
+
+def _coalesced(ops: list[tuple[Field, object]]) -> list[tuple[Field, object]]:
+    """``ops`` with each run of byte copies that follow one another on both sides made one
+    copy (the unchanged fields of a record: one pass over the rows instead of one each)."""
+    out: list[tuple[Field, object]] = []
+    for field, op in ops:
+        last = out[-1][1] if out else None
+        if isinstance(op, Bytes) and isinstance(last, Bytes) and \
+                last.src + last.size == op.src and last.dst + last.size == op.dst:
+            out[-1] = (out[-1][0], Bytes(last.src, last.dst, last.size + op.size))
+        else:
+            out.append((field, op))
+    return out
 
 
 def _first(flags: np.ndarray, message) -> tuple[int, str] | None:
