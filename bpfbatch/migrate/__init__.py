@@ -163,10 +163,12 @@ def _template(tree, size: int, side: str, sets: dict[str, str]) -> bytes:
         node = find_field(tree, path, side)
         if node is None:
             raise InputError(f"TO has no field {path}", obj=f"--set {path}={text}")
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text  # a word that is not JSON is a string, as lookup's words
+        value = text
+        if isinstance(text, str):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                pass  # a word that is not JSON is a string, as lookup's words
         encoder(node)(buf, value, f"--set {path}")
     return bytes(buf)
 

@@ -165,15 +165,19 @@ class _Index:
     def find(self, rows: np.ndarray) -> np.ndarray:
         """For each of ``rows``, the index of the same bytes among the indexed rows, or -1."""
         wanted = _hashes(rows)
-        first = np.searchsorted(self.sorted, wanted, side="left")
-        last = np.searchsorted(self.sorted, wanted, side="right")
+        size = len(self.sorted)
+        first = np.searchsorted(self.sorted, wanted)
+        hit = self.sorted[np.minimum(first, size - 1)] == wanted if size else first < 0
+        shared = hit & (self.sorted[np.minimum(first + 1, size - 1)] == wanted) & \
+            (first + 1 < size)
         found = np.full(len(rows), -1, np.int64)
-        single = last - first == 1
+        single = hit & ~shared
         at = self.order[first[single]]
         same = (self.rows[at] == rows[single]).all(axis=1)
         found[np.flatnonzero(single)[same]] = at[same]
-        for i in np.flatnonzero(last - first > 1).tolist():  # a hash shared: by the bytes
-            for j in self.order[first[i]:last[i]].tolist():
+        for i in np.flatnonzero(shared).tolist():  # a hash shared: by the bytes
+            end = int(np.searchsorted(self.sorted, wanted[i], side="right"))
+            for j in self.order[first[i]:end].tolist():
                 if (self.rows[j] == rows[i]).all():
                     found[i] = j
         return found
