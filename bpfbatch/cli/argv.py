@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "delete": ("write", "Delete the keys of FILE's records."),
     "clear": ("write", "Remove every element (arrays: set every element to zero)."),
     "drain": ("write", "Print and delete every element (LOOKUP_AND_DELETE)."),
+    "migrate": ("migrate", "Move a map's records into a map of a new layout, field by field "
+                           "by name, and catch up with what changes meanwhile."),
     "lookup": ("elements", "Print the element of KEY (like bpftool map lookup); a missing key "
                            "is an error."),
     "update": ("elements", "Write one element (like bpftool map update); a per-CPU VALUE is "
@@ -46,8 +48,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "sender, after the kernel selftest tcp_mmap."),
     "export": ("export", "Serve BPF maps as Prometheus metrics, each map read in batches once "
                          "per scrape."),
-    "migrate": ("migrate", "Move a map's records into a map of a new layout, field by field "
-                           "by name, and catch up with what changes meanwhile."),
     "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "
                      "reading."),
     "bench": ("bench", "Time lookup, lookup_and_delete and delete of a hash map per key and "

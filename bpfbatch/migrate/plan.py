@@ -292,8 +292,11 @@ class _Matcher:
         rule = f"{m} → {n} elements" if n != m else "elements"
         scalar_dst = _integer(first_dst) if first_dst is not None else None
         scalar_src = _integer(first_src) if first_src is not None else None
+        if self.summed and isinstance(src, CharArray):
+            raise _no_sum(src, src_path)
         if common and scalar_dst and scalar_src and not isinstance(first_dst, (Enum, Bits)) \
-                and not isinstance(first_src, (Enum, Bits)):
+                and not isinstance(first_src, (Enum, Bits)) \
+                and not (self.summed and not isinstance(first_src, Int)):
             ops.append(Ints(scalar_src, scalar_dst, common, _size(first_src), _size(first_dst)))
             rule += ", " + _int_rule(scalar_src, scalar_dst, self.summed)
         elif common:
@@ -309,19 +312,18 @@ class _Matcher:
     def _leaf(self, dst: Node, path: str, src: Node, src_path: str) -> None:
         if isinstance(dst, Enum) and isinstance(src, Enum):
             if self.summed:
-                raise InputError("an enum has no sum over CPUs", obj=f"{src_path} (--sum)")
+                raise _no_sum(src, src_path)
             self.add(dst, path, src, src_path, "enum by name",
                      [Enums(_integer(src), _integer(dst), src, dst)])
             return
         src_int, dst_int = _integer(src), _integer(dst)
         if src_int is not None and dst_int is not None and not isinstance(src, Char) \
-                and not isinstance(dst, Char):
+                and not isinstance(dst, Char) and not (self.summed and isinstance(src, Bool)):
             self.add(dst, path, src, src_path, _int_rule(src_int, dst_int, self.summed),
                      [Ints(src_int, dst_int)])
             return
         if self.summed:
-            raise InputError(f"a {type_text(src)} has no sum over CPUs (only integers add "
-                             "up)", obj=f"{src_path} (--sum)")
+            raise _no_sum(src, src_path)
         if isinstance(dst, Float) and isinstance(src, Float) and dst.code and src.code:
             rule = "widened" if dst.size > src.size else "narrowed (checked: exact)"
             self.add(dst, path, src, src_path, rule,
@@ -343,6 +345,11 @@ def _int_rule(src: IntAt, dst: IntAt, summed: bool) -> str:
     if src.signed == dst.signed and dst.bits > src.bits or not src.signed and dst.bits > src.bits:
         return f"widened ({'sign' if src.signed else 'zero'}-extended)"
     return "narrowed (checked: every value must fit)"
+
+
+def _no_sum(src: Node, src_path: str) -> InputError:
+    return InputError(f"a {type_text(src)} has no sum over CPUs (only integers add up)",
+                      obj=f"{src_path} (--sum)")
 
 
 def _mismatch(path: str, dst: Node, src_path: str, src: Node) -> InputError:

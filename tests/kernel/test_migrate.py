@@ -26,11 +26,14 @@ from fault_helpers import bpfbatch_argv
 def _typed(map_type: MapType, key: list, value: list, max_entries: int = 4096, *,
            name: str = "bb_mig") -> Map:
     """A map whose key and value are structs of ``(name, spec)`` fields; a spec is an
-    integer ``(size, signed)``, ``("char", n)`` or ``("enum", {NAME: value}, size)``."""
+    integer ``(size, signed)``, ``("char", n)``, ``("float", size)`` or ``("enum", {NAME:
+    value}, size)``."""
     with BtfBuilder() as b:
         def member(spec):
             if spec[0] == "char":
                 return b.array(b.integer("char", 1, signed=True), spec[1])
+            if spec[0] == "float":
+                return b.float({4: "float", 8: "double"}[spec[1]], spec[1])
             if spec[0] == "enum":
                 return b.enum(f"e{len(spec[1])}_{spec[2]}", spec[1], size=spec[2])
             return b.integer(f"{'s' if spec[1] else 'u'}{spec[0] * 8}", spec[0],
@@ -94,6 +97,39 @@ def test_what_no_rule_takes_is_refused_by_key(made, old, new, value, why):
         bpfbatch.migrate(src, dst)
     assert 'key {"id":77}' in str(caught.value)
     assert _count(dst) == 0
+
+
+def test_floats_widen_and_narrow_only_exactly(made):
+    src = made(MapType.HASH, [("id", U32)], [("x", ("float", 8))])
+    dst = made(MapType.HASH, [("id", U32)], [("x", ("float", 4))])
+    wide = made(MapType.HASH, [("id", U32)], [("x", ("float", 8))], name="bb_mig_w")
+    src.update_items([({"id": k}, {"x": k / 4}) for k in range(40)])
+    bpfbatch.migrate(src, dst)
+    bpfbatch.migrate(dst, wide)
+    assert sorted(v["x"] for _, v in wide.items()) == [k / 4 for k in range(40)]
+    src.update_items([({"id": 41}, {"x": 0.1})])
+    with pytest.raises(InputError, match="0.1 does not survive"):
+        bpfbatch.migrate(src, made(MapType.HASH, [("id", U32)], [("x", ("float", 4))]))
+
+
+@pytest.mark.parametrize("options, why", [
+    ({"rename": ["nope=n"]}, "FROM has no field value.nope"),
+    ({"rename": ["n=nope"]}, "TO has no field value.nope"),
+    ({"set": ["nope=1"]}, "TO has no field value.nope"),
+    ({"sum": True}, "only sums a per-CPU FROM into a plain TO"),
+])
+def test_options_that_name_nothing_are_refused_before_anything_is_read(made, options, why):
+    src = made(MapType.HASH, [("id", U32)], [("n", U32)])
+    dst = made(MapType.HASH, [("id", U32)], [("n", U64)])
+    with pytest.raises(InputError, match=why):
+        bpfbatch.migrate(src, dst, **options)
+
+
+def test_sum_refuses_a_field_that_has_no_sum(made):
+    src = made(MapType.PERCPU_HASH, [("id", U32)], [("name", ("char", 8))])
+    dst = made(MapType.HASH, [("id", U32)], [("name", ("char", 8))])
+    with pytest.raises(InputError, match="char.8. has no sum over CPUs"):
+        bpfbatch.migrate(src, dst, sum=True)
 
 
 def test_two_keys_that_become_one_are_refused(made):
