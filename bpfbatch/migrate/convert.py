@@ -110,10 +110,11 @@ def _run(op, field: Field, sources: list[np.ndarray], out: np.ndarray):
         out[:, op.dst:op.dst + width] = converted.view(np.uint8)
         return _first(lost[:, 0], lambda r: f"{field.path}: {values[r, 0]} does not survive "
                                             f"as {op.dst_code[1:]}-float")
-    if isinstance(op, Empty):
-        held = sources[0][:, op.src:op.src + op.size].any(axis=1)
+    if isinstance(op, Empty):  # on every CPU's slot, when they are added up
+        held = np.logical_or.reduce([rows[:, op.src:op.src + op.size].any(axis=1)
+                                     for rows in sources])
         return _first(held, lambda r: f"{field.source}: would be cut (bytes past the new "
-                                      f"length are not zero: {_text(sources[0][r, op.src:op.src + op.size])})")
+                                      f"length are not zero: {_cut(sources, r, op)})")
     raise TypeError(f"no conversion for {op!r}")
 
 
@@ -146,9 +147,11 @@ def _int_text(at: IntAt) -> str:
     return f"{'s' if at.signed else 'u'}{at.bits}"
 
 
-def _text(raw: np.ndarray) -> str:
-    data = raw.tobytes()
-    return repr(data.rstrip(b"\0").decode("latin-1"))
+def _cut(sources: list[np.ndarray], row: int, op: Empty) -> str:
+    """The bytes a cut would lose in ``row`` (the first slot holding any), as text."""
+    held = next(rows[row, op.src:op.src + op.size] for rows in sources
+                if rows[row, op.src:op.src + op.size].any())
+    return repr(held.tobytes().rstrip(b"\0").decode("latin-1"))
 
 
 def _holding(at: IntAt) -> np.dtype:

@@ -268,8 +268,9 @@ class _Matcher:
             for name, member in dst_fields.items():
                 sub = f"{path}.{name}"
                 origin = self.source_path(sub)
-                if origin.rsplit(".", 1)[0] == src_path and origin.rsplit(".", 1)[1] in src_fields:
-                    self.match(member, sub, src_fields[origin.rsplit(".", 1)[1]], origin)
+                head, _, leaf = origin.rpartition(".")
+                if head == src_path and leaf in src_fields:
+                    self.match(member, sub, src_fields[leaf], origin)
                     for other in src_fields:  # the union's other members: the same bytes
                         self._consume(src_fields[other], f"{src_path}.{other}")
                     return
