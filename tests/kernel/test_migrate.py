@@ -170,9 +170,20 @@ def test_sum_adds_the_cpus_up_into_a_plain_map(made):
         for k in range(50)}
 
 
-def test_a_file_as_from_with_the_old_object_s_types(tmp_path):
+#: How each file format is written from the old map: bpfbatch's dumps, and bpftool's own.
+DUMPS = {
+    "jsonl": lambda map_id: bpfbatch_argv("dump", "id", map_id, "-o", "jsonl"),
+    "parquet": lambda map_id: bpfbatch_argv("dump", "id", map_id, "-o", "parquet"),
+    "json": lambda map_id: ["bpftool", "-j", "map", "dump", "id", str(map_id)],
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(DUMPS))
+def test_a_file_as_from_with_the_old_object_s_types(tmp_path, fmt):
     from bpfbatch.loader import PROGS_DIR, BpfObject
 
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
     with BpfObject.package("flowtable") as old, BpfObject.package("flowtable_v2") as new:
         old.load()
         new.load()
@@ -181,10 +192,9 @@ def test_a_file_as_from_with_the_old_object_s_types(tmp_path):
                             "pad": [0, 0, 0]},
                            {"packets": k, "bytes": 2 * k, "first_seen_ns": 5, "last_seen_ns": 6})
                           for k in range(1000)])
-        dump = tmp_path / "old.jsonl"
+        dump = tmp_path / f"old.{fmt}"
         with open(dump, "wb") as out:
-            subprocess.run(bpfbatch_argv("dump", "id", src.info.id, "-o", "jsonl"), stdout=out,
-                           check=True)
+            subprocess.run(DUMPS[fmt](src.info.id), stdout=out, check=True)
         argv = bpfbatch_argv("--btf", PROGS_DIR / "flowtable.bpf.o", "--key-type",
                              "struct flowtable_key", "--value-type", "struct flowtable_stats",
                              "migrate", dump, "id", dst.info.id,
@@ -192,8 +202,7 @@ def test_a_file_as_from_with_the_old_object_s_types(tmp_path):
         proc = subprocess.run(argv, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         from_file = sorted(dst.items(), key=lambda kv: kv[0]["saddr"])
-        writes_ = writes.delete(dst, *_all_keys(dst))
-        assert writes_.deleted == 1000
+        assert writes.delete(dst, *_all_keys(dst)).deleted == 1000
         bpfbatch.migrate(src, dst, rename=["first_seen_ns=first_ns"])
         assert from_file == sorted(dst.items(), key=lambda kv: kv[0]["saddr"])
         assert from_file[7] == ({"saddr": 7, "daddr": 2, "sport": 3, "dport": 4, "proto": 17},

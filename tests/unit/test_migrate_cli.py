@@ -1,0 +1,33 @@
+"""``migrate``'s command line without a kernel: ``--catch-up`` with and without its number,
+and FROM/TO in bpftool's words."""
+
+from __future__ import annotations
+
+import pytest
+
+from bpfbatch.cli.argv import optional_values
+from bpfbatch.cli.migrate import _ends
+from bpfbatch.errors import InputError
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["id", "1", "id", "2", "--catch-up"], ["id", "1", "id", "2", "--catch-up=10"]),
+    (["--catch-up", "3", "id", "1", "id", "2"], ["--catch-up", "3", "id", "1", "id", "2"]),
+    (["--catch-up=4", "a"], ["--catch-up=4", "a"]),
+    (["--catch-up", "pinned", "/p", "id", "2"], ["--catch-up=10", "pinned", "/p", "id", "2"]),
+    (["--", "--catch-up"], ["--", "--catch-up"]),
+])
+def test_catch_up_without_its_number_is_ten_passes(args, expected):
+    assert optional_values("migrate", args) == expected
+    assert optional_values("dump", args) == args
+
+
+def test_from_and_to_in_bpftool_s_words():
+    assert _ends(["old.jsonl", "pinned", "/sys/fs/bpf/x"]) == (("file", "old.jsonl"),
+                                                               ("pinned", "/sys/fs/bpf/x"))
+    assert _ends(["id", "3", "name", "flows"]) == (("id", "3"), ("name", "flows"))
+    for words in (["id", "3"], ["id", "3", "a.jsonl"], ["id", "x", "id", "2"],
+                  ["id", "1", "id", "2", "id", "3"], ["pinned"]):
+        with pytest.raises(InputError) as caught:
+            _ends(words)
+        assert caught.value.obj == "FROM TO"
