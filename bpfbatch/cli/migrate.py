@@ -94,6 +94,8 @@ def migrate(
         return
     counts = result.counts
     said = f"{dst.info.label}: {counts.said()}"
+    if result.removed:
+        said += f"; removed: {', '.join(result.removed)}"
     if swap_pin is not None:
         said += f"; pinned at {swap_pin} {counts.window_ns / 1e6:.1f} ms after the last read"
     say(said)

@@ -55,7 +55,8 @@ def migrate(src, dst, *, plan_only: bool = False, rename=(), set=(), sum: bool =
     "struct k", "value_type": "struct v"}``; each side not given is ``dst``'s).
     ``rename``: ``"OLD=NEW"`` strings or ``{OLD: NEW}`` (field paths as ``dump -o csv``
     names columns, ``value.first_seen_ns``; a bare name is a value field). ``set``:
-    ``"FIELD=VALUE"`` or ``{FIELD: VALUE}`` (VALUE as ``dump -o jsonl`` prints it); other
+    ``"FIELD=VALUE"`` or ``{FIELD: VALUE}`` (VALUE as ``dump -o jsonl`` prints it, or as
+    stored: a ``__be32`` address as ``"10.0.0.1"`` or its number); other
     new fields are zero. ``sum``: a per-CPU ``src`` into a plain ``dst``, integers added up.
     ``catch_up``: after the copy, up to that many passes copying what changed in ``src``.
     ``swap_pin``: then rename ``dst``'s pin (``dst_pin``, where it is pinned; else it is
@@ -138,9 +139,10 @@ def prepare(source: Source, dst, *, rename=(), set=(), sum: bool = False
     if unused:
         raise InputError(f"TO has no field {unused[0]}", obj=f"--rename {renames[unused[0]]}="
                          f"{unused[0]}")
+    shown = trees(dst_info, shown=True)  # --set takes a value as dump shows it, or as stored
     templates = tuple(_template(tree, info_size, side, sets)
-                      for tree, info_size, side in ((dst_trees[0], dst_info.key_size, "key"),
-                                                    (dst_trees[1], dst_info.value_size, "value")))
+                      for tree, info_size, side in ((shown[0], dst_info.key_size, "key"),
+                                                    (shown[1], dst_info.value_size, "value")))
     layouts = (Layout(src_info.key_size), Layout(dst_info.key_size),
                _value_layout(src_info), _value_layout(dst_info))
     return Sides(plans[0], plans[1], layouts, templates, sum), plans, sets

@@ -237,7 +237,7 @@ class _Matcher:
             self.add(dst, path, None, None, "new: zero")
             return
         self.consumed.add(src_path)
-        if not self.summed and type(dst) is type(src) and \
+        if not self.summed and not self._named_under(path) and type(dst) is type(src) and \
                 _shape(dst, dst.offset) == _shape(src, src.offset) and _size(dst) == _size(src):
             self.add(dst, path, src, src_path, "same layout" if path == src_path else "renamed",
                      [Bytes(src.offset, dst.offset, _size(dst))])
@@ -249,6 +249,12 @@ class _Matcher:
             self._array(dst, path, src, src_path)
         else:
             self._leaf(dst, path, src, src_path)
+
+    def _named_under(self, path: str) -> bool:
+        """Whether a ``--set`` or ``--rename`` names a field inside ``path``: then it is not
+        copied whole even when its layout did not change."""
+        return any(p.startswith(path + ".") or p.startswith(path + "[")
+                   for p in (*self.sets, *self.renames))
 
     def _consume(self, src: Node | None, src_path: str) -> None:
         """Mark every field under ``src`` as taken."""

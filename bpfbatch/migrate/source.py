@@ -105,10 +105,11 @@ def _btf_of(info: MapInfo):
     return Btf.from_kernel(info.btf_id)
 
 
-def trees(info: MapInfo):
+def trees(info: MapInfo, *, shown: bool = False):
     """``(key tree, value tree)`` of the records ``info`` describes, as stored (no display
     decoders): the layout trees of :mod:`bpfbatch.records.layout`, ``None`` for a side
-    without BTF."""
-    key, value = map_codecs(info)
+    without BTF. ``shown``: as ``dump`` shows them (the map's view: ``__be32`` addresses,
+    ``__be16`` ports decoded), whose encoders take the shown and the stored forms."""
+    key, value = view(info) if shown else map_codecs(info)
     value = value.base if isinstance(value, PerCpuCodec) else value
     return tuple(c.node if isinstance(c, BtfCodec) else None for c in (key, value))

@@ -132,6 +132,26 @@ def test_sum_refuses_a_field_that_has_no_sum(made):
         bpfbatch.migrate(src, dst, sum=True)
 
 
+def test_set_and_rename_inside_an_unchanged_layout():
+    """A layout that did not change is copied whole, unless an option names a field in it:
+    ``--set`` in the form dump shows (an address, a port), and two names swapped."""
+    from bpfbatch.labs.demo import create_flow_table, fill_flow_table
+
+    with create_flow_table(64, name="bb_mig_ft1") as src, \
+            create_flow_table(64, name="bb_mig_ft2") as dst:
+        fill_flow_table(src, 20)
+        result = bpfbatch.migrate(src, dst, set=["key.daddr=10.9.9.9", "key.dport=443"],
+                                  rename=["bytes=packets", "packets=bytes"])
+        assert "key.daddr u32: set to 10.9.9.9" in result.plan
+        before = {k["saddr"]: v for k, v in src.items()}
+        after = {k["saddr"]: (k, v) for k, v in dst.items()}
+        assert len(after) == 20
+        for saddr, (key, value) in after.items():
+            assert (key["daddr"], key["dport"]) == ("10.9.9.9", 443)
+            assert (value["packets"], value["bytes"]) == (before[saddr]["bytes"],
+                                                          before[saddr]["packets"])
+
+
 def test_two_keys_that_become_one_are_refused(made):
     src = made(MapType.HASH, [("id", U32), ("sub", U32)], [("n", U32)])
     dst = made(MapType.HASH, [("id", U32)], [("n", U32)])
