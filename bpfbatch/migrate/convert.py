@@ -202,9 +202,8 @@ def _outside(column: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Which values of ``column`` (int64 or uint64) are not in ``[lo, hi)``."""
     info = np.iinfo(column.dtype)
     outside = np.zeros(column.shape, bool)
-    if lo > info.min:
-        outside |= column < column.dtype.type(lo) if lo >= 0 or column.dtype.kind == "i" \
-            else np.zeros(column.shape, bool)
+    if lo > info.min:  # an int64 column into an unsigned field (lo is never above 0)
+        outside |= column < column.dtype.type(lo)
     if hi - 1 < info.max:
         outside |= column > column.dtype.type(hi - 1)
     return outside
