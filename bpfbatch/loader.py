@@ -52,6 +52,8 @@ PROGS_DIR = Path(__file__).with_name("progs")
 #: Section prefixes of the two ways to hook a tracepoint, in order of preference.
 HOOK_KINDS = ("tp_btf", "raw_tp")
 _PROBES = {"tp_btf": probes.tp_btf, "raw_tp": probes.raw_tp}
+#: Sections that load a program without naming where it attaches.
+UNATTACHED = frozenset({"raw_tp", "raw_tracepoint", "syscall"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,10 +259,12 @@ class BpfObject:
                           "set autoload", f"{self.label}: {prog.name}")
 
     def attach(self) -> None:
-        """Attach every loaded program (libbpf derives the attach point from its section)."""
+        """Attach every loaded program (libbpf derives the attach point from its section).
+        A program whose section names no attach point (a bare ``SEC("raw_tp")``, run from
+        user space with BPF_PROG_RUN) is left unattached."""
         self._require_loaded("attach")
         for prog in self.programs():
-            if not lib.bpf_program__autoload(prog.handle):
+            if not lib.bpf_program__autoload(prog.handle) or prog.section in UNATTACHED:
                 continue
             with libbpf.signals_deferred():
                 link = lib.bpf_program__attach(prog.handle)

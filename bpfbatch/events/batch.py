@@ -1,0 +1,223 @@
+"""The stream contract every event reader implements (ring buffer, perf event array).
+
+A reader (:class:`EventStream`) owns the user-space side of one event map: the mmap'd ring(s),
+a poll set and the consumer position(s). It hands out :class:`Batch` objects:
+
+- **One pass.** :meth:`EventStream.poll` takes every complete record between the committed
+  consumer position and the producer's position, in order, in one pass, as one batch (an empty
+  batch when the timeout passed with nothing). Records the kernel marks discarded are skipped;
+  a record still being written (busy) ends the pass there: it and what follows come next time.
+- **Commit after the write.** Taking records moves nothing in the kernel. Only
+  :meth:`Batch.commit` advances the consumer position (the ring's space is given back to the
+  producer), and the caller calls it after it has written the batch: a fault before the commit
+  (a signal, a full disk, a closed pipe) leaves every record of the batch in the ring, so the
+  next poll, or the next process opening the map, reads them again. SIGKILL between the write
+  and the commit repeats at most that one batch; nothing is ever lost by the consumer.
+- **Uncommitted is offered again.** A poll while a batch is uncommitted starts again from the
+  committed position: the same records first, then whatever arrived since. Batches are
+  committed in order; committing an older batch after a newer one is a no-op.
+- **Views, valid until commit.** A batch's :attr:`Batch.data` is a read-only view of the
+  ring's memory, zero-copy; after the commit the producer may overwrite it. Copy what you keep
+  (:meth:`Batch.records`, :meth:`Batch.to_numpy` copy).
+- **Poll set.** :meth:`EventStream.fileno` is one file descriptor that is readable when
+  records are waiting (an epoll fd over the map's fds): hand it to ``selectors``, ``asyncio``'s
+  ``add_reader`` or ``select``, then call ``poll(0)``.
+- **Loss and lag** are in :attr:`EventStream.stats` (a :class:`StreamStats`; the perf reader
+  adds records lost per CPU): the consumer never loses a record, but the producer may fail to
+  write one when the ring is full, which only the producer can count (for a ring buffer) or
+  the kernel reports (``PERF_RECORD_LOST``).
+
+Every record of a batch is ``data[offsets[i] : offsets[i] + sizes[i]]``; when every record has
+the same size and they lie at a constant stride, :meth:`Batch.fixed` is an ``(n, size)`` uint8
+view without any copy, and :meth:`Batch.to_numpy` a structured array.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class StreamStats:
+    """What a stream has seen since it was opened. ``lag_bytes`` is how far the consumer was
+    behind the producer at the last poll (bytes not yet committed); ``high_water`` the largest
+    fill of the ring seen at a poll, as a fraction of its size (1.0: the producer had no room
+    left, and its reservations failed until the consumer caught up). ``lost`` is records the
+    kernel says it dropped (perf: per CPU; a ring buffer's producer counts its own failures)."""
+
+    events: int = 0
+    bytes: int = 0
+    batches: int = 0
+    lag_bytes: int = 0
+    high_water: float = 0.0
+    lost: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def lost_total(self) -> int:
+        return sum(self.lost.values())
+
+    def summary(self) -> str:
+        """One line for ``record``'s exit and ``-v``."""
+        text = (f"{self.events} events in {self.batches} batches; lag {self.lag_bytes} bytes, "
+                f"fill high-water {self.high_water:.0%}")
+        if self.lost:
+            per_cpu = ", ".join(f"cpu{cpu}: {n}" for cpu, n in sorted(self.lost.items()) if n)
+            text += f"; {self.lost_total} lost" + (f" ({per_cpu})" if per_cpu else "")
+        return text
+
+
+class Batch:
+    """The records one pass took (see the module's contract). ``data`` is a uint8 array (a
+    view of the ring, valid until :meth:`commit`); record ``i`` is
+    ``data[offsets[i]:offsets[i] + sizes[i]]``. ``stride`` is set when the records lie at a
+    constant distance (``offsets[i] = offsets[0] + i * stride``) and share one size."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                 commit: Callable[[], None] | None = None, *, stride: int | None = None):
+        self.data = data
+        self.offsets = offsets
+        self.sizes = sizes
+        self.stride = stride if len(offsets) else None
+        self._commit = commit
+        self.committed = commit is None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        """Payload bytes (headers and padding not counted)."""
+        return int(self.sizes.sum())
+
+    @property
+    def size(self) -> int | None:
+        """The records' common size, or ``None`` when they differ (or there are none)."""
+        if not len(self.sizes):
+            return None
+        first = int(self.sizes[0])
+        return first if self.stride is not None or bool((self.sizes == first).all()) else None
+
+    def commit(self) -> None:
+        """Give the batch's space back to the producer (advance the consumer position past
+        its last record). Call it once the batch is written; after it the views are stale.
+        Idempotent."""
+        if not self.committed:
+            self.committed = True
+            self._commit()
+
+    def fixed(self) -> np.ndarray | None:
+        """An ``(n, size)`` uint8 view of the records, zero-copy, when they lie at a constant
+        stride (``None`` otherwise: use :meth:`to_numpy`, which copies)."""
+        if self.stride is None:
+            return None
+        size = int(self.sizes[0])
+        return np.lib.stride_tricks.as_strided(
+            self.data[int(self.offsets[0]):], shape=(len(self), size),
+            strides=(self.stride, 1), writeable=False)
+
+    def to_numpy(self, dtype: np.dtype | None = None) -> np.ndarray:
+        """The records copied into a new array: ``(n, size)`` uint8 when ``dtype`` is ``None``
+        (records must share a size), else a structured array of ``dtype``, each record cut or
+        zero-padded to ``dtype.itemsize`` (variable-size events: the tail a short record does
+        not carry reads as zeros)."""
+        if dtype is None:
+            size = self.size
+            if size is None and len(self):
+                raise ValueError("records differ in size: give a dtype to pad them to")
+            width = size or 0
+        else:
+            dtype = np.dtype(dtype)
+            width = dtype.itemsize
+        view = self.fixed()
+        if view is not None and view.shape[1] >= width:
+            out = np.ascontiguousarray(view[:, :width])
+        else:
+            out = np.zeros((len(self), width), np.uint8)
+            for i, (offset, size) in enumerate(zip(self.offsets.tolist(), self.sizes.tolist())):
+                n = min(size, width)
+                out[i, :n] = self.data[offset:offset + n]
+        return out if dtype is None else out.view(dtype).reshape(len(self))
+
+    def records(self) -> list[bytes]:
+        """Each record as ``bytes`` (copied), in order."""
+        data = self.data
+        return [data[o:o + s].tobytes()
+                for o, s in zip(self.offsets.tolist(), self.sizes.tolist())]
+
+
+class EventStream:
+    """One event map's reader (the module's contract). Subclasses implement :meth:`_take`
+    (one pass, no wait), :meth:`_wait` (block until readable or the timeout) and
+    :meth:`_release`; this class adds the loop, the poll set's file descriptor and the
+    lifetime. Use as a context manager, or call :meth:`close`."""
+
+    #: How errors and the exit line name the stream's map.
+    label: str = "event stream"
+
+    def __init__(self):
+        self.stats = StreamStats()
+        self._closed = False
+
+    # -- what a reader implements ----------------------------------------------------------
+
+    def _take(self) -> Batch:
+        raise NotImplementedError
+
+    def _wait(self, timeout: float | None) -> bool:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def fileno(self) -> int:
+        """A file descriptor that polls readable while records are waiting."""
+        raise NotImplementedError
+
+    # -- the contract ----------------------------------------------------------------------
+
+    def poll(self, timeout: float | None = None) -> Batch:
+        """Every record waiting now, as one batch; if none, wait up to ``timeout`` seconds
+        (``None``: until one comes; ``0``: not at all) for the first, then take all there
+        are. Returns an empty batch when the timeout passed."""
+        batch = self._take()
+        if not len(batch) and timeout != 0 and self._wait(timeout):
+            batch = self._take()
+        if len(batch):
+            self.stats.batches += 1
+            self.stats.events += len(batch)
+            self.stats.bytes += batch.nbytes
+        return batch
+
+    def batches(self, *, idle: float | None = None, poll_timeout: float = 0.5
+                ) -> Iterator[Batch]:
+        """Non-empty batches as they come. Each is committed when the caller asks for the next
+        one (its loop body has run: the batch is written), never earlier; a caller that stops
+        early calls ``batch.commit()`` itself for the last one it handled. Ends after ``idle``
+        seconds with no record (``None``: never)."""
+        quiet_since = time.monotonic()
+        while True:
+            batch = self.poll(poll_timeout if idle is None else min(poll_timeout, idle))
+            if not len(batch):
+                if idle is not None and time.monotonic() - quiet_since >= idle:
+                    return
+                continue
+            yield batch
+            batch.commit()
+            quiet_since = time.monotonic()
+
+    def close(self) -> None:
+        """Unmap and close what the stream opened; the map itself stays open (not owned).
+        Uncommitted records stay in the ring. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
