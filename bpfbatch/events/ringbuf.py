@@ -1,0 +1,158 @@
+"""The BPF ring buffer (``BPF_MAP_TYPE_RINGBUF``) read as the kernel lays it out.
+
+The map's fd maps three parts (``kernel/bpf/ringbuf.c``): at offset 0 one page holding the
+consumer position, the only part user space may write; at one page the producer position's
+page, then the data area, read-only. The data area is mapped twice in a row, so a record that
+wraps past the end reads as one contiguous run of bytes, and so does everything between the
+consumer and the producer position: a whole pass is one slice, without a copy.
+
+Positions are byte counts that only grow (the offset in the data area is ``pos & (size - 1)``).
+Each record is an 8-byte header (``u32 len``, ``u32`` page offset for the kernel) then ``len``
+bytes, padded to 8. Two high bits of ``len`` say what the producer did with it:
+``BPF_RINGBUF_BUSY_BIT`` (bit 31), reserved and not yet submitted, which nothing past may be
+read before (records are read in order: the pass ends there and the record is read when it
+is submitted); ``BPF_RINGBUF_DISCARD_BIT`` (bit 30), discarded: skipped, its space given back
+with the records around it.
+
+The pass reads the producer position once (x86 orders loads, so the headers read after it
+are at least as new), then walks the headers. Records that share one header (same length,
+neither bit set) follow each other at one stride, so a run of them is found by comparing the
+headers as one strided numpy array, not one at a time: a stream of fixed-size events is one
+comparison per pass. The consumer position is written only by :meth:`Batch.commit`.
+
+The kernel wakes a poller when a record is submitted while the consumer has caught up with it
+(and ``poll`` reports readable whenever the positions differ), so waiting is an epoll on the
+map's fd, which is also the stream's :meth:`fileno`. One consumer per ring: the kernel does
+not arbitrate between two.
+"""
+
+from __future__ import annotations
+
+import mmap
+import select
+
+import numpy as np
+
+from .batch import Batch, EventStream
+
+#: Header bits of ``len`` (``include/uapi/linux/bpf.h``).
+BUSY_BIT = 1 << 31
+DISCARD_BIT = 1 << 30
+HEADER_SIZE = 8  # BPF_RINGBUF_HDR_SZ
+_LEN_MASK = DISCARD_BIT - 1
+#: Headers compared per step when looking for the end of a run (grows by 4x per step).
+_FIRST_PROBE = 64
+
+
+class RingbufStream(EventStream):
+    """A reader of one ring buffer map (``source``: a :class:`~bpfbatch.Map`, not owned)."""
+
+    def __init__(self, source):
+        super().__init__()
+        info = source.info
+        self.label = info.label
+        self.size = info.max_entries
+        self._mask = self.size - 1
+        page = mmap.PAGESIZE
+        fd = source.fd
+        self._cons_map = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
+                                   offset=0)
+        try:
+            self._data_map = mmap.mmap(fd, page + 2 * self.size, mmap.MAP_SHARED,
+                                       mmap.PROT_READ, offset=page)
+        except BaseException:
+            self._cons_map.close()
+            raise
+        self._consumer = np.frombuffer(self._cons_map, np.uint64, 1)
+        self._producer = np.frombuffer(self._data_map, np.uint64, 1)
+        self._data = np.frombuffer(self._data_map, np.uint8, 2 * self.size, offset=page)
+        self._headers = self._data.view(np.uint32)
+        self._epoll = select.epoll()
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def fileno(self) -> int:
+        return self._epoll.fileno()
+
+    def _wait(self, timeout: float | None) -> bool:
+        return bool(self._epoll.poll(-1 if timeout is None else timeout, 1))
+
+    def _take(self) -> Batch:
+        consumer = int(self._consumer[0])
+        producer = int(self._producer[0])
+        waiting = producer - consumer
+        self.stats.lag_bytes = waiting
+        self.stats.high_water = max(self.stats.high_water, waiting / self.size)
+        base = consumer & self._mask
+        runs, end = self._walk(base, waiting)
+        if not runs and end:  # only discarded records: nothing to deliver, give them back
+            self._advance(consumer + end)
+            end = 0
+        data = self._data[base:base + end]
+        return _batch(data, runs, lambda: self._advance(consumer + end))
+
+    def _walk(self, base: int, waiting: int) -> tuple[list[tuple[int, int, int, int]], int]:
+        """``(runs, end)``: ``(offset, length, stride, count)`` of each run of submitted
+        records with one header, offsets from ``base``; ``end`` is where the pass stopped
+        (the first busy record, or everything waiting)."""
+        headers = self._headers
+        runs, at = [], 0
+        while at < waiting:
+            header = int(headers[(base + at) >> 2])
+            if header & BUSY_BIT:
+                break
+            length = header & _LEN_MASK
+            stride = (length + HEADER_SIZE + 7) & ~7
+            count = self._run(base + at, header, stride, (waiting - at) // stride)
+            if not header & DISCARD_BIT:
+                runs.append((at + HEADER_SIZE, length, stride, count))
+            at += count * stride
+        return runs, at
+
+    def _run(self, start: int, header: int, stride: int, most: int) -> int:
+        """How many records from ``start`` on (at most ``most``) carry ``header``."""
+        headers, step = self._headers, stride >> 2
+        if most < 2 or int(headers[(start + stride) >> 2]) != header:
+            return 1
+        count, probe = 1, _FIRST_PROBE
+        while count < most:
+            first = (start >> 2) + count * step
+            n = min(probe, most - count)
+            same = headers[first:first + n * step:step] == header
+            if not same.all():
+                return count + int(same.argmin())
+            count += n
+            probe *= 4
+        return count
+
+    def _advance(self, to: int) -> None:
+        """Commit: the consumer position moves to ``to``, unless a later batch's commit moved
+        it past already (an older batch committed late gives nothing back twice)."""
+        if to > int(self._consumer[0]):
+            self._consumer[0] = to
+
+    def _release(self) -> None:
+        self._epoll.close()
+        del self._consumer, self._producer, self._data, self._headers
+        for mapping in (self._cons_map, self._data_map):
+            try:
+                mapping.close()
+            except BufferError:  # a batch's view is still alive: unmapped when it goes
+                pass
+
+
+def _batch(data: np.ndarray, runs: list, commit) -> Batch:
+    """A :class:`Batch` over ``data`` from the runs :meth:`RingbufStream._walk` found."""
+    if not runs:
+        return Batch(data, _EMPTY, _EMPTY_SIZES, commit)
+    if len(runs) == 1:
+        offset, length, stride, count = runs[0]
+        offsets = np.arange(offset, offset + count * stride, stride, dtype=np.int64)
+        return Batch(data, offsets, np.full(count, length, np.uint32), commit, stride=stride)
+    offsets = np.concatenate([np.arange(o, o + n * s, s, dtype=np.int64)
+                              for o, _, s, n in runs])
+    sizes = np.concatenate([np.full(n, length, np.uint32) for _, length, _, n in runs])
+    return Batch(data, offsets, sizes, commit)
+
+
+_EMPTY = np.zeros(0, np.int64)
+_EMPTY_SIZES = np.zeros(0, np.uint32)
