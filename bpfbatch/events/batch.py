@@ -11,16 +11,19 @@ a poll set and the consumer position(s). It hands out :class:`Batch` objects:
   :meth:`Batch.commit` advances the consumer position (the ring's space is given back to the
   producer), and the caller calls it after it has written the batch: a fault before the commit
   (a signal, a full disk, a closed pipe) leaves every record of the batch in the ring, so the
-  next poll, or the next process opening the map, reads them again. SIGKILL between the write
-  and the commit repeats at most that one batch; nothing is ever lost by the consumer.
-- **Uncommitted is offered again.** A poll while a batch is uncommitted starts again from the
-  committed position: the same records first, then whatever arrived since. Batches are
-  committed in order; committing an older batch after a newer one is a no-op.
+  next process opening the map reads them again. SIGKILL between the write and the commit
+  repeats at most the batches written since the last commit; nothing is ever lost by the
+  consumer. ``commit(upto=k)`` gives back only the first ``k`` records (a write that took
+  only those, an output cut at ``--count``).
+- **Polls continue; rewind to retry.** Each poll continues after the previous batch, committed
+  or not (a consumer may write several batches, then commit the last: a commit covers every
+  record before its end). :meth:`EventStream.rewind` makes the next poll start again from the
+  committed position, to retry what was not written.
 - **Views, valid until commit.** A batch's :attr:`Batch.data` is a read-only view of the
   ring's memory, zero-copy; after the commit the producer may overwrite it. Copy what you keep
   (:meth:`Batch.records`, :meth:`Batch.to_numpy` copy).
 - **Poll set.** :meth:`EventStream.fileno` is one file descriptor that is readable when
-  records are waiting (an epoll fd over the map's fds): hand it to ``selectors``, ``asyncio``'s
+  records are waiting (taken and not yet committed ones included) (an epoll fd over the map's fds): hand it to ``selectors``, ``asyncio``'s
   ``add_reader`` or ``select``, then call ``poll(0)``.
 - **Loss and lag** are in :attr:`EventStream.stats` (a :class:`StreamStats`; the perf reader
   adds records lost per CPU): the consumer never loses a record, but the producer may fail to
@@ -77,7 +80,7 @@ class Batch:
     constant distance (``offsets[i] = offsets[0] + i * stride``) and share one size."""
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
-                 commit: Callable[[], None] | None = None, *, stride: int | None = None):
+                 commit: Callable[[int], None] | None = None, *, stride: int | None = None):
         self.data = data
         self.offsets = offsets
         self.sizes = sizes
@@ -101,13 +104,16 @@ class Batch:
         first = int(self.sizes[0])
         return first if self.stride is not None or bool((self.sizes == first).all()) else None
 
-    def commit(self) -> None:
-        """Give the batch's space back to the producer (advance the consumer position past
-        its last record). Call it once the batch is written; after it the views are stale.
-        Idempotent."""
-        if not self.committed:
-            self.committed = True
-            self._commit()
+    def commit(self, upto: int | None = None) -> None:
+        """Give the space of the batch's records back to the producer (advance the consumer
+        position past them, and past every record of earlier batches): all of them, or the
+        first ``upto``. Call it once they are written; after it their views are stale. The
+        reader's ``commit(k)`` callback gets the number of records; committing the same
+        records twice, or fewer than an earlier commit, gives nothing back twice."""
+        n = len(self) if upto is None else max(0, min(upto, len(self)))
+        if self._commit is not None and not self.committed:
+            self._commit(n)
+        self.committed = self.committed or n == len(self)
 
     def fixed(self) -> np.ndarray | None:
         """An ``(n, size)`` uint8 view of the records, zero-copy, when they lie at a constant
@@ -173,6 +179,11 @@ class EventStream:
     def _release(self) -> None:
         raise NotImplementedError
 
+    def rewind(self) -> None:
+        """The next poll starts again at the committed position: the records taken and not
+        committed are offered again (after a write that failed)."""
+        raise NotImplementedError
+
     def fileno(self) -> int:
         """A file descriptor that polls readable while records are waiting."""
         raise NotImplementedError
@@ -182,7 +193,8 @@ class EventStream:
     def poll(self, timeout: float | None = None) -> Batch:
         """Every record waiting now, as one batch; if none, wait up to ``timeout`` seconds
         (``None``: until one comes; ``0``: not at all) for the first, then take all there
-        are. Returns an empty batch when the timeout passed."""
+        are. Returns an empty batch when the timeout passed (or, rarely, before it: the
+        record that woke it still being written)."""
         batch = self._take()
         if not len(batch) and timeout != 0 and self._wait(timeout):
             batch = self._take()
@@ -196,8 +208,8 @@ class EventStream:
                 ) -> Iterator[Batch]:
         """Non-empty batches as they come. Each is committed when the caller asks for the next
         one (its loop body has run: the batch is written), never earlier; a caller that stops
-        early calls ``batch.commit()`` itself for the last one it handled. Ends after ``idle``
-        seconds with no record (``None``: never)."""
+        early calls ``batch.commit()`` itself for the last one it handled (else the next
+        reader gets it again). Ends after ``idle`` seconds with no record (``None``: never)."""
         quiet_since = time.monotonic()
         while True:
             batch = self.poll(poll_timeout if idle is None else min(poll_timeout, idle))

@@ -18,7 +18,8 @@ The pass reads the producer position once (x86 orders loads, so the headers read
 are at least as new), then walks the headers. Records that share one header (same length,
 neither bit set) follow each other at one stride, so a run of them is found by comparing the
 headers as one strided numpy array, not one at a time: a stream of fixed-size events is one
-comparison per pass. The consumer position is written only by :meth:`Batch.commit`.
+comparison per pass. The consumer position is written only by :meth:`Batch.commit`; the
+stream keeps its own read position, where the next pass starts.
 
 The kernel wakes a poller when a record is submitted while the consumer has caught up with it
 (and ``poll`` reports readable whenever the positions differ), so waiting is an epoll on the
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import mmap
 import select
+import time
 
 import numpy as np
 
@@ -42,6 +44,8 @@ HEADER_SIZE = 8  # BPF_RINGBUF_HDR_SZ
 _LEN_MASK = DISCARD_BIT - 1
 #: Headers compared per step when looking for the end of a run (grows by 4x per step).
 _FIRST_PROBE = 64
+#: How often a wait looks for new records while taken ones keep the fd readable (s).
+_RECHECK = 0.005
 
 
 class RingbufStream(EventStream):
@@ -69,26 +73,43 @@ class RingbufStream(EventStream):
         self._headers = self._data.view(np.uint32)
         self._epoll = select.epoll()
         self._epoll.register(fd, select.EPOLLIN)
+        self._read = int(self._consumer[0])  # where the next pass starts
+
+    def rewind(self) -> None:
+        self._read = int(self._consumer[0])
 
     def fileno(self) -> int:
         return self._epoll.fileno()
 
     def _wait(self, timeout: float | None) -> bool:
-        return bool(self._epoll.poll(-1 if timeout is None else timeout, 1))
+        """Until a record past the read position, or ``timeout``. The fd is readable while
+        the positions differ, which records taken and not yet committed keep true: then
+        look again every :data:`_RECHECK` seconds instead of spinning."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._epoll.poll(-1 if left is None else left, 1):
+                return False
+            if int(self._producer[0]) > self._read:
+                return True
+            if left is not None and left <= _RECHECK:
+                return False
+            time.sleep(_RECHECK)
 
     def _take(self) -> Batch:
         consumer = int(self._consumer[0])
         producer = int(self._producer[0])
-        waiting = producer - consumer
-        self.stats.lag_bytes = waiting
-        self.stats.high_water = max(self.stats.high_water, waiting / self.size)
-        base = consumer & self._mask
-        runs, end = self._walk(base, waiting)
-        if not runs and end:  # only discarded records: nothing to deliver, give them back
-            self._advance(consumer + end)
-            end = 0
-        data = self._data[base:base + end]
-        return _batch(data, runs, lambda: self._advance(consumer + end))
+        self.stats.lag_bytes = producer - consumer
+        self.stats.high_water = max(self.stats.high_water, (producer - consumer) / self.size)
+        start = max(self._read, consumer)
+        base = start & self._mask
+        runs, end = self._walk(base, producer - start)
+        self._read = start + end
+        if not runs:
+            if end and consumer == start:  # only discarded records: give them back now
+                self._advance(start + end)
+            return Batch(self._data[base:base], _EMPTY, _EMPTY_SIZES)
+        return _batch(self._data[base:base + end], runs, start, end, self._advance)
 
     def _walk(self, base: int, waiting: int) -> tuple[list[tuple[int, int, int, int]], int]:
         """``(runs, end)``: ``(offset, length, stride, count)`` of each run of submitted
@@ -140,18 +161,27 @@ class RingbufStream(EventStream):
                 pass
 
 
-def _batch(data: np.ndarray, runs: list, commit) -> Batch:
-    """A :class:`Batch` over ``data`` from the runs :meth:`RingbufStream._walk` found."""
-    if not runs:
-        return Batch(data, _EMPTY, _EMPTY_SIZES, commit)
+def _batch(data: np.ndarray, runs: list, start: int, end: int, advance) -> Batch:
+    """A :class:`Batch` over ``data`` (the pass from position ``start``, ``end`` bytes) from
+    the runs :meth:`RingbufStream._walk` found; its commit advances the consumer past the
+    first ``k`` records (all of them: to the pass's end, discarded records after them too)."""
     if len(runs) == 1:
         offset, length, stride, count = runs[0]
         offsets = np.arange(offset, offset + count * stride, stride, dtype=np.int64)
-        return Batch(data, offsets, np.full(count, length, np.uint32), commit, stride=stride)
-    offsets = np.concatenate([np.arange(o, o + n * s, s, dtype=np.int64)
-                              for o, _, s, n in runs])
-    sizes = np.concatenate([np.full(n, length, np.uint32) for _, length, _, n in runs])
-    return Batch(data, offsets, sizes, commit)
+        sizes = np.full(count, length, np.uint32)
+    else:
+        offsets = np.concatenate([np.arange(o, o + n * s, s, dtype=np.int64)
+                                  for o, _, s, n in runs])
+        sizes = np.concatenate([np.full(n, length, np.uint32) for _, length, _, n in runs])
+
+    def commit(k: int) -> None:
+        if k == len(offsets):
+            advance(start + end)
+        elif k:
+            last = int(offsets[k - 1]) - HEADER_SIZE
+            advance(start + last + ((int(sizes[k - 1]) + HEADER_SIZE + 7) & ~7))
+
+    return Batch(data, offsets, sizes, commit, stride=runs[0][2] if len(runs) == 1 else None)
 
 
 _EMPTY = np.zeros(0, np.int64)
