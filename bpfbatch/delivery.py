@@ -104,6 +104,7 @@ class DeliveryError(BpfBatchError):
                  put_back: PutBack):
         super().__init__(f"output failed: {reason}; {delivered} entries delivered, {put_back}",
                          obj=obj, errno=errno)
+        self.reason = reason
         self.delivered = delivered
         self.put_back = put_back
 

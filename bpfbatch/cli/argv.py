@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "sender, after the kernel selftest tcp_mmap."),
     "export": ("export", "Serve BPF maps as Prometheus metrics, each map read in batches once "
                          "per scrape."),
+    "record": ("record", "Write a ring buffer's events as they come, typed from BTF, "
+                         "each batch committed once written."),
     "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "
                      "reading."),
     "bench": ("bench", "Time lookup, lookup_and_delete and delete of a hash map per key and "
@@ -90,6 +92,7 @@ def set_global_flag(which: str) -> None:
     if which == "verbose":
         from .._sys import libbpf
 
+        options.VERBOSE = True
         libbpf.set_log_sink(lambda line: sys.stderr.write(line))
     elif which == "quiet":
         options.QUIET = True
@@ -105,7 +108,7 @@ def reset_global_flags() -> None:
     these, also when one process runs several (tests, ``python -c``)."""
     from . import options
 
-    options.QUIET = options.PRETTY = False
+    options.QUIET = options.PRETTY = options.VERBOSE = False
     options.TYPES.clear()
 
 

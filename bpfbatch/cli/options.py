@@ -152,6 +152,8 @@ FLAGS = {
 
 #: Set by ``-q``: no progress and no summary lines on stderr.
 QUIET = False
+#: Set by ``-v``: libbpf's log on stderr, and the commands' own progress details.
+VERBOSE = False
 #: Set by ``-p``: bpftool's JSON pretty-printed as ``bpftool -p`` prints it.
 PRETTY = False
 #: Set by ``--key-type``, ``--value-type``, ``--btf``: the types :func:`open_map` gives a

@@ -28,6 +28,7 @@ def open_stream(source, **options) -> EventStream:
 
         return RingbufStream(source, **options)
     if kind == MapType.PERF_EVENT_ARRAY:
-        raise InputError("reading perf event arrays is not built yet", obj=source.info.label)
-    raise InputError(f"not an event map: {source.info.type_name} (record reads ringbuf and "
-                     "perf_event_array maps)", obj=source.info.label)
+        raise InputError(f"{source.info.label} is a perf_event_array: reading perf event "
+                         "arrays is not built yet", obj="MAP")
+    raise InputError(f"{source.info.label} is a {source.info.type_name} map, not an event "
+                     "map (ringbuf or perf_event_array)", obj="MAP")

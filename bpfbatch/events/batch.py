@@ -49,7 +49,10 @@ class StreamStats:
     """What a stream has seen since it was opened. ``lag_bytes`` is how far the consumer was
     behind the producer at the last poll (bytes not yet committed); ``high_water`` the largest
     fill of the ring seen at a poll, as a fraction of its size (1.0: the producer had no room
-    left, and its reservations failed until the consumer caught up). ``lost`` is records the
+    left, and its reservations failed until the consumer caught up); ``held`` the fraction
+    of the ring (the fullest one, for per-CPU rings) taken and not yet committed, which the
+    producer cannot reuse (a consumer that commits late closes its file before it nears 1).
+    ``lost`` is records the
     kernel says it dropped (perf: per CPU; a ring buffer's producer counts its own failures)."""
 
     events: int = 0
@@ -57,6 +60,7 @@ class StreamStats:
     batches: int = 0
     lag_bytes: int = 0
     high_water: float = 0.0
+    held: float = 0.0
     lost: dict[int, int] = dataclasses.field(default_factory=dict)
 
     @property
@@ -125,28 +129,31 @@ class Batch:
             self.data[int(self.offsets[0]):], shape=(len(self), size),
             strides=(self.stride, 1), writeable=False)
 
-    def to_numpy(self, dtype: np.dtype | None = None) -> np.ndarray:
-        """The records copied into a new array: ``(n, size)`` uint8 when ``dtype`` is ``None``
-        (records must share a size), else a structured array of ``dtype``, each record cut or
-        zero-padded to ``dtype.itemsize`` (variable-size events: the tail a short record does
-        not carry reads as zeros)."""
-        if dtype is None:
-            size = self.size
-            if size is None and len(self):
-                raise ValueError("records differ in size: give a dtype to pad them to")
-            width = size or 0
-        else:
-            dtype = np.dtype(dtype)
-            width = dtype.itemsize
+    def rows(self, width: int | None = None) -> np.ndarray:
+        """The records copied into a new ``(n, width)`` uint8 array, each cut or zero-padded
+        to ``width`` bytes (``None``: their common size; they must share one)."""
+        if width is None:
+            width = self.size
+            if width is None and len(self):
+                raise ValueError("records differ in size: give a width to pad them to")
+            width = width or 0
         view = self.fixed()
         if view is not None and view.shape[1] >= width:
-            out = np.ascontiguousarray(view[:, :width])
-        else:
-            out = np.zeros((len(self), width), np.uint8)
-            for i, (offset, size) in enumerate(zip(self.offsets.tolist(), self.sizes.tolist())):
-                n = min(size, width)
-                out[i, :n] = self.data[offset:offset + n]
-        return out if dtype is None else out.view(dtype).reshape(len(self))
+            return np.ascontiguousarray(view[:, :width])
+        out = np.zeros((len(self), width), np.uint8)
+        for i, (offset, size) in enumerate(zip(self.offsets.tolist(), self.sizes.tolist())):
+            n = min(size, width)
+            out[i, :n] = self.data[offset:offset + n]
+        return out
+
+    def to_numpy(self, dtype: np.dtype | None = None) -> np.ndarray:
+        """The records copied into a new array: :meth:`rows` when ``dtype`` is ``None``, else
+        a structured array of ``dtype``, each record cut or zero-padded to its itemsize
+        (variable-size events: the tail a short record does not carry reads as zeros)."""
+        if dtype is None:
+            return self.rows()
+        dtype = np.dtype(dtype)
+        return self.rows(dtype.itemsize).view(dtype).reshape(len(self))
 
     def records(self) -> list[bytes]:
         """Each record as ``bytes`` (copied), in order."""

@@ -105,6 +105,7 @@ class RingbufStream(EventStream):
         base = start & self._mask
         runs, end = self._walk(base, producer - start)
         self._read = start + end
+        self.stats.held = (self._read - consumer) / self.size
         if not runs:
             if end and consumer == start:  # only discarded records: give them back now
                 self._advance(start + end)
@@ -150,6 +151,7 @@ class RingbufStream(EventStream):
         it past already (an older batch committed late gives nothing back twice)."""
         if to > int(self._consumer[0]):
             self._consumer[0] = to
+            self.stats.held = max(0, self._read - to) / self.size
 
     def _release(self) -> None:
         self._epoll.close()

@@ -1,0 +1,228 @@
+"""``bpfbatch record`` and ``Ringbuf`` against the producer of progs/events.bpf.c.
+
+The oracle is the producer: every event it hands over carries the next sequence number and it
+counts what it could not reserve, so after any run (and any fault) the events recorded plus
+those still in the ring must be exactly the ones produced, none twice (SIGKILL: at most one
+batch twice, never one missing). Where the next reader starts says what was committed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bpfbatch import Ringbuf
+from bpfbatch.events import open_stream
+from bpfbatch.labs.events import RINGBUF, EventProducer
+from fault_helpers import bpfbatch_argv, small_tmpfs
+
+TYPE = ["--type", "struct event"]
+
+
+@pytest.fixture
+def producer():
+    with EventProducer(ring_bytes=1 << 22) as p:
+        p.configure(outputs=RINGBUF, per_run=100)
+        yield p
+
+
+@pytest.fixture
+def ring(producer, pins):
+    return pins(producer.ring, "evring")
+
+
+@contextlib.contextmanager
+def producing(p: EventProducer):
+    """The producer running in a thread (100 events a run, a run every ms) until the block
+    ends."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            p.run()
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def seqs_of(data: bytes) -> list[int]:
+    """The sequence numbers of a JSONL output's complete lines (a torn last one left out)."""
+    lines = data.split(b"\n")[:-1]
+    return [json.loads(line)["value"]["seq"] for line in lines]
+
+
+def rest_in_ring(p: EventProducer) -> list[int]:
+    """What the ring still holds (read and committed here)."""
+    with open_stream(p.ring) as stream:
+        out = []
+        while len(batch := stream.poll(0)):
+            out += batch.to_numpy(p.event_dtype)["seq"].tolist()
+            batch.commit()
+        return out
+
+
+def produced(p: EventProducer) -> int:
+    c = p.counters()
+    assert c["ringbuf_failures"] == 0, c  # a 4 MiB ring never fills in these tests
+    return c["next_seq"]
+
+
+def record(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(bpfbatch_argv("record", *args), capture_output=True, timeout=60,
+                          **kw)
+
+
+def test_count_commits_only_what_it_wrote_and_the_next_record_continues(producer, ring):
+    for _ in range(30):
+        producer.run()
+    first = record("pinned", ring, *TYPE, "--count", 1234)
+    assert first.returncode == 0, first.stderr
+    assert seqs_of(first.stdout) == list(range(1234))
+    assert b"1234 events recorded" in first.stderr
+    rest = record("pinned", ring, *TYPE, "-o", "csv")
+    rows = rest.stdout.decode().splitlines()
+    assert rows[0] == "key,value.ts,value.seq,value.pid,value.cpu,value.id,value.size"
+    assert [int(r.split(",")[2]) for r in rows[1:]] == list(range(1234, 3000))
+    assert rest_in_ring(producer) == []
+
+
+def test_parquet_and_rotation_hold_every_event_once(producer, ring, tmp_path):
+    for _ in range(20):
+        producer.run()
+    out = record("pinned", ring, *TYPE, "-o", "parquet", "-w", tmp_path / "ev.parquet",
+                 "--count", 1500)
+    assert out.returncode == 0, out.stderr
+    assert pq.read_table(tmp_path / "ev.parquet")["value.seq"].to_pylist() == list(range(1500))
+    out = record("pinned", ring, *TYPE, "-w", tmp_path / "ev.jsonl", "--rotate-size", "4K")
+    assert out.returncode == 0, out.stderr
+    names = ["ev.jsonl"] + [f"ev.{i}.jsonl" for i in range(1, len(os.listdir(tmp_path)) - 1)]
+    assert sorted(names) == sorted(set(os.listdir(tmp_path)) - {"ev.parquet"})
+    seqs = [s for name in names for s in seqs_of((tmp_path / name).read_bytes())]
+    assert len(names) > 2 and seqs == list(range(1500, 2000))
+
+
+def test_untyped_records_and_refusals(producer, ring, maps):
+    producer.run()
+    raw = record("pinned", ring, "-o", "jsonl", "--count", 1)
+    value = json.loads(raw.stdout)["value"]
+    assert len(value) == 32 and value[8:16] == ["0x00"] * 8  # seq 0, as dump shows raw bytes
+    hashmap = maps(name="bb_not_events")
+    refused = record("id", hashmap.info.id)
+    assert refused.returncode == 2 and b"not an event map" in refused.stderr
+    stdout_parquet = record("pinned", ring, *TYPE, "-o", "parquet")
+    assert stdout_parquet.returncode == 2 and b"-w FILE" in stdout_parquet.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_signal_writes_and_commits_the_batch_in_hand(producer, ring, tmp_path, sig):
+    out_path = tmp_path / "out.jsonl"
+    with producing(producer), open(out_path, "wb") as out:
+        proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE, "--follow"),
+                                stdout=out, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while os.path.getsize(out_path) < 20_000 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    err = err.decode()
+    assert proc.returncode == 128 + sig, err
+    lines = err.splitlines()
+    said = [line for line in lines if "interrupted (" in line]
+    assert len(said) == 1 and said[0] == lines[-1], err
+    n = int(said[0].split("after ")[1].split(" events recorded")[0])
+    seqs = seqs_of(out_path.read_bytes())
+    assert out_path.read_bytes().endswith(b"\n") and len(seqs) == n
+    assert seqs + rest_in_ring(producer) == list(range(produced(producer)))
+
+
+def test_a_closed_pipe_is_141_and_leaves_the_rest_in_the_ring(producer, ring):
+    for _ in range(400):  # 40 000 events: more than a pipe holds
+        producer.run()
+    proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert err.count("\n") == 1 and "left in the ring" in err, err
+    recorded = int(err.split("; ")[1].split(" events recorded")[0])
+    rest = rest_in_ring(producer)
+    assert rest == list(range(recorded, 40_000))  # the next reader starts at the commit
+
+
+def test_a_full_disk_names_the_file_and_consumes_nothing_unwritten(producer, ring, tmp_path):
+    for _ in range(100):
+        producer.run()
+    with small_tmpfs(tmp_path) as mnt:
+        target = mnt / "out.jsonl"
+        full = record("pinned", ring, *TYPE, "-w", target)
+        err = full.stderr.decode()
+        assert full.returncode == 1 and err.startswith(f"bpfbatch: error: {target}: "), err
+        assert "(ENOSPC)" in err and err.count("\n") == 1, err
+        written = seqs_of(target.read_bytes())
+        recorded = int(err.split("; ")[1].split(" events recorded")[0])
+        assert written == list(range(recorded)) and 0 < recorded < 10_000
+        parquet = record("pinned", ring, *TYPE, "-o", "parquet", "-w", mnt / "p.parquet")
+        assert parquet.returncode == 1 and not (mnt / "p.parquet").exists()
+    again = record("pinned", ring, *TYPE, "-w", tmp_path / "rest.jsonl")
+    assert again.returncode == 0, again.stderr
+    assert written + seqs_of((tmp_path / "rest.jsonl").read_bytes()) == list(range(10_000))
+
+
+def test_sigkill_repeats_at_most_one_batch_and_loses_none(producer, ring, tmp_path):
+    outputs = []
+    with producing(producer):
+        for i in range(2):
+            path = tmp_path / f"k{i}.jsonl"
+            with open(path, "wb") as out:
+                proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE,
+                                                      "--follow"), stdout=out)
+                deadline = time.monotonic() + 30
+                while os.path.getsize(path) < 30_000 * (i + 1) and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                proc.kill()
+                proc.wait()
+            outputs.append(path)
+    seqs = [s for path in outputs for s in seqs_of(path.read_bytes())] + rest_in_ring(producer)
+    assert set(seqs) == set(range(produced(producer)))  # none lost
+    twice = sorted(s for s, n in zip(*np.unique(seqs, return_counts=True)) if n > 1)
+    # repeated: at most the uncommitted batch of each kill, each a run of consecutive events
+    runs = np.split(twice, np.flatnonzero(np.diff(twice) != 1) + 1) if twice else []
+    assert len(runs) <= 2, runs
+
+
+def test_ringbuf_api_numpy_arrow_and_selectors(producer, ring):
+    with Ringbuf.open(pinned=ring, type="struct event") as rb, \
+            selectors.DefaultSelector() as sel:
+        sel.register(rb, selectors.EVENT_READ)
+        assert sel.select(0) == []
+        producer.run()
+        assert sel.select(5)
+        events = rb.poll(0)
+        assert events.dtype == producer.event_dtype and events["seq"].tolist() == \
+            list(range(100))
+        producer.run()
+        table = rb.poll(0, format="arrow")  # the previous poll is committed now
+        assert table.column("value.seq").to_pylist() == list(range(100, 200))
+        producer.run()
+        seen = [a["seq"] for a in rb.batches(idle=0.1)]
+        assert np.concatenate(seen).tolist() == list(range(200, 300))
+    assert rest_in_ring(producer) == []
+    with pytest.raises(Exception, match="not ringbuf"):
+        Ringbuf.open(producer.perf)
