@@ -69,7 +69,8 @@ def record(map_id: int | None, pinned: str | None, name: str | None, record_type
             kind = None if record_type is None else event_type(m.info, record_type, btf)
             recorder = Recorder(stream, m.info, output, record_type=kind, path=file,
                                 rotate_size=size, decode=decode, fsync=fsync)
-            report = (lambda stats: say(f"{m.info.label}: {stats.summary()}")) \
+            report = (lambda stats: say(f"{m.info.label}: {recorder.recorded} events "
+                                        f"recorded so far; {stats.summary()}")) \
                 if options.VERBOSE else None
             try:
                 run(recorder, count=count, duration=seconds, follow=follow, report=report)

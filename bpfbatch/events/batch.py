@@ -68,9 +68,8 @@ class StreamStats:
         return sum(self.lost.values())
 
     def summary(self) -> str:
-        """One line for ``record``'s exit and ``-v``."""
-        text = (f"{self.events} events in {self.batches} batches; lag {self.lag_bytes} bytes, "
-                f"fill high-water {self.high_water:.0%}")
+        """Loss and lag in a few words, for ``record``'s exit line and ``-v``."""
+        text = f"lag {self.lag_bytes} bytes, fill high-water {self.high_water:.0%}"
         if self.lost:
             per_cpu = ", ".join(f"cpu{cpu}: {n}" for cpu, n in sorted(self.lost.items()) if n)
             text += f"; {self.lost_total} lost" + (f" ({per_cpu})" if per_cpu else "")

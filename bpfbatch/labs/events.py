@@ -9,17 +9,28 @@ command's tests, its benches and the demo.
 
 The layouts (``struct event``, ``struct event_var``, ``struct event_config``) come from the
 object's BTF, never retyped here.
+
+As a program, it fills a ring buffer pinned in a folder, for the README and the demo::
+
+    python -m bpfbatch.labs.events /sys/fs/bpf/events --events 1000
+
+loads the producer (into the ring already pinned there, if any), produces the events, pins
+the ring (``events_rb``) and the producing program (``emit_run``: it keeps the ring listed
+as used by a program with BTF, where ``record --type`` finds ``struct event``), and exits;
+the ring and its events stay until the pins are removed.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import ctypes
 import os
 
 import numpy as np
 
 from .._sys import abi
-from .._sys.libbpf import lib
+from .._sys.libbpf import check, lib
 from ..errors import from_errno
 from ..loader import BpfObject
 
@@ -36,11 +47,13 @@ class EventProducer:
     """``events.bpf.o`` loaded (not attached: :meth:`attach` hooks the syscall tracepoint).
     ``ring_bytes`` sizes the ring buffer (a power of two, at least a page)."""
 
-    def __init__(self, *, ring_bytes: int | None = None):
+    def __init__(self, *, ring_bytes: int | None = None, ring_fd: int | None = None):
         self.obj = BpfObject.package("events")
         try:
             if ring_bytes is not None:
                 self.obj.configure_map(RING_MAP, max_entries=ring_bytes)
+            if ring_fd is not None:  # produce into an existing ring (libbpf dups the fd)
+                self.obj.configure_map(RING_MAP, reuse_fd=ring_fd)
             self.obj.load()
         except BaseException:
             self.obj.close()
@@ -89,15 +102,17 @@ class EventProducer:
         """The producer's counters (:data:`COUNTERS`), read now."""
         return {name: self.obj.global_value(".bss", name) for name in COUNTERS}
 
-    def pin(self, directory: str) -> dict[str, str]:
-        """Pin the ring, the perf array and the config into ``directory`` (created); returns
-        ``{map name: path}``."""
+    def pin(self, directory: str) -> None:
+        """Pin the ring (``events_rb``, unless it is pinned there already) and the run
+        program (``emit_run``, replacing an earlier one) into ``directory`` (created)."""
         os.makedirs(directory, exist_ok=True)
-        paths = {}
-        for name in (RING_MAP, PERF_MAP, "events_config"):
-            paths[name] = os.path.join(directory, name)
-            self.obj.map(name).pin(paths[name])
-        return paths
+        ring = os.path.join(directory, RING_MAP)
+        if not os.path.exists(ring):
+            self.ring.pin(ring)
+        program = os.path.join(directory, "emit_run")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(program)
+        check(lib.bpf_obj_pin(self._run_fd, program.encode()), "pin program", program)
 
     def close(self) -> None:
         self.obj.close()
@@ -107,3 +122,33 @@ class EventProducer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bpfbatch.labs.events DIR [--events N] [--data-max N]`` (see the module)."""
+    parser = argparse.ArgumentParser(prog="python -m bpfbatch.labs.events",
+                                     description="Fill the ring buffer pinned in DIR.")
+    parser.add_argument("directory", metavar="DIR")
+    parser.add_argument("--events", type=int, default=1000, help="Events to produce.")
+    parser.add_argument("--data-max", type=int, default=0,
+                        help="Variable-size events (struct event_var) of up to N data bytes.")
+    args = parser.parse_args(argv)
+    from ..api import Map
+
+    ring_path = os.path.join(args.directory, RING_MAP)
+    ring = Map.open(pinned=ring_path) if os.path.exists(ring_path) else None
+    try:
+        with EventProducer(ring_fd=None if ring is None else ring.fd) as producer:
+            producer.configure(outputs=RINGBUF, per_run=args.events, data_max=args.data_max)
+            producer.run()
+            producer.pin(args.directory)
+            failed = producer.counters()["ringbuf_failures"]
+    finally:
+        if ring is not None:
+            ring.close()
+    print(f"{args.events - failed} events produced into {ring_path}"
+          + (f" ({failed} did not fit)" if failed else ""))
+
+
+if __name__ == "__main__":
+    main()
