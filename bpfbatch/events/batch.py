@@ -136,9 +136,11 @@ class Batch:
             if width is None and len(self):
                 raise ValueError("records differ in size: give a width to pad them to")
             width = width or 0
-        view = self.fixed()
-        if view is not None and view.shape[1] >= width:
-            return np.ascontiguousarray(view[:, :width])
+        if width and self.stride is not None and int(self.sizes[0]) >= width:
+            # one memcpy per record: the records as opaque items at their stride, copied
+            records = np.ndarray((len(self),), np.dtype((np.void, width)), buffer=self.data,
+                                 offset=int(self.offsets[0]), strides=(self.stride,))
+            return records.copy().view(np.uint8).reshape(len(self), width)
         out = np.zeros((len(self), width), np.uint8)
         for i, (offset, size) in enumerate(zip(self.offsets.tolist(), self.sizes.tolist())):
             n = min(size, width)

@@ -15,7 +15,7 @@ static int floor_fail(const char *prog, const char *what, int err)
 	return 1;
 }
 
-static size_t floor_value_stride(const struct bpf_map_info *info)
+static inline size_t floor_value_stride(const struct bpf_map_info *info)
 {
 	switch (info->type) {
 	case BPF_MAP_TYPE_PERCPU_HASH:
