@@ -114,12 +114,12 @@ def _recorder(stream, producer: EventProducer, fmt: str, path: Path, events: int
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.bench events", description=__doc__)
-    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--events", type=int, default=1_000_000,
+                        help="events per round (the ring holds 1.6 million)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     args = parser.parse_args(argv)
-    events = args.events
-    bcc = load_bcc()
+    events, bcc = args.events, load_bcc()
 
     with EventProducer(ring_bytes=RING_BYTES) as producer, tempfile.TemporaryDirectory() as tmp:
         producer.configure(outputs=RINGBUF, per_run=events)
