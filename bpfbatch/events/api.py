@@ -85,14 +85,15 @@ class EventReader:
         """Readable while records wait: for ``selectors``, ``asyncio``'s ``add_reader``."""
         return self.stream.fileno()
 
-    def poll(self, timeout: float | None = None, *, format: str = "numpy"):
+    def poll(self, timeout: float | None = None, *, format: str = "numpy", copy: bool = True):
         """Commit the previous poll's records, then every record waiting (waiting up to
         ``timeout`` seconds for the first; ``None``: until one comes) as one array or record
-        batch, possibly empty."""
+        batch, possibly empty. ``copy=False``: a typed numpy array that is a view of the ring,
+        no copy, valid until the next poll or commit (records of one size; others copied)."""
         _check_format(format)
         self.commit()
         self._last = self.stream.poll(timeout)
-        return self._convert(self._last, format)
+        return self._convert(self._last, format, copy)
 
     def commit(self) -> None:
         """Give the records of the last poll back to the producer (done by the next poll)."""
@@ -100,13 +101,15 @@ class EventReader:
             self._last.commit()
             self._last = None
 
-    def batches(self, *, format: str = "numpy", idle: float | None = None) -> Iterator:
+    def batches(self, *, format: str = "numpy", idle: float | None = None,
+                copy: bool = True) -> Iterator:
         """Non-empty arrays (or record batches) as they come, each committed when the next
-        is asked for; ends after ``idle`` seconds without a record (``None``: never)."""
+        is asked for; ends after ``idle`` seconds without a record (``None``: never).
+        ``copy=False`` as for :meth:`poll`: each array is valid until the next."""
         _check_format(format)
         self.commit()
         for batch in self.stream.batches(idle=idle):
-            yield self._convert(batch, format)
+            yield self._convert(batch, format, copy)
 
     def close(self) -> None:
         """Close the stream (uncommitted records stay in the ring) and an owned map."""
@@ -120,9 +123,10 @@ class EventReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _convert(self, batch: Batch, format: str):
+    def _convert(self, batch: Batch, format: str, copy: bool):
         if format == "numpy":
-            return batch.to_numpy(self.dtype)
+            view = None if copy or self.dtype is None else batch.view(self.dtype)
+            return batch.to_numpy(self.dtype) if view is None else view
         columns = self._arrow_columns(batch)
         values = batch.rows(columns.value_size)
         return columns.record_batch(np.zeros((len(values), 0), np.uint8), values)

@@ -128,6 +128,16 @@ class Batch:
             self.data[int(self.offsets[0]):], shape=(len(self), size),
             strides=(self.stride, 1), writeable=False)
 
+    def view(self, dtype: np.dtype) -> np.ndarray | None:
+        """The records as a structured array of ``dtype`` without any copy (a view of the
+        ring at the records' stride: valid until the commit), when they lie at a constant
+        stride and are at least ``dtype.itemsize`` bytes; else ``None`` (:meth:`to_numpy`)."""
+        dtype = np.dtype(dtype)
+        if self.stride is None or int(self.sizes[0]) < dtype.itemsize:
+            return None
+        return np.ndarray((len(self),), dtype, buffer=self.data, offset=int(self.offsets[0]),
+                          strides=(self.stride,))
+
     def rows(self, width: int | None = None) -> np.ndarray:
         """The records copied into a new ``(n, width)`` uint8 array, each cut or zero-padded
         to ``width`` bytes (``None``: their common size; they must share one)."""

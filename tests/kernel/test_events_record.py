@@ -221,8 +221,12 @@ def test_ringbuf_api_numpy_arrow_and_selectors(producer, ring):
         table = rb.poll(0, format="arrow")  # the previous poll is committed now
         assert table.column("value.seq").to_pylist() == list(range(100, 200))
         producer.run()
+        view = rb.poll(0, copy=False)  # typed, zero-copy: a view of the ring at the stride
+        assert not view.flags.owndata and view.strides == (40,)
+        assert view["seq"].tolist() == list(range(200, 300))
+        producer.run()
         seen = [a["seq"] for a in rb.batches(idle=0.1)]
-        assert np.concatenate(seen).tolist() == list(range(200, 300))
+        assert np.concatenate(seen).tolist() == list(range(300, 400))
     assert rest_in_ring(producer) == []
     with pytest.raises(Exception, match="not ringbuf"):
         Ringbuf.open(producer.perf)
