@@ -253,7 +253,7 @@ def run(recorder: Recorder, *, count: int | None = None, duration: float | None 
             if report is not None and now >= next_report:
                 report(stream.stats)
                 next_report = now + every
-            if not len(batch) and (not waits or deadline is not None and now >= deadline):
+            if deadline is not None and now >= deadline or not waits and not len(batch):
                 break
     except (Interrupted, KeyboardInterrupt):
         recorder.close()  # the batch in hand was written and committed: end the file whole

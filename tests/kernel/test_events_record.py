@@ -124,6 +124,9 @@ def test_untyped_records_and_refusals(producer, ring, maps):
     hashmap = maps(name="bb_not_events")
     refused = record("id", hashmap.info.id)
     assert refused.returncode == 2 and b"not an event map" in refused.stderr
+    with producing(producer):  # --duration ends a stream that never pauses
+        timed = record("pinned", ring, *TYPE, "--duration", "300ms")
+    assert timed.returncode == 0 and len(seqs_of(timed.stdout)) > 0, timed.stderr
     stdout_parquet = record("pinned", ring, *TYPE, "-o", "parquet")
     assert stdout_parquet.returncode == 2 and b"-w FILE" in stdout_parquet.stderr
 
