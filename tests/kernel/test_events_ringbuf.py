@@ -150,3 +150,25 @@ def test_fileno_readable_in_a_selector(producer):
         assert len(batch) == 10
         batch.commit()
         assert sel.select(0) == []
+
+
+def test_the_syscall_tracepoint_emits_one_event_per_call_of_the_target(producer):
+    """The demo's trigger: sys_enter (tp_btf, raw_tp where that is refused), filtered to one
+    process and one syscall number (getppid) in the kernel."""
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import os, sys\nsys.stdin.readline()\n"
+                              "for _ in range(500): os.getppid()\nprint('done', flush=True)"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    getppid = 110  # x86-64
+    producer.configure(outputs=RINGBUF, target_pid=child.pid, target_nr=getppid)
+    producer.attach()
+    with open_stream(producer.ring) as stream:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "done\n"
+        child.wait()
+        events = read_all(stream, producer.event_dtype)
+    assert len(events) == 500 and (events["pid"] == child.pid).all()
+    assert (events["id"] == getppid).all() and events["seq"].tolist() == list(range(500))
