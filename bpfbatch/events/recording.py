@@ -60,6 +60,7 @@ class Recorder:
         self._info = None  # the value model's view, fixed by the first batch when untyped
         self._writer = self._sink = None
         self._pending: tuple[Batch, int] | None = None  # deferred: written, not committed
+        self._in_hand: tuple[Batch, int, int] | None = None  # (batch, stop, count) in delivery
         self._in_file = 0  # records in the current file (deferred: none committed yet)
         self._open_file()
 
