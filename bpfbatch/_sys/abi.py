@@ -259,3 +259,43 @@ def opts(struct_type: type[ctypes.Structure], **fields) -> ctypes.Structure:
     value = struct_type(**fields)
     value.sz = ctypes.sizeof(struct_type)
     return value
+
+
+# --- perf events (include/uapi/linux/perf_event.h): the BPF output event of a perf event array
+
+PERF_TYPE_SOFTWARE = 1
+PERF_COUNT_SW_BPF_OUTPUT = 10
+PERF_SAMPLE_RAW = 1 << 10
+PERF_FLAG_FD_CLOEXEC = 1 << 3
+#: ``attr.flags`` bit: wake the reader every ``wakeup_watermark`` bytes, not events.
+PERF_ATTR_FLAG_WATERMARK = 1 << 14
+#: ``_IO('$', 0)``
+PERF_EVENT_IOC_ENABLE = 0x2400
+#: ``struct perf_event_header.type`` of the records a BPF output event writes.
+PERF_RECORD_LOST = 2
+PERF_RECORD_SAMPLE = 9
+#: ``struct perf_event_mmap_page``: where ``data_head``, ``data_tail``, ``data_offset`` and
+#: ``data_size`` sit in the first page of the mapping (the ABI fixes them at byte 1024).
+PERF_MMAP_DATA_HEAD = 1024
+PERF_MMAP_DATA_TAIL = 1032
+PERF_MMAP_DATA_OFFSET = 1040
+PERF_MMAP_DATA_SIZE = 1048
+
+
+class PerfEventAttr(ctypes.Structure):
+    """``struct perf_event_attr`` as of ``PERF_ATTR_SIZE_VER0`` (64 bytes): the kernel reads
+    the fields past ``size`` as zero. The bit fields (``disabled``, ``watermark``, ...) are
+    one ``flags`` word here."""
+
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("config", ctypes.c_uint64),
+        ("sample_period", ctypes.c_uint64),
+        ("sample_type", ctypes.c_uint64),
+        ("read_format", ctypes.c_uint64),
+        ("flags", ctypes.c_uint64),
+        ("wakeup", ctypes.c_uint32),  # wakeup_events, or wakeup_watermark with the flag
+        ("bp_type", ctypes.c_uint32),
+        ("config1", ctypes.c_uint64),
+    ]

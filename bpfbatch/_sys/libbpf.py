@@ -321,3 +321,28 @@ def btf_c_types(path: str) -> bytes:
     if failed:
         raise from_errno("dump BTF as C: format a declaration", failed[0], obj=path)
     return b"".join(parts)
+
+
+# perf_event_open(2): the C library has no wrapper, so it is called through syscall(2). x86-64
+# only: the perf ring's positions are read and written as plain 8-byte loads and stores, which
+# are acquire and release there (TSO); a weakly ordered machine needs fences Python cannot emit.
+_NR_PERF_EVENT_OPEN = {"x86_64": 298}
+_sys_libc = ctypes.CDLL(None, use_errno=True)
+_sys_libc.syscall.restype = ctypes.c_long
+
+
+def perf_event_open(attr: abi.PerfEventAttr, cpu: int, obj: str | None = None) -> int:
+    """A perf event of ``attr`` on ``cpu`` for every process (``pid = -1``), close-on-exec;
+    returns its fd."""
+    import platform
+
+    nr = _NR_PERF_EVENT_OPEN.get(platform.machine())
+    if nr is None:
+        raise BpfBatchError(f"perf buffers are read on x86-64 only (this is "
+                            f"{platform.machine()}: its ring needs memory fences)", obj=obj)
+    fd = _sys_libc.syscall(ctypes.c_long(nr), ctypes.byref(attr), c_int(-1), c_int(cpu),
+                           c_int(-1), ctypes.c_ulong(abi.PERF_FLAG_FD_CLOEXEC))
+    if fd < 0:
+        raise from_errno(f"open the BPF output perf event of CPU {cpu}",
+                         ctypes.get_errno() or errno.EINVAL, obj=obj)
+    return fd

@@ -1,0 +1,235 @@
+"""Perf event arrays (``BPF_MAP_TYPE_PERF_EVENT_ARRAY``) read in batches, under the stream
+contract of :mod:`.batch`.
+
+:meth:`PerfBuffer.open` opens one BPF output perf event (``perf_event_open`` of
+``PERF_TYPE_SOFTWARE`` / ``PERF_COUNT_SW_BPF_OUTPUT``, ``PERF_SAMPLE_RAW``) per online CPU,
+maps its ring (:mod:`.perfring`) and stores the event's fd in the map at the CPU's index,
+which is where ``bpf_perf_event_output(ctx, &map, BPF_F_CURRENT_CPU, ...)`` on that CPU
+writes: what libbpf's ``perf_buffer__new`` and bcc's ``open_perf_buffer`` do. One epoll set
+holds every ring's fd (:meth:`~PerfBuffer.fileno`).
+
+A poll takes, from every ring, every record written so far, in one pass per ring, and hands
+them out as one batch: each ring's records in the order the kernel wrote them, the rings one
+after the other (or merged by a timestamp, ``order_by``). A record is the raw data of one
+sample as the kernel sizes it: what the program passed to ``bpf_perf_event_output``, padded
+to keep the record 8-byte aligned (a 32-byte event is a 36-byte record, as bcc's and libbpf's
+callbacks see it; :meth:`~.batch.Batch.to_numpy` with the event's dtype cuts the padding).
+Each ring's ``data_tail`` moves only at the batch's commit.
+
+Loss. When a ring is full the kernel drops the sample (``bpf_perf_event_output`` returns
+``-ENOSPC`` to the program) and counts it; the count is written as a ``PERF_RECORD_LOST``
+record just before the next sample that fits on that CPU, so a drop becomes visible with that
+CPU's next sample. :attr:`~.batch.StreamStats.lost` adds each CPU's reported drops when the
+batch holding the record is committed (a batch taken twice counts once).
+
+Closing deletes the map entries it stored (a program then gets ``-ENOENT`` instead of writing
+into a ring nobody reads) and unmaps the rings.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import select
+import struct
+
+import numpy as np
+
+from .._sys import abi
+from .._sys.libbpf import perf_event_open
+from ..api import Map
+from ..errors import BpfBatchError, InputError
+from .batch import Batch, EventStream
+from .perfring import Pass, PerfRing
+
+#: Data pages per CPU ring by default (bcc's tools use 8 to 64): 256 KiB with 4 KiB pages.
+DEFAULT_PAGE_COUNT = 64
+
+
+def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
+    """The online CPUs, from the kernel's list (``0-3,6``)."""
+    with open(path) as f:
+        text = f.read().strip()
+    cpus: list[int] = []
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+class PerfBatch(Batch):
+    """A :class:`~.batch.Batch` of a perf event array: :attr:`cpus` says which CPU each
+    record came from, :attr:`lost` the drops the kernel reported among these records."""
+
+    def __init__(self, data, offsets, sizes, commit, *, cpus, lost: int,
+                 stride: int | None = None):
+        super().__init__(data, offsets, sizes, commit, stride=stride)
+        self.cpus = cpus
+        self.lost = lost
+
+
+class PerfBuffer(EventStream):
+    """The rings of a perf event array, one per online CPU below its ``max_entries``.
+
+    ``page_count``: data pages per ring (a power of two); ``wakeup_events``: samples per
+    wake-up of the poll set (a poll reads what is there whatever the count; more than one
+    costs the producer fewer wake-ups); ``order_by``: a field of ``dtype`` (the event's numpy
+    dtype) to merge the CPUs by, see :meth:`_take`."""
+
+    def __init__(self, source: Map, *, page_count: int = DEFAULT_PAGE_COUNT,
+                 wakeup_events: int = 1, order_by: str | None = None, dtype=None):
+        super().__init__()
+        self.label = source.info.label
+        if source.info.type != abi.MapType.PERF_EVENT_ARRAY:
+            raise InputError(f"not a perf event array (it is {source.info.type_name})",
+                             obj=self.label)
+        if page_count <= 0 or page_count & (page_count - 1):
+            raise InputError(f"page count must be a power of two, got {page_count}",
+                             obj=self.label)
+        self._order = None if order_by is None else order_field(order_by, dtype, self.label)
+        self.rings: list[PerfRing] = []
+        self._map = source.dup()  # the entries stored through it live as long as its file
+        self._epoll = select.epoll()
+        try:
+            for cpu in online_cpus():
+                if cpu < source.info.max_entries:
+                    self._add(cpu, page_count, wakeup_events)
+        except BaseException:
+            self._release()
+            raise
+
+    @classmethod
+    def open(cls, map: Map | None = None, *, id: int | None = None, pinned: str | None = None,
+             name: str | None = None, **options) -> PerfBuffer:
+        """The perf event array ``map``, or the one ``id``, ``pinned`` or ``name`` names
+        (as :meth:`bpfbatch.Map.open`); ``options`` as the class takes them."""
+        if map is not None:
+            return cls(map, **options)
+        with Map.open(id=id, pinned=pinned, name=name) as opened:
+            return cls(opened, **options)
+
+    def _add(self, cpu: int, page_count: int, wakeup_events: int) -> None:
+        attr = abi.PerfEventAttr(
+            type=abi.PERF_TYPE_SOFTWARE, size=ctypes.sizeof(abi.PerfEventAttr),
+            config=abi.PERF_COUNT_SW_BPF_OUTPUT, sample_period=1,
+            sample_type=abi.PERF_SAMPLE_RAW, wakeup=max(1, wakeup_events))
+        fd = perf_event_open(attr, cpu, self.label)
+        try:
+            ring = PerfRing(cpu, fd, page_count, self.label)
+        except OSError as exc:
+            os.close(fd)
+            raise BpfBatchError(f"map the perf ring of CPU {cpu} ({page_count} pages): "
+                                f"{exc.strerror}", obj=self.label, errno=exc.errno) from None
+        self.rings.append(ring)
+        self.stats.lost[cpu] = 0
+        fcntl.ioctl(fd, abi.PERF_EVENT_IOC_ENABLE, 0)
+        self._epoll.register(fd, select.EPOLLIN)
+        self._map.update(struct.pack("<I", cpu), struct.pack("<I", fd))
+
+    # -- the stream contract -----------------------------------------------------------------
+
+    def fileno(self) -> int:
+        """The epoll fd over every ring's event."""
+        return self._epoll.fileno()
+
+    def _wait(self, timeout: float | None) -> bool:
+        return bool(self._epoll.poll(-1 if timeout is None else timeout))
+
+    def _take(self) -> PerfBatch:
+        """One pass over every ring, as one batch.
+
+        With ``order_by`` the records are put in the order of that field (a stable sort:
+        equal timestamps keep each CPU's order). The guarantee holds within the batch: the
+        records one poll takes come out in timestamp order; a record written to a ring after
+        that ring's pass began comes in a later batch, even when its timestamp is earlier than
+        ones already handed out. Each CPU's records always stay in the order it wrote them
+        (as long as its timestamps do not go backwards)."""
+        passes = [p for p in map(PerfRing.take, self.rings) if p is not None]
+        self._note_fill()
+        if not passes:
+            return PerfBatch(np.zeros(0, np.uint8), np.zeros(0, np.int64),
+                             np.zeros(0, np.int64), lambda: None, cpus=np.zeros(0, np.uint32),
+                             lost=0)
+        if len(passes) == 1:
+            p = passes[0]
+            data, offsets = np.frombuffer(memoryview(p.data).toreadonly(), np.uint8), p.offsets
+        else:
+            data = np.concatenate([np.frombuffer(p.data, np.uint8) for p in passes])
+            data.flags.writeable = False
+            starts = np.cumsum([0] + [len(p.data) for p in passes[:-1]])
+            offsets = np.concatenate([p.offsets + start for p, start in zip(passes, starts)])
+        sizes = np.concatenate([p.sizes for p in passes]) if len(passes) > 1 else passes[0].sizes
+        cpus = np.repeat(np.array([p.cpu for p in passes], np.uint32),
+                         [p.count for p in passes])
+        if self._order is not None and len(offsets) > 1:
+            order = np.argsort(_column(data, offsets, sizes, *self._order), kind="stable")
+            offsets, sizes, cpus = offsets[order], sizes[order], cpus[order]
+        stride = _stride(offsets, sizes)
+        if stride is None and len(sizes) and bool((sizes == sizes[0]).all()):
+            # one size, not at one stride (rings joined, lost records between, a merge):
+            # the records gathered in order, so that they are one (n, size) block
+            size = int(sizes[0])
+            data = data[offsets[:, None] + np.arange(size)].reshape(-1)
+            data.flags.writeable = False
+            offsets, stride = np.arange(0, len(data), size, dtype=np.int64), size
+        return PerfBatch(data, offsets, sizes, lambda: self._commit(passes), cpus=cpus,
+                         lost=sum(p.lost for p in passes), stride=stride)
+
+    def _note_fill(self) -> None:
+        pending = [ring.pending() for ring in self.rings]
+        self.stats.lag_bytes = sum(pending)
+        if self.rings:
+            fill = max(n / ring.size for n, ring in zip(pending, self.rings))
+            self.stats.high_water = max(self.stats.high_water, fill)
+
+    def _commit(self, passes: list[Pass]) -> None:
+        by_cpu = {ring.cpu: ring for ring in self.rings}
+        for p in passes:
+            ring = by_cpu.get(p.cpu)
+            if ring is not None and ring.commit(p):
+                self.stats.lost[p.cpu] += p.lost
+
+    def _release(self) -> None:
+        """Delete the entries stored, unmap the rings, close the events and the map."""
+        rings, self.rings = self.rings, []
+        for ring in rings:
+            try:
+                self._map.delete(struct.pack("<I", ring.cpu))
+            except BpfBatchError:
+                pass  # gone already (the map's owner cleared it): nothing of ours left there
+            ring.close()
+        self._epoll.close()
+        self._map.close()
+
+
+def order_field(name: str, dtype, label: str) -> tuple[int, np.dtype]:
+    """``(offset, dtype)`` of the integer field ``name`` of the event ``dtype``, to order by."""
+    fields = None if dtype is None else np.dtype(dtype).fields
+    if not fields or name not in fields:
+        known = f" (fields: {', '.join(fields)})" if fields else " (the event has no type)"
+        raise InputError(f"--order-by: no field '{name}' in the event{known}", obj=label)
+    field_dtype, offset = fields[name][:2]
+    if field_dtype.kind not in "iu":
+        raise InputError(f"--order-by: field '{name}' is not an integer timestamp "
+                         f"({field_dtype})", obj=label)
+    return offset, field_dtype
+
+
+def _column(data: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, offset: int,
+            dtype: np.dtype) -> np.ndarray:
+    """Field ``(offset, dtype)`` of every record (bytes a short record lacks read as 0)."""
+    within = offset + np.arange(dtype.itemsize)
+    inside = within < sizes[:, None]
+    raw = np.where(inside, data[np.minimum(offsets[:, None] + within, len(data) - 1)], 0)
+    return np.ascontiguousarray(raw.astype(np.uint8)).view(dtype).reshape(-1)
+
+
+def _stride(offsets: np.ndarray, sizes: np.ndarray) -> int | None:
+    """The constant distance between records of one size, if they have one."""
+    if len(offsets) < 2:
+        return int(sizes[0]) if len(sizes) else None
+    step = int(offsets[1] - offsets[0])
+    if step > 0 and bool((sizes == sizes[0]).all()) and bool((np.diff(offsets) == step).all()):
+        return step
+    return None

@@ -1,0 +1,193 @@
+"""One CPU's perf ring, read as the kernel lays it out (``include/uapi/linux/perf_event.h``).
+
+The mapping is one metadata page (``struct perf_event_mmap_page``) and ``2**n`` data pages.
+The kernel writes records at ``data_head`` and never past ``data_tail``, which only the
+reader moves; both are byte positions that grow without wrapping, a record's place in the
+data area being the position modulo its size. Every record starts with ``struct
+perf_event_header`` (``type`` u32, ``misc`` u16, ``size`` u16) and is 8-byte aligned, so a
+header never straddles the end of the area, but the record's body may: it then continues at
+the start of the area.
+
+A BPF output event writes two kinds of records: ``PERF_RECORD_SAMPLE`` with
+``PERF_SAMPLE_RAW`` only — the header, a u32 size, then the raw bytes the program passed to
+``bpf_perf_event_output``, padded so that the record stays 8-aligned (the u32 counts the
+padding: it is the record's size less 12) — and ``PERF_RECORD_LOST`` (header, u64 id, u64
+lost), which the kernel writes in place of the samples it dropped while the ring was full.
+
+Ordering. ``data_head`` is read before the records it covers, and ``data_tail`` written only
+after they were read (and, through :meth:`PerfRing.commit`, after the caller wrote them
+out): a load-acquire and a store-release in the kernel's terms (``ring_buffer.c``'s comment
+on the ring's barriers). Here they are plain aligned 8-byte loads and stores, which are
+exactly that on x86-64 (see :func:`bpfbatch._sys.libbpf.perf_event_open`, which refuses
+other machines).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+import struct
+
+from .._numpy import np
+from .._sys import abi
+from ..errors import BpfBatchError
+
+_HEADER = struct.Struct("<IHH")
+_LOST = struct.Struct("<Q")
+#: A header read as one little-endian u64, less its ``misc`` bits: type and size.
+_TYPE_AND_SIZE = 0xFFFF_0000_FFFF_FFFF
+#: A sample's bytes before its raw data: the header and the u32 raw size.
+SAMPLE_HEAD = 12
+#: Consecutive samples of one size after which the rest of a pass is tried as one run.
+_STREAK = 4
+
+
+@dataclasses.dataclass
+class Pass:
+    """What one pass over a ring took: the raw data of ``count`` samples (``offsets`` and
+    ``sizes`` into ``data``, in the order the kernel wrote them), the drops the kernel reported
+    meanwhile (``lost``), and the tail that commits it. ``data`` is a view of the ring itself
+    when the taken bytes do not wrap (valid until :meth:`PerfRing.commit`), else a copy."""
+
+    cpu: int
+    data: object
+    offsets: "np.ndarray"
+    sizes: "np.ndarray"
+    lost: int
+    tail: int
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets)
+
+
+class PerfRing:
+    """The ring of the perf event ``fd`` (``page_count`` data pages, a power of two), mapped
+    read-write (the reader writes ``data_tail``, which tells the kernel the room it may
+    overwrite; a read-only mapping would make it an overwriting ring)."""
+
+    def __init__(self, cpu: int, fd: int, page_count: int, label: str):
+        self.cpu = cpu
+        self.fd = fd
+        self.label = label
+        self._mm = mmap.mmap(fd, (page_count + 1) * mmap.PAGESIZE, mmap.MAP_SHARED,
+                             mmap.PROT_READ | mmap.PROT_WRITE)
+        self._meta = memoryview(self._mm)[:mmap.PAGESIZE].cast("Q")
+        offset = self._meta[abi.PERF_MMAP_DATA_OFFSET // 8] or mmap.PAGESIZE
+        self.size = self._meta[abi.PERF_MMAP_DATA_SIZE // 8] or page_count * mmap.PAGESIZE
+        self._data = memoryview(self._mm)[offset:offset + self.size]
+        self._head = abi.PERF_MMAP_DATA_HEAD // 8
+        self._tail = abi.PERF_MMAP_DATA_TAIL // 8
+
+    def pending(self) -> int:
+        """Bytes written and not yet committed."""
+        return self._meta[self._head] - self._meta[self._tail]
+
+    def take(self) -> Pass | None:
+        """Every record between the tail and the head as the head is now (``None``: none);
+        the tail does not move until :meth:`commit` of the pass."""
+        head = self._meta[self._head]  # before the records: see the module's note on ordering
+        tail = self._meta[self._tail]
+        if head == tail:
+            return None
+        avail = head - tail
+        if avail > self.size or avail % 8:
+            raise BpfBatchError(f"perf ring of CPU {self.cpu}: head {head} and tail {tail} "
+                                f"are {avail} bytes apart in a {self.size}-byte ring",
+                                obj=self.label)
+        at = tail % self.size
+        if at + avail <= self.size:
+            data = self._data[at:at + avail]
+        else:  # the records wrap: one contiguous copy of the two pieces
+            data = bytes(self._data[at:]) + bytes(self._data[:at + avail - self.size])
+        offsets, sizes, lost = self._walk(data)
+        return Pass(self.cpu, data, offsets, sizes, lost, head)
+
+    def commit(self, taken: Pass) -> bool:
+        """Give the bytes of ``taken`` back to the kernel (after every read of them); whether
+        the tail moved (committing a pass older than one already committed does nothing)."""
+        if taken.tail <= self._meta[self._tail]:
+            return False
+        self._meta[self._tail] = taken.tail
+        return True
+
+    def close(self) -> None:
+        """Unmap the ring (once no view of it is left: a batch still held keeps the mapping
+        until it is dropped) and close the event."""
+        self._meta.release()
+        self._data.release()
+        try:
+            self._mm.close()
+        except BufferError:
+            pass  # a view is alive: the mapping goes with the last one
+        os.close(self.fd)
+
+    def _walk(self, data) -> tuple[np.ndarray, np.ndarray, int]:
+        """The raw data offsets and sizes of the samples in ``data``, and the drops reported.
+
+        Records are walked header by header, except that once a few samples in a row share a
+        size, the rest of the pass is read as a run of that size: every further header at
+        that stride compared at once with numpy, the run ending at the first that differs
+        (a lost record, a sample of another size). A stream of fixed-size events thus costs a
+        handful of numpy calls per pass, not Python code per event."""
+        n = len(data)
+        starts: list[int] = []  # runs: first record, record size, records
+        steps: list[int] = []
+        counts: list[int] = []
+        lost = 0
+        o = 0
+        streak = 0
+        unpack = _HEADER.unpack_from
+        while o < n:
+            kind, _misc, size = unpack(data, o)
+            if size < 8 or size % 8 or o + size > n:
+                raise BpfBatchError(f"perf ring of CPU {self.cpu}: a record of {size} bytes "
+                                    f"at {o} of {n}", obj=self.label)
+            if kind == abi.PERF_RECORD_SAMPLE:
+                streak = streak + 1 if steps and steps[-1] == size else 0
+                count = _run(data, o, size, n) if streak >= _STREAK else 1
+                if steps and steps[-1] == size and starts[-1] + counts[-1] * size == o:
+                    counts[-1] += count
+                else:
+                    starts.append(o)
+                    steps.append(size)
+                    counts.append(count)
+                o += count * size
+                if count > 1:
+                    streak = 0
+                continue
+            if kind == abi.PERF_RECORD_LOST and size >= 24:
+                lost += _LOST.unpack_from(data, o + 16)[0]
+            streak = 0
+            o += size  # other records (none for a BPF output event) are skipped
+        return _offsets(starts, steps, counts), _sizes(steps, counts), lost
+
+
+def _run(data, at: int, size: int, n: int) -> int:
+    """How many records from ``at`` on are samples of ``size`` bytes (at least one)."""
+    fit = (n - at) // size
+    heads = np.ndarray((fit,), "<u8", buffer=data, offset=at, strides=(size,))
+    differ = np.flatnonzero((heads & np.uint64(_TYPE_AND_SIZE)) != heads[0] & np.uint64(
+        _TYPE_AND_SIZE))
+    return int(differ[0]) if differ.size else fit
+
+
+def _offsets(starts: list[int], steps: list[int], counts: list[int]) -> np.ndarray:
+    """The raw data offset of every sample of the runs."""
+    if not counts:
+        return np.zeros(0, np.int64)
+    if len(counts) == 1:
+        return np.arange(starts[0] + SAMPLE_HEAD, starts[0] + counts[0] * steps[0],
+                         steps[0], dtype=np.int64)
+    counts_a = np.asarray(counts, np.int64)
+    first = np.repeat(np.asarray(starts, np.int64) + SAMPLE_HEAD, counts_a)
+    index = np.arange(int(counts_a.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(counts_a) - counts_a, counts_a)
+    return first + index * np.repeat(np.asarray(steps, np.int64), counts_a)
+
+
+def _sizes(steps: list[int], counts: list[int]) -> np.ndarray:
+    """The raw size of every sample of the runs (its record's size less the 12 bytes before
+    the data; the padding to 8 bytes included, as the kernel counts it)."""
+    return np.repeat(np.asarray(steps, np.int64) - SAMPLE_HEAD, np.asarray(counts, np.int64))
