@@ -41,7 +41,7 @@ from .._sys.libbpf import perf_event_open
 from ..api import Map
 from ..errors import BpfBatchError, InputError
 from .batch import Batch, EventStream
-from .perfring import Pass, PerfRing
+from .perfring import SAMPLE_HEAD, Pass, PerfRing
 
 #: Data pages per CPU ring by default (bcc's tools use 8 to 64): 256 KiB with 4 KiB pages.
 DEFAULT_PAGE_COUNT = 64
@@ -60,12 +60,16 @@ def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
 
 class PerfBatch(Batch):
     """A :class:`~.batch.Batch` of a perf event array: :attr:`cpus` says which CPU each
-    record came from, :attr:`lost` the drops the kernel reported among these records."""
+    record came from, :attr:`losses` the drops the kernel reported among these records, as
+    ``(index, cpu, count)``: ``count`` samples of ``cpu`` were lost before record ``index``
+    (in ring order; ``None`` when the records were merged by a timestamp)."""
 
-    def __init__(self, data, offsets, sizes, commit, *, cpus, lost: int,
+    def __init__(self, data, offsets, sizes, commit, *, cpus,
+                 losses: list[tuple[int, int, int]] | None, lost: int,
                  stride: int | None = None):
         super().__init__(data, offsets, sizes, commit, stride=stride)
         self.cpus = cpus
+        self.losses = losses
         self.lost = lost
 
 
@@ -147,34 +151,38 @@ class PerfBuffer(EventStream):
         (as long as its timestamps do not go backwards)."""
         passes = [p for p in map(PerfRing.take, self.rings) if p is not None]
         self._note_fill()
-        if not passes:
-            return PerfBatch(np.zeros(0, np.uint8), np.zeros(0, np.int64),
-                             np.zeros(0, np.int64), lambda: None, cpus=np.zeros(0, np.uint32),
-                             lost=0)
-        if len(passes) == 1:
-            p = passes[0]
-            data, offsets = np.frombuffer(memoryview(p.data).toreadonly(), np.uint8), p.offsets
-        else:
-            data = np.concatenate([np.frombuffer(p.data, np.uint8) for p in passes])
-            data.flags.writeable = False
-            starts = np.cumsum([0] + [len(p.data) for p in passes[:-1]])
-            offsets = np.concatenate([p.offsets + start for p, start in zip(passes, starts)])
-        sizes = np.concatenate([p.sizes for p in passes]) if len(passes) > 1 else passes[0].sizes
+        losses = _losses(passes)
         cpus = np.repeat(np.array([p.cpu for p in passes], np.uint32),
                          [p.count for p in passes])
+        size = _common_size(passes)
+        if size is None:  # records of several sizes: the passes joined, records in place
+            data = _joined([np.frombuffer(p.data, np.uint8) for p in passes])
+            firsts = np.cumsum([0] + [len(p.data) for p in passes])
+            offsets = _joined([p.offsets + first for p, first in zip(passes, firsts)], np.int64)
+            sizes = _joined([p.sizes for p in passes], np.int64)
+            stride = None
+        elif len(passes) == 1 and len(passes[0].runs) == 1:  # one run: the ring itself
+            p = passes[0]
+            data = np.frombuffer(memoryview(p.data).toreadonly(), np.uint8)
+            offsets, sizes, stride = p.offsets, p.sizes, p.runs[0][1]
+        else:  # one size: the records gathered into one (n, size) block, run by run
+            data = np.concatenate([_run_rows(p, run, size) for p in passes for run in p.runs])
+            data = data.view(np.uint8)
+            offsets = np.arange(0, len(data), size, dtype=np.int64)
+            sizes, stride = np.full(len(offsets), size, np.int64), size
         if self._order is not None and len(offsets) > 1:
-            order = np.argsort(_column(data, offsets, sizes, *self._order), kind="stable")
-            offsets, sizes, cpus = offsets[order], sizes[order], cpus[order]
-        stride = _stride(offsets, sizes)
-        if stride is None and len(sizes) and bool((sizes == sizes[0]).all()):
-            # one size, not at one stride (rings joined, lost records between, a merge):
-            # the records gathered in order, so that they are one (n, size) block
-            size = int(sizes[0])
-            data = data[offsets[:, None] + np.arange(size)].reshape(-1)
-            data.flags.writeable = False
-            offsets, stride = np.arange(0, len(data), size, dtype=np.int64), size
+            order = np.argsort(_column(data, offsets, sizes, *self._order, block=stride),
+                               kind="stable")
+            offsets, sizes, cpus, losses = offsets[order], sizes[order], cpus[order], None
+            if stride is not None:  # keep the block contiguous
+                data = data.reshape(-1, size)[order].reshape(-1)
+                offsets = np.arange(0, len(data), size, dtype=np.int64)
+                stride = size
+            else:
+                stride = None
+        data.flags.writeable = False
         return PerfBatch(data, offsets, sizes, lambda: self._commit(passes), cpus=cpus,
-                         lost=sum(p.lost for p in passes), stride=stride)
+                         losses=losses, lost=sum(p.lost for p in passes), stride=stride)
 
     def _note_fill(self) -> None:
         pending = [ring.pending() for ring in self.rings]
@@ -203,6 +211,16 @@ class PerfBuffer(EventStream):
         self._map.close()
 
 
+def _losses(passes: list[Pass]) -> list[tuple[int, int, int]]:
+    """Each pass's lost records as ``(index of the next record in the batch, cpu, count)``."""
+    out, first = [], 0
+    for p in passes:
+        out += [(first + int(np.searchsorted(p.offsets, at)), p.cpu, count)
+                for at, count in p.losses]
+        first += p.count
+    return out
+
+
 def order_field(name: str, dtype, label: str) -> tuple[int, np.dtype]:
     """``(offset, dtype)`` of the integer field ``name`` of the event ``dtype``, to order by."""
     fields = None if dtype is None else np.dtype(dtype).fields
@@ -217,19 +235,34 @@ def order_field(name: str, dtype, label: str) -> tuple[int, np.dtype]:
 
 
 def _column(data: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, offset: int,
-            dtype: np.dtype) -> np.ndarray:
-    """Field ``(offset, dtype)`` of every record (bytes a short record lacks read as 0)."""
-    within = offset + np.arange(dtype.itemsize)
+            dtype: np.dtype, *, block: int | None = None) -> np.ndarray:
+    """Field ``(offset, dtype)`` of every record (bytes a short record lacks read as 0);
+    ``block``: the records are one contiguous block of records of that size."""
+    width = dtype.itemsize
+    if block and offsets[0] == 0 and offset + width <= block and len(data) % block == 0:
+        rows = data.reshape(-1, block)[:, offset:offset + width]
+        return np.ascontiguousarray(rows).view(dtype).reshape(-1)
+    within = offset + np.arange(width)
     inside = within < sizes[:, None]
     raw = np.where(inside, data[np.minimum(offsets[:, None] + within, len(data) - 1)], 0)
     return np.ascontiguousarray(raw.astype(np.uint8)).view(dtype).reshape(-1)
 
 
-def _stride(offsets: np.ndarray, sizes: np.ndarray) -> int | None:
-    """The constant distance between records of one size, if they have one."""
-    if len(offsets) < 2:
-        return int(sizes[0]) if len(sizes) else None
-    step = int(offsets[1] - offsets[0])
-    if step > 0 and bool((sizes == sizes[0]).all()) and bool((np.diff(offsets) == step).all()):
-        return step
-    return None
+def _common_size(passes: list[Pass]) -> int | None:
+    """The raw size every sample of the passes has (``None``: they differ). No sample at all
+    counts as one size: an empty block."""
+    sizes = {step - SAMPLE_HEAD for p in passes for _, step, _ in p.runs}
+    if len(sizes) > 1:
+        return None
+    return sizes.pop() if sizes else 0
+
+
+def _run_rows(p: Pass, run: tuple[int, int, int], size: int) -> np.ndarray:
+    """The raw data of a run's samples, one ``V{size}`` row each (a strided view of ``p``)."""
+    start, step, count = run
+    return np.ndarray((count,), f"V{size}", buffer=p.data, offset=start + SAMPLE_HEAD,
+                      strides=(step,))
+
+
+def _joined(arrays: list[np.ndarray], dtype=np.uint8) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype)

@@ -47,15 +47,22 @@ _STREAK = 4
 class Pass:
     """What one pass over a ring took: the raw data of ``count`` samples (``offsets`` and
     ``sizes`` into ``data``, in the order the kernel wrote them), the drops the kernel reported
-    meanwhile (``lost``), and the tail that commits it. ``data`` is a view of the ring itself
+    meanwhile (``losses``: the data offset of each ``PERF_RECORD_LOST`` and its count; ``lost``
+    their sum), and the tail that commits it. ``data`` is a view of the ring itself
     when the taken bytes do not wrap (valid until :meth:`PerfRing.commit`), else a copy."""
 
     cpu: int
     data: object
     offsets: "np.ndarray"
     sizes: "np.ndarray"
-    lost: int
+    losses: list[tuple[int, int]]
     tail: int
+    #: The samples as runs of one record size: ``(first record's offset, record size, count)``.
+    runs: list[tuple[int, int, int]]
+
+    @property
+    def lost(self) -> int:
+        return sum(count for _, count in self.losses)
 
     @property
     def count(self) -> int:
@@ -101,8 +108,10 @@ class PerfRing:
             data = self._data[at:at + avail]
         else:  # the records wrap: one contiguous copy of the two pieces
             data = bytes(self._data[at:]) + bytes(self._data[:at + avail - self.size])
-        offsets, sizes, lost = self._walk(data)
-        return Pass(self.cpu, data, offsets, sizes, lost, head)
+        runs, losses = self._walk(data)
+        starts, steps, counts = zip(*runs) if runs else ((), (), ())
+        return Pass(self.cpu, data, _offsets(starts, steps, counts), _sizes(steps, counts),
+                    losses, head, runs)
 
     def commit(self, taken: Pass) -> bool:
         """Give the bytes of ``taken`` back to the kernel (after every read of them); whether
@@ -123,8 +132,9 @@ class PerfRing:
             pass  # a view is alive: the mapping goes with the last one
         os.close(self.fd)
 
-    def _walk(self, data) -> tuple[np.ndarray, np.ndarray, int]:
-        """The raw data offsets and sizes of the samples in ``data``, and the drops reported.
+    def _walk(self, data) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+        """The samples in ``data`` as runs (see :attr:`Pass.runs`), and the drops reported
+        (the offset of each lost record, its count).
 
         Records are walked header by header, except that once a few samples in a row share a
         size, the rest of the pass is read as a run of that size: every further header at
@@ -135,7 +145,7 @@ class PerfRing:
         starts: list[int] = []  # runs: first record, record size, records
         steps: list[int] = []
         counts: list[int] = []
-        lost = 0
+        losses: list[tuple[int, int]] = []
         o = 0
         streak = 0
         unpack = _HEADER.unpack_from
@@ -158,10 +168,10 @@ class PerfRing:
                     streak = 0
                 continue
             if kind == abi.PERF_RECORD_LOST and size >= 24:
-                lost += _LOST.unpack_from(data, o + 16)[0]
+                losses.append((o, _LOST.unpack_from(data, o + 16)[0]))
             streak = 0
             o += size  # other records (none for a BPF output event) are skipped
-        return _offsets(starts, steps, counts), _sizes(steps, counts), lost
+        return list(zip(starts, steps, counts)), losses
 
 
 def _run(data, at: int, size: int, n: int) -> int:
@@ -173,7 +183,7 @@ def _run(data, at: int, size: int, n: int) -> int:
     return int(differ[0]) if differ.size else fit
 
 
-def _offsets(starts: list[int], steps: list[int], counts: list[int]) -> np.ndarray:
+def _offsets(starts, steps, counts) -> np.ndarray:
     """The raw data offset of every sample of the runs."""
     if not counts:
         return np.zeros(0, np.int64)
@@ -187,7 +197,7 @@ def _offsets(starts: list[int], steps: list[int], counts: list[int]) -> np.ndarr
     return first + index * np.repeat(np.asarray(steps, np.int64), counts_a)
 
 
-def _sizes(steps: list[int], counts: list[int]) -> np.ndarray:
+def _sizes(steps, counts) -> np.ndarray:
     """The raw size of every sample of the runs (its record's size less the 12 bytes before
     the data; the padding to 8 bytes included, as the kernel counts it)."""
     return np.repeat(np.asarray(steps, np.int64) - SAMPLE_HEAD, np.asarray(counts, np.int64))
