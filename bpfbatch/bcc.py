@@ -18,6 +18,10 @@ opened with one). :func:`items_lookup_batch` and :func:`items_lookup_and_delete_
 what bcc's batch calls of those names return: what indexing a ctypes array of ``Key`` and of
 ``Leaf`` gives, a plain number for a scalar (``int`` where ``items()`` gives ``c_uint``), which
 is cheaper to build. The bcc module itself is not imported here.
+
+The event loops' drop-ins (``open_perf_buffer``, ``perf_buffer_poll``, ``open_ring_buffer``,
+``ring_buffer_poll``, ``ring_buffer_consume``, ``close_buffer``) are
+:mod:`bpfbatch.events.bccpoll`'s, reachable here too (imported on first use).
 """
 
 from __future__ import annotations
@@ -270,3 +274,16 @@ def _leaf_converter(table):
             leaf = per_cpu(*leaf)
         return reduce(reducer, leaf) if reducer else leaf
     return convert
+
+
+#: The event loops' drop-ins, :mod:`bpfbatch.events.bccpoll`'s (numpy comes with them).
+_EVENT_DROP_INS = frozenset({"open_perf_buffer", "perf_buffer_poll", "open_ring_buffer",
+                             "ring_buffer_poll", "ring_buffer_consume", "close_buffer"})
+
+
+def __getattr__(name: str):
+    if name in _EVENT_DROP_INS:
+        from .events import bccpoll
+
+        return getattr(bccpoll, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

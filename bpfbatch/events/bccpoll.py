@@ -1,0 +1,172 @@
+"""bcc's event loops, batched underneath: drop-ins for ``open_perf_buffer`` /
+``perf_buffer_poll`` and ``open_ring_buffer`` / ``ring_buffer_poll`` / ``ring_buffer_consume``.
+
+A bcc tool keeps its callback and its loop; only the calls change::
+
+    from bpfbatch import bcc as batched
+
+    batched.open_perf_buffer(b["events"], print_event, lost_cb=on_lost)
+    while True:
+        batched.perf_buffer_poll(b, timeout=1000)    # was: b.perf_buffer_poll(timeout=1000)
+
+The callback is called as bcc calls it — ``callback(cpu, data, size)`` for a perf buffer,
+``callback(ctx, data, size)`` for a ring buffer, ``data`` the address of the event in the
+ring — so the tool's ``b["events"].event(data)`` gives bcc's own ctypes event object, over
+the ring's memory as in bcc (valid during the callback). ``lost_cb(count)`` is called for
+each ``PERF_RECORD_LOST``, where it stands among the samples, as bcc calls it.
+
+Underneath, each poll takes every record waiting in one pass of the stream reader
+(:mod:`bpfbatch.events`) and calls the callback from a Python loop, instead of bcc's C loop
+calling into Python through a ctypes trampoline per event. Each ring's space is given back
+(the batch committed) once the callback has returned for every record of the batch. A
+callback that raises stops the loop there: the records it was called for are done, the rest
+of the batch are handed to the next poll first (so within the process no event is seen twice
+or skipped; a process that ends there leaves the batch in the ring, for the next reader to
+read again). A ring buffer callback that returns a negative number stops the poll the same
+way (libbpf's rule; bcc's poll ignores it). A callback that raises ``BrokenPipeError`` makes
+the process exit, as bcc's does.
+"""
+
+from __future__ import annotations
+
+import errno
+import select
+import weakref
+
+from ..api import Map
+from . import open_stream
+from .batch import EventStream
+
+#: The readers opened per bcc ``BPF`` object, by table (its map fd).
+_opened: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _Reader:
+    """One table's stream, its callbacks, and the batch being handed out (``held``: its
+    records from ``next`` on, its lost records from ``next_loss`` on, are still to go)."""
+
+    def __init__(self, stream: EventStream, call, lost_cb=None, ctx=None):
+        self.stream = stream
+        self.call = call
+        self.lost_cb = lost_cb
+        self.ctx = ctx
+        self.held = None
+        self.next = self.next_loss = 0
+
+    def run(self, timeout: float | None) -> int:
+        """Hand out the held batch's rest, else one new batch (waiting up to ``timeout``);
+        the number of records the callback was called for."""
+        if self.held is None:
+            batch = self.stream.poll(timeout)
+            if not len(batch):
+                return 0
+            self.held, self.next, self.next_loss = batch, 0, 0
+        batch, first = self.held, self.next
+        addresses = (batch.offsets + batch.data.ctypes.data).tolist()
+        sizes = batch.sizes.tolist()
+        losses = getattr(batch, "losses", None) or []
+        cpus = batch.cpus.tolist() if hasattr(batch, "cpus") else None
+        for i in range(first, len(addresses)):
+            while self.next_loss < len(losses) and losses[self.next_loss][0] <= i:
+                self.next_loss += 1  # reported, whatever the callback does
+                if self.lost_cb is not None:
+                    _call(self.lost_cb, losses[self.next_loss - 1][2])
+            self.next = i + 1  # called, whatever the callback does: done
+            if cpus is not None:
+                _call(self.call, cpus[i], addresses[i], sizes[i])
+            elif _stops(_call(self.call, self.ctx, addresses[i], sizes[i])) and \
+                    self.next < len(addresses):
+                return self.next - first
+        self.held = None
+        batch.commit()
+        return self.next - first
+
+
+def _stops(returned) -> bool:
+    """A ring buffer callback's return value stops the poll when negative (libbpf's rule;
+    anything that is not a number is 0, as bcc takes it)."""
+    try:
+        return int(returned) < 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _call(fn, *args):
+    """``fn(*args)``; a closed pipe ends the process, as in bcc's callbacks."""
+    try:
+        return fn(*args)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise SystemExit() from None
+        raise
+
+
+def _table_map(table) -> Map:
+    return Map(table.map_fd, owned=False)
+
+
+def _register(table, reader: _Reader) -> None:
+    readers = _opened.setdefault(table.bpf, {})
+    old = readers.pop(table.map_fd, None)
+    if old is not None:
+        old.stream.close()
+    readers[table.map_fd] = reader
+
+
+def open_perf_buffer(table, callback, page_cnt: int = 8, lost_cb=None,
+                     wakeup_events: int = 1) -> None:
+    """bcc's ``table.open_perf_buffer(callback, page_cnt, lost_cb, wakeup_events)``: a ring
+    of ``page_cnt`` pages per online CPU, stored in the table, read by
+    :func:`perf_buffer_poll`."""
+    from .perf import PerfBuffer
+
+    stream = PerfBuffer(_table_map(table), page_count=page_cnt, wakeup_events=wakeup_events)
+    _register(table, _Reader(stream, callback, lost_cb))
+
+
+def open_ring_buffer(table, callback, ctx=None) -> None:
+    """bcc's ``table.open_ring_buffer(callback, ctx)``, read by :func:`ring_buffer_poll`
+    and :func:`ring_buffer_consume`."""
+    _register(table, _Reader(open_stream(_table_map(table)), callback, ctx=ctx))
+
+
+def close_buffer(table) -> None:
+    """Close what :func:`open_perf_buffer` or :func:`open_ring_buffer` opened for ``table``
+    (bcc's ``close_perf_buffer``; records not handed out stay in the ring)."""
+    reader = _opened.get(table.bpf, {}).pop(table.map_fd, None)
+    if reader is not None:
+        reader.stream.close()
+
+
+def perf_buffer_poll(bpf, timeout: int = -1) -> int:
+    """bcc's ``bpf.perf_buffer_poll(timeout)``: wait up to ``timeout`` ms (-1: for ever) for
+    events on the perf buffers opened for ``bpf``, then call their callbacks for every event
+    waiting; the number of events handed out."""
+    return _poll(bpf, timeout, perf=True)
+
+
+def ring_buffer_poll(bpf, timeout: int = -1) -> int:
+    """bcc's ``bpf.ring_buffer_poll(timeout)``, for the ring buffers opened for ``bpf``."""
+    return _poll(bpf, timeout, perf=False)
+
+
+def ring_buffer_consume(bpf) -> int:
+    """bcc's ``bpf.ring_buffer_consume()``: every event waiting, without waiting."""
+    return _poll(bpf, 0, perf=False)
+
+
+def _poll(bpf, timeout: int, *, perf: bool) -> int:
+    from .perf import PerfBuffer
+
+    readers = [r for r in _opened.get(bpf, {}).values()
+               if isinstance(r.stream, PerfBuffer) == perf]
+    if not readers:
+        kind = "perf" if perf else "ring"
+        raise ValueError(f"no {kind} buffer was opened for this BPF object with "
+                         f"bpfbatch.bcc.open_{kind}_buffer")
+    handed = sum(r.run(0) for r in readers)
+    if handed or timeout == 0:
+        return handed
+    select.select([r.stream.fileno() for r in readers], [], [],
+                  None if timeout < 0 else timeout / 1000)
+    return sum(r.run(0) for r in readers)
