@@ -19,10 +19,10 @@ Underneath, each poll takes every record waiting in one pass of the stream reade
 (:mod:`bpfbatch.events`) and calls the callback from a Python loop, instead of bcc's C loop
 calling into Python through a ctypes trampoline per event. Each ring's space is given back
 (the batch committed) once the callback has returned for every record of the batch. A
-callback that raises stops the loop there: the records it was called for are done, the rest
-of the batch are handed to the next poll first (so within the process no event is seen twice
-or skipped; a process that ends there leaves the batch in the ring, for the next reader to
-read again). A ring buffer callback that returns a negative number stops the poll the same
+callback that raises stops the loop there: the records it was called for are done (given
+back to the kernel), the rest of the batch are handed to the next poll first, so no event is
+seen twice or skipped (a process that ends there leaves the rest in the ring, for the next
+reader). A ring buffer callback that returns a negative number stops the poll the same
 way (libbpf's rule; bcc's poll ignores it). A callback that raises ``BrokenPipeError`` makes
 the process exit, as bcc's does.
 """
@@ -62,6 +62,15 @@ class _Reader:
                 return 0
             self.held, self.next, self.next_loss = batch, 0, 0
         batch, first = self.held, self.next
+        try:
+            self._hand_out(batch, first)
+        finally:  # what the callback was called for is done: given back, never seen again
+            if self.next == len(batch):
+                self.held = None
+            batch.commit(self.next)
+        return self.next - first
+
+    def _hand_out(self, batch, first: int) -> None:
         addresses = (batch.offsets + batch.data.ctypes.data).tolist()
         sizes = batch.sizes.tolist()
         losses = getattr(batch, "losses", None) or []
@@ -74,12 +83,8 @@ class _Reader:
             self.next = i + 1  # called, whatever the callback does: done
             if cpus is not None:
                 _call(self.call, cpus[i], addresses[i], sizes[i])
-            elif _stops(_call(self.call, self.ctx, addresses[i], sizes[i])) and \
-                    self.next < len(addresses):
-                return self.next - first
-        self.held = None
-        batch.commit()
-        return self.next - first
+            elif _stops(_call(self.call, self.ctx, addresses[i], sizes[i])):
+                return
 
 
 def _stops(returned) -> bool:

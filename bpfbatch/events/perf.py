@@ -93,6 +93,7 @@ class PerfBuffer(EventStream):
                              obj=self.label)
         self._order = None if order_by is None else order_field(order_by, dtype, self.label)
         self.rings: list[PerfRing] = []
+        self._by_cpu: dict[int, PerfRing] = {}
         self._map = source.dup()  # the entries stored through it live as long as its file
         self._epoll = select.epoll()
         try:
@@ -126,6 +127,7 @@ class PerfBuffer(EventStream):
             raise BpfBatchError(f"map the perf ring of CPU {cpu} ({page_count} pages): "
                                 f"{exc.strerror}", obj=self.label, errno=exc.errno) from None
         self.rings.append(ring)
+        self._by_cpu[cpu] = ring
         self.stats.lost[cpu] = 0
         fcntl.ioctl(fd, abi.PERF_EVENT_IOC_ENABLE, 0)
         self._epoll.register(fd, select.EPOLLIN)
@@ -138,6 +140,8 @@ class PerfBuffer(EventStream):
         return self._epoll.fileno()
 
     def _wait(self, timeout: float | None) -> bool:
+        if any(ring.unread() for ring in self.rings):
+            return True
         return bool(self._epoll.poll(-1 if timeout is None else timeout))
 
     def _take(self) -> PerfBatch:
@@ -151,9 +155,14 @@ class PerfBuffer(EventStream):
         (as long as its timestamps do not go backwards)."""
         passes = [p for p in map(PerfRing.take, self.rings) if p is not None]
         self._note_fill()
+        if not passes:
+            return PerfBatch(np.zeros(0, np.uint8), np.zeros(0, np.int64),
+                             np.zeros(0, np.int64), lambda k: None,
+                             cpus=np.zeros(0, np.uint32), losses=[], lost=0)
         losses = _losses(passes)
         cpus = np.repeat(np.array([p.cpu for p in passes], np.uint32),
                          [p.count for p in passes])
+        ring_index = np.concatenate([np.arange(p.count) for p in passes])
         size = _common_size(passes)
         if size is None:  # records of several sizes: the passes joined, records in place
             data = _joined([np.frombuffer(p.data, np.uint8) for p in passes])
@@ -174,6 +183,7 @@ class PerfBuffer(EventStream):
             order = np.argsort(_column(data, offsets, sizes, *self._order, block=stride),
                                kind="stable")
             offsets, sizes, cpus, losses = offsets[order], sizes[order], cpus[order], None
+            ring_index = ring_index[order]
             if stride is not None:  # keep the block contiguous
                 data = data.reshape(-1, size)[order].reshape(-1)
                 offsets = np.arange(0, len(data), size, dtype=np.int64)
@@ -181,8 +191,9 @@ class PerfBuffer(EventStream):
             else:
                 stride = None
         data.flags.writeable = False
-        return PerfBatch(data, offsets, sizes, lambda: self._commit(passes), cpus=cpus,
-                         losses=losses, lost=sum(p.lost for p in passes), stride=stride)
+        return PerfBatch(data, offsets, sizes, _Commit(self, passes, cpus, ring_index),
+                         cpus=cpus, losses=losses, lost=sum(p.lost for p in passes),
+                         stride=stride)
 
     def _note_fill(self) -> None:
         pending = [ring.pending() for ring in self.rings]
@@ -191,12 +202,18 @@ class PerfBuffer(EventStream):
             fill = max(n / ring.size for n, ring in zip(pending, self.rings))
             self.stats.high_water = max(self.stats.high_water, fill)
 
-    def _commit(self, passes: list[Pass]) -> None:
-        by_cpu = {ring.cpu: ring for ring in self.rings}
-        for p in passes:
-            ring = by_cpu.get(p.cpu)
-            if ring is not None and ring.commit(p):
-                self.stats.lost[p.cpu] += p.lost
+    def _commit(self, p: Pass, m: int) -> None:
+        """Commit the first ``m`` samples of pass ``p`` (and every pass before it), counting
+        the drops reported in what the commit covers for the first time."""
+        ring = self._by_cpu.get(p.cpu)
+        if ring is not None:
+            end = p.end_of(m)
+            self.stats.lost[p.cpu] += p.lost_between(ring.commit(end), end)
+
+    def rewind(self) -> None:
+        """The next poll starts again at each ring's committed tail."""
+        for ring in self.rings:
+            ring.rewind()
 
     def _release(self) -> None:
         """Delete the entries stored, unmap the rings, close the events and the map."""
@@ -209,6 +226,22 @@ class PerfBuffer(EventStream):
             ring.close()
         self._epoll.close()
         self._map.close()
+
+
+class _Commit:
+    """A perf batch's ``commit(k)``: its first ``k`` records, ring by ring. Each CPU's records
+    keep their ring order in a batch (merged by a timestamp too, the CPU's own timestamps
+    rising), so the first ``k`` hold a prefix of each ring's pass: the records of that CPU
+    before the first of its records past ``k``."""
+
+    def __init__(self, stream: PerfBuffer, passes: list[Pass], cpus, ring_index):
+        self.stream, self.passes, self.cpus, self.ring_index = stream, passes, cpus, ring_index
+
+    def __call__(self, k: int) -> None:
+        rest_cpus, rest_index = self.cpus[k:], self.ring_index[k:]
+        for p in self.passes:
+            beyond = rest_index[rest_cpus == p.cpu]
+            self.stream._commit(p, int(beyond.min()) if beyond.size else p.count)
 
 
 def _losses(passes: list[Pass]) -> list[tuple[int, int, int]]:

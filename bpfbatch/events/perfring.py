@@ -48,14 +48,16 @@ class Pass:
     """What one pass over a ring took: the raw data of ``count`` samples (``offsets`` and
     ``sizes`` into ``data``, in the order the kernel wrote them), the drops the kernel reported
     meanwhile (``losses``: the data offset of each ``PERF_RECORD_LOST`` and its count; ``lost``
-    their sum), and the tail that commits it. ``data`` is a view of the ring itself
-    when the taken bytes do not wrap (valid until :meth:`PerfRing.commit`), else a copy."""
+    their sum), and where it began and ended in the ring (``start``, ``tail``: the tail that
+    commits it whole). ``data`` is a view of the ring itself when the taken bytes do not wrap
+    (valid until the commit), else a copy."""
 
     cpu: int
     data: object
     offsets: "np.ndarray"
     sizes: "np.ndarray"
     losses: list[tuple[int, int]]
+    start: int
     tail: int
     #: The samples as runs of one record size: ``(first record's offset, record size, count)``.
     runs: list[tuple[int, int, int]]
@@ -63,6 +65,15 @@ class Pass:
     @property
     def lost(self) -> int:
         return sum(count for _, count in self.losses)
+
+    def end_of(self, m: int) -> int:
+        """The ring position just past the first ``m`` samples (and the lost records before
+        them; all of the pass when ``m`` is its count)."""
+        return self.tail if m >= self.count else self.start + int(self.offsets[m]) - SAMPLE_HEAD
+
+    def lost_between(self, first: int, end: int) -> int:
+        """Drops reported by the lost records of the pass in ring positions ``[first, end)``."""
+        return sum(count for at, count in self.losses if first <= self.start + at < end)
 
     @property
     def count(self) -> int:
@@ -86,16 +97,26 @@ class PerfRing:
         self._data = memoryview(self._mm)[offset:offset + self.size]
         self._head = abi.PERF_MMAP_DATA_HEAD // 8
         self._tail = abi.PERF_MMAP_DATA_TAIL // 8
+        self._read = self._meta[self._tail]  # where the next pass starts (taken up to there)
 
     def pending(self) -> int:
         """Bytes written and not yet committed."""
         return self._meta[self._head] - self._meta[self._tail]
 
+    def unread(self) -> bool:
+        """Whether records were written since the last pass."""
+        return self._meta[self._head] != self._read
+
+    def rewind(self) -> None:
+        """The next pass starts again at the committed tail."""
+        self._read = self._meta[self._tail]
+
     def take(self) -> Pass | None:
-        """Every record between the tail and the head as the head is now (``None``: none);
-        the tail does not move until :meth:`commit` of the pass."""
+        """Every record between the end of the last pass (or the tail, after a commit past it
+        or a :meth:`rewind`) and the head as it is now (``None``: none); the tail does not
+        move until :meth:`commit`."""
         head = self._meta[self._head]  # before the records: see the module's note on ordering
-        tail = self._meta[self._tail]
+        tail = max(self._read, self._meta[self._tail])
         if head == tail:
             return None
         avail = head - tail
@@ -109,17 +130,18 @@ class PerfRing:
         else:  # the records wrap: one contiguous copy of the two pieces
             data = bytes(self._data[at:]) + bytes(self._data[:at + avail - self.size])
         runs, losses = self._walk(data)
+        self._read = head
         starts, steps, counts = zip(*runs) if runs else ((), (), ())
         return Pass(self.cpu, data, _offsets(starts, steps, counts), _sizes(steps, counts),
-                    losses, head, runs)
+                    losses, tail, head, runs)
 
-    def commit(self, taken: Pass) -> bool:
-        """Give the bytes of ``taken`` back to the kernel (after every read of them); whether
-        the tail moved (committing a pass older than one already committed does nothing)."""
-        if taken.tail <= self._meta[self._tail]:
-            return False
-        self._meta[self._tail] = taken.tail
-        return True
+    def commit(self, position: int) -> int:
+        """Give the bytes before ring ``position`` back to the kernel (after every read of
+        them); returns the tail it moved from (a position behind the tail moves nothing)."""
+        tail = self._meta[self._tail]
+        if position > tail:
+            self._meta[self._tail] = position
+        return tail
 
     def close(self) -> None:
         """Unmap the ring (once no view of it is left: a batch still held keeps the mapping
