@@ -3,7 +3,7 @@
 The public Python API is :class:`Map` (``from bpfbatch import Map``): open a map by id,
 pinned path or name, then ``count``, ``items``, ``to_numpy``, ``update_items``,
 ``delete_keys``, ``drain`` and ``batches`` — each one or more batch syscalls per batch, never
-one per element. :class:`Ringbuf` reads a ring buffer's events in batches. Every failure is a :class:`BpfBatchError`. tc rules are sent many netlink
+one per element. :class:`Ringbuf` reads a ring buffer's events in batches, :class:`PerfBuffer` a perf event array's. Every failure is a :class:`BpfBatchError`. tc rules are sent many netlink
 messages per ``sendmsg()`` by :mod:`bpfbatch.tc`.
 
 Importing the package loads nothing native and no numpy: :class:`Map` (and with it
@@ -13,7 +13,7 @@ libbpf.so.1) is imported on first use, so ``bpfbatch tc`` runs where libbpf is m
 from .errors import BpfBatchError
 
 __version__ = "0.1.0"
-__all__ = ["BpfBatchError", "Map", "Ringbuf", "migrate"]
+__all__ = ["BpfBatchError", "Map", "PerfBuffer", "Ringbuf", "migrate"]
 
 
 def __getattr__(name: str):
@@ -29,4 +29,8 @@ def __getattr__(name: str):
         from .events.api import Ringbuf
 
         return Ringbuf
+    if name == "PerfBuffer":
+        from .events.perf import PerfBuffer
+
+        return PerfBuffer
     raise AttributeError(f"module 'bpfbatch' has no attribute '{name}'")

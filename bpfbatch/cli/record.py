@@ -1,5 +1,4 @@
-"""``record``: a ring buffer's events (a perf event array's, once its reader exists) written
-as they come, typed from BTF, through the same formats and delivery step as ``drain``.
+"""``record``: a ring buffer's or a perf event array's events written as they come, typed from BTF, through the same formats and delivery step as ``drain``.
 
 Thin: check the options, open the map and its stream (:func:`bpfbatch.events.open_stream`),
 find the type (:mod:`bpfbatch.events.types`), run the recorder
@@ -10,6 +9,7 @@ second with ``-v``.
 from __future__ import annotations
 
 from .. import interrupts
+from .._sys.abi import MapType
 from ..errors import InputError, Interrupted
 from . import options
 from .options import DECODE, MAP, OUTPUT_FORMATS, Commands, Option, check_output, open_map, say
@@ -38,21 +38,29 @@ commands = Commands()
                 "--count/--duration)."),
     Option("fsync", "--fsync", kind=bool, default=False,
            help="A batch is committed only once it is on disk."),
+    Option("order_by", "--order-by", metavar="FIELD",
+           help="perf_event_array: merge the CPUs' events in the order of this integer field "
+                "of --type (a timestamp), within what each pass takes."),
+    Option("pages", "--pages", kind=int, minimum=1,
+           help="perf_event_array: data pages per CPU ring, a power of two (default 64)."),
     DECODE,
 )
 def record(map_id: int | None, pinned: str | None, name: str | None, record_type: str | None,
            btf: str | None, output: str, file: str | None, count: int | None,
            duration: str | None, rotate_size: str | None, follow: bool, fsync: bool,
-           decode: list[str] | None) -> None:
-    """Write a ring buffer's events as they come, typed from BTF, each batch committed once
-    written.
+           order_by: str | None, pages: int | None, decode: list[str] | None) -> None:
+    """Write a ring buffer's or perf event array's events as they come, typed from BTF, each
+    batch committed once written.
 
     Each pass takes every event waiting, writes it and only then advances the ring's consumer
     position: a signal stops it after the batch in hand is written and committed; a full disk
     or a closed pipe leaves every event not completely written in the ring, for the next
     record; SIGKILL repeats at most the batch it hit, never loses one. Parquet needs -w: a
     file's events are committed once its footer is written. Records print as drain prints a
-    queue's elements ({"key":[],"value":...})."""
+    queue's elements ({"key":[],"value":...}). A perf event array's rings are the reader's
+    own, one per CPU: what is in them when record exits is gone with them (the kernel's lost
+    records are counted per CPU); --order-by merges the CPUs by a timestamp field within each
+    pass."""
     check_output(output)
     seconds = _duration(duration)
     size = _size(rotate_size, file)
@@ -65,8 +73,8 @@ def record(map_id: int | None, pinned: str | None, name: str | None, record_type
     recorder = None
     with interrupts.stopping(lambda: f"{recorder.recorded if recorder else 0} events recorded"), \
             open_map(map_id, pinned, name, read_only=False) as m:
-        with open_stream(m) as stream:
-            kind = None if record_type is None else event_type(m.info, record_type, btf)
+        kind = None if record_type is None else event_type(m.info, record_type, btf)
+        with open_stream(m, **_perf_options(m.info, kind, order_by, pages)) as stream:
             recorder = Recorder(stream, m.info, output, record_type=kind, path=file,
                                 rotate_size=size, decode=decode, fsync=fsync)
             report = (lambda stats: say(f"{m.info.label}: {recorder.recorded} events "
@@ -79,6 +87,30 @@ def record(map_id: int | None, pinned: str | None, name: str | None, record_type
                 say(f"{m.info.label}: {stream.stats.summary()}")
                 raise
     say(f"{m.info.label}: {recorder.recorded} events recorded; {stream.stats.summary()}")
+
+
+def _perf_options(info, kind, order_by: str | None, pages: int | None) -> dict:
+    """The perf reader's options (``--order-by``, ``--pages``), refused for another map."""
+    given = {"--order-by": order_by, "--pages": pages}
+    if info.type != MapType.PERF_EVENT_ARRAY:
+        for flag, value in given.items():
+            if value is not None:
+                raise InputError(f"is for perf_event_array maps; {info.label} is a "
+                                 f"{info.type_name}", obj=flag)
+        return {}
+    options: dict = {} if pages is None else {"page_count": pages}
+    if order_by is not None:
+        if kind is None:
+            raise InputError("orders by a field of the events' type; give --type",
+                             obj="--order-by")
+        from ..events.perf import order_field
+        from ..records.codec import codec_for
+
+        btf, type_id = kind
+        dtype = codec_for(btf, type_id, btf.size_of(type_id)).dtype
+        order_field(order_by, dtype, "--order-by")  # a usage error, before the rings open
+        options.update(order_by=order_by, dtype=dtype)
+    return options
 
 
 def _duration(text: str | None) -> float | None:

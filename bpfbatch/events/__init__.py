@@ -17,7 +17,7 @@ __all__ = ["Batch", "EventStream", "StreamStats", "open_stream"]
 def open_stream(source, **options) -> EventStream:
     """The reader for the event map ``source`` (a :class:`~bpfbatch.Map`, which the stream
     does not own), by map type: ``ringbuf`` → :class:`.ringbuf.RingbufStream`,
-    ``perf_event_array`` → :class:`.perf.PerfBuffer`. Anything else is refused with a line naming the
+    ``perf_event_array`` → :class:`.perf.PerfStream`. Anything else is refused with a line naming the
     map and its type."""
     from .._sys.abi import MapType
     from ..errors import InputError
@@ -28,8 +28,8 @@ def open_stream(source, **options) -> EventStream:
 
         return RingbufStream(source, **options)
     if kind == MapType.PERF_EVENT_ARRAY:
-        from .perf import PerfBuffer
+        from .perf import PerfStream
 
-        return PerfBuffer(source, **options)
+        return PerfStream(source, **options)
     raise InputError(f"{source.info.label} is a {source.info.type_name} map, not an event "
                      "map (ringbuf or perf_event_array)", obj="MAP")

@@ -33,7 +33,7 @@ class EventReader:
     #: The map type the class reads (``None``: whichever :func:`open_stream` reads).
     map_type = None
 
-    def __init__(self, source, *, owned: bool, type=None, btf=None, decode=None):
+    def __init__(self, source, *, owned: bool, type=None, btf=None, decode=None, **options):
         from .types import event_type
 
         self.map, self._owned = source, owned
@@ -43,29 +43,35 @@ class EventReader:
                              obj=info.label)
         self.record_type = None if type is None else event_type(info, type, btf)
         self._decode = decode
-        self.stream = open_stream(source)
+        self.stream = open_stream(source, **self._stream_options(options))
         self._last: Batch | None = None
         self._columns = None
 
     @classmethod
     def open(cls, source=None, *, pinned: str | None = None, id: int | None = None,
              name: str | None = None, type: str | None = None, btf: str | None = None,
-             decode=None) -> "EventReader":
+             decode=None, **options) -> "EventReader":
         """The reader of a :class:`~bpfbatch.Map` given as ``source`` (not owned), or of the
         map named by exactly one of ``pinned``, ``id``, ``name`` (opened and owned).
         ``type`` names the records' type (``"struct event"``), found in ``btf`` (an object
         file) or the BTF of the programs using the map; ``decode`` as ``Map.items`` takes
-        it (Arrow columns only)."""
+        it (Arrow columns only); ``options`` go to the map type's stream (a perf buffer's
+        ``page_count``, ``order_by``...)."""
         from ..api import Map
 
         owned = source is None
         m = Map.open(id=id, pinned=pinned, name=name) if owned else source
         try:
-            return cls(m, owned=owned, type=type, btf=btf, decode=decode)
+            return cls(m, owned=owned, type=type, btf=btf, decode=decode, **options)
         except BaseException:
             if owned:
                 m.close()
             raise
+
+    def _stream_options(self, options: dict) -> dict:
+        """The options the map type's stream is opened with (a subclass adds what it knows
+        once the type is found)."""
+        return options
 
     @property
     def dtype(self) -> np.dtype | None:

@@ -123,9 +123,9 @@ def open_perf_buffer(table, callback, page_cnt: int = 8, lost_cb=None,
     """bcc's ``table.open_perf_buffer(callback, page_cnt, lost_cb, wakeup_events)``: a ring
     of ``page_cnt`` pages per online CPU, stored in the table, read by
     :func:`perf_buffer_poll`."""
-    from .perf import PerfBuffer
+    from .perf import PerfStream
 
-    stream = PerfBuffer(_table_map(table), page_count=page_cnt, wakeup_events=wakeup_events)
+    stream = PerfStream(_table_map(table), page_count=page_cnt, wakeup_events=wakeup_events)
     _register(table, _Reader(stream, callback, lost_cb))
 
 
@@ -161,10 +161,10 @@ def ring_buffer_consume(bpf) -> int:
 
 
 def _poll(bpf, timeout: int, *, perf: bool) -> int:
-    from .perf import PerfBuffer
+    from .perf import PerfStream
 
     readers = [r for r in _opened.get(bpf, {}).values()
-               if isinstance(r.stream, PerfBuffer) == perf]
+               if isinstance(r.stream, PerfStream) == perf]
     if not readers:
         kind = "perf" if perf else "ring"
         raise ValueError(f"no {kind} buffer was opened for this BPF object with "

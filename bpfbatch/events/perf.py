@@ -1,12 +1,13 @@
 """Perf event arrays (``BPF_MAP_TYPE_PERF_EVENT_ARRAY``) read in batches, under the stream
 contract of :mod:`.batch`.
 
-:meth:`PerfBuffer.open` opens one BPF output perf event (``perf_event_open`` of
+:class:`PerfStream` opens one BPF output perf event (``perf_event_open`` of
 ``PERF_TYPE_SOFTWARE`` / ``PERF_COUNT_SW_BPF_OUTPUT``, ``PERF_SAMPLE_RAW``) per online CPU,
 maps its ring (:mod:`.perfring`) and stores the event's fd in the map at the CPU's index,
 which is where ``bpf_perf_event_output(ctx, &map, BPF_F_CURRENT_CPU, ...)`` on that CPU
 writes: what libbpf's ``perf_buffer__new`` and bcc's ``open_perf_buffer`` do. One epoll set
-holds every ring's fd (:meth:`~PerfBuffer.fileno`).
+holds every ring's fd (:meth:`~PerfStream.fileno`). :class:`PerfBuffer` is the Python API
+over it (numpy arrays, Arrow record batches), as :class:`~.api.Ringbuf` is for ring buffers.
 
 A poll takes, from every ring, every record written so far, in one pass per ring, and hands
 them out as one batch: each ring's records in the order the kernel wrote them, the rings one
@@ -23,7 +24,10 @@ CPU's next sample. :attr:`~.batch.StreamStats.lost` adds each CPU's reported dro
 batch holding the record is committed (a batch taken twice counts once).
 
 Closing deletes the map entries it stored (a program then gets ``-ENOENT`` instead of writing
-into a ring nobody reads) and unmaps the rings.
+into a ring nobody reads) and unmaps the rings. Unlike a ring buffer, whose ring is the map's
+and keeps what a reader left for the next one, a perf ring is its reader's: records taken and
+not committed are offered again within the process (:meth:`~PerfStream.rewind`), but those
+still in the rings when it closes them are gone — the kernel counts them nowhere.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .._sys import abi
 from .._sys.libbpf import perf_event_open
 from ..api import Map
 from ..errors import BpfBatchError, InputError
+from .api import EventReader
 from .batch import Batch, EventStream
 from .perfring import SAMPLE_HEAD, Pass, PerfRing
 
@@ -73,13 +78,17 @@ class PerfBatch(Batch):
         self.lost = lost
 
 
-class PerfBuffer(EventStream):
+class PerfStream(EventStream):
     """The rings of a perf event array, one per online CPU below its ``max_entries``.
 
     ``page_count``: data pages per ring (a power of two); ``wakeup_events``: samples per
     wake-up of the poll set (a poll reads what is there whatever the count; more than one
     costs the producer fewer wake-ups); ``order_by``: a field of ``dtype`` (the event's numpy
     dtype) to merge the CPUs by, see :meth:`_take`."""
+
+    #: What becomes of records taken and not written when the reader stops on a failure
+    #: (``record``'s error line): the rings are this reader's, and close with it.
+    left_behind = "not recorded: dropped with the perf rings, which close with this reader"
 
     def __init__(self, source: Map, *, page_count: int = DEFAULT_PAGE_COUNT,
                  wakeup_events: int = 1, order_by: str | None = None, dtype=None):
@@ -91,7 +100,8 @@ class PerfBuffer(EventStream):
         if page_count <= 0 or page_count & (page_count - 1):
             raise InputError(f"page count must be a power of two, got {page_count}",
                              obj=self.label)
-        self._order = None if order_by is None else order_field(order_by, dtype, self.label)
+        self._order = None if order_by is None else \
+            order_field(order_by, dtype, f"{self.label}: order_by")
         self.rings: list[PerfRing] = []
         self._by_cpu: dict[int, PerfRing] = {}
         self._map = source.dup()  # the entries stored through it live as long as its file
@@ -103,16 +113,6 @@ class PerfBuffer(EventStream):
         except BaseException:
             self._release()
             raise
-
-    @classmethod
-    def open(cls, map: Map | None = None, *, id: int | None = None, pinned: str | None = None,
-             name: str | None = None, **options) -> PerfBuffer:
-        """The perf event array ``map``, or the one ``id``, ``pinned`` or ``name`` names
-        (as :meth:`bpfbatch.Map.open`); ``options`` as the class takes them."""
-        if map is not None:
-            return cls(map, **options)
-        with Map.open(id=id, pinned=pinned, name=name) as opened:
-            return cls(opened, **options)
 
     def _add(self, cpu: int, page_count: int, wakeup_events: int) -> None:
         attr = abi.PerfEventAttr(
@@ -170,7 +170,8 @@ class PerfBuffer(EventStream):
             offsets = _joined([p.offsets + first for p, first in zip(passes, firsts)], np.int64)
             sizes = _joined([p.sizes for p in passes], np.int64)
             stride = None
-        elif len(passes) == 1 and len(passes[0].runs) == 1:  # one run: the ring itself
+        elif len(passes) == 1 and len(passes[0].runs) == 1 and self._order is None:
+            # one run, in ring order: the ring itself
             p = passes[0]
             data = np.frombuffer(memoryview(p.data).toreadonly(), np.uint8)
             offsets, sizes, stride = p.offsets, p.sizes, p.runs[0][1]
@@ -196,11 +197,14 @@ class PerfBuffer(EventStream):
                          stride=stride)
 
     def _note_fill(self) -> None:
+        """Lag, the fill high-water mark and the part held (taken, not committed), from the
+        positions as they are now: the fullest ring's for the fractions."""
         pending = [ring.pending() for ring in self.rings]
         self.stats.lag_bytes = sum(pending)
         if self.rings:
             fill = max(n / ring.size for n, ring in zip(pending, self.rings))
             self.stats.high_water = max(self.stats.high_water, fill)
+            self.stats.held = max(ring.held() for ring in self.rings)
 
     def _commit(self, p: Pass, m: int) -> None:
         """Commit the first ``m`` samples of pass ``p`` (and every pass before it), counting
@@ -209,6 +213,7 @@ class PerfBuffer(EventStream):
         if ring is not None:
             end = p.end_of(m)
             self.stats.lost[p.cpu] += p.lost_between(ring.commit(end), end)
+            self.stats.held = max(ring.held() for ring in self.rings)
 
     def rewind(self) -> None:
         """The next poll starts again at each ring's committed tail."""
@@ -228,13 +233,33 @@ class PerfBuffer(EventStream):
         self._map.close()
 
 
+class PerfBuffer(EventReader):
+    """A perf event array's records as numpy arrays or Arrow record batches
+    (:class:`~.api.EventReader`, ``from bpfbatch import PerfBuffer``)::
+
+        with PerfBuffer.open(pinned="/sys/fs/bpf/events", type="struct event",
+                             order_by="ts") as perf:
+            for events in perf.batches(idle=1.0):
+                ...
+
+    ``page_count``, ``wakeup_events`` and ``order_by`` as :class:`PerfStream` takes them
+    (``order_by`` names a field of ``type``)."""
+
+    map_type = abi.MapType.PERF_EVENT_ARRAY
+
+    def _stream_options(self, options: dict) -> dict:
+        if options.get("order_by") is not None:
+            return {**options, "dtype": self.dtype}
+        return options
+
+
 class _Commit:
     """A perf batch's ``commit(k)``: its first ``k`` records, ring by ring. Each CPU's records
     keep their ring order in a batch (merged by a timestamp too, the CPU's own timestamps
     rising), so the first ``k`` hold a prefix of each ring's pass: the records of that CPU
     before the first of its records past ``k``."""
 
-    def __init__(self, stream: PerfBuffer, passes: list[Pass], cpus, ring_index):
+    def __init__(self, stream: PerfStream, passes: list[Pass], cpus, ring_index):
         self.stream, self.passes, self.cpus, self.ring_index = stream, passes, cpus, ring_index
 
     def __call__(self, k: int) -> None:
@@ -254,16 +279,17 @@ def _losses(passes: list[Pass]) -> list[tuple[int, int, int]]:
     return out
 
 
-def order_field(name: str, dtype, label: str) -> tuple[int, np.dtype]:
-    """``(offset, dtype)`` of the integer field ``name`` of the event ``dtype``, to order by."""
+def order_field(name: str, dtype, where: str) -> tuple[int, np.dtype]:
+    """``(offset, dtype)`` of the integer field ``name`` of the event ``dtype``, to order by;
+    ``where`` names the option in an error (``--order-by``, or the map's ``order_by``)."""
     fields = None if dtype is None else np.dtype(dtype).fields
     if not fields or name not in fields:
-        known = f" (fields: {', '.join(fields)})" if fields else " (the event has no type)"
-        raise InputError(f"--order-by: no field '{name}' in the event{known}", obj=label)
+        known = f" (fields: {', '.join(fields)})" if fields else " (the events have no type)"
+        raise InputError(f"no field '{name}' in the events' type{known}", obj=where)
     field_dtype, offset = fields[name][:2]
     if field_dtype.kind not in "iu":
-        raise InputError(f"--order-by: field '{name}' is not an integer timestamp "
-                         f"({field_dtype})", obj=label)
+        raise InputError(f"field '{name}' is not an integer timestamp ({field_dtype})",
+                         obj=where)
     return offset, field_dtype
 
 

@@ -103,6 +103,10 @@ class PerfRing:
         """Bytes written and not yet committed."""
         return self._meta[self._head] - self._meta[self._tail]
 
+    def held(self) -> float:
+        """The fraction of the ring taken and not committed (the kernel cannot reuse it)."""
+        return max(0, self._read - self._meta[self._tail]) / self.size
+
     def unread(self) -> bool:
         """Whether records were written since the last pass."""
         return self._meta[self._head] != self._read

@@ -185,8 +185,9 @@ class Recorder:
         (the failed batch's complete records included), what stays in the ring."""
         left = failed.put_back.restored
         recorded = self.recorded + self._in_hand[2] - left
+        left_behind = getattr(self.stream, "left_behind", "left in the ring for the next reader")
         return BpfBatchError(f"output failed: {failed.reason}; {recorded} events recorded, "
-                             f"{left} of the batch left in the ring for the next reader",
+                             f"{left} of the batch {left_behind}",
                              obj=self._name, errno=failed.errno)
 
     def _maybe_rotate(self) -> None:

@@ -6,17 +6,26 @@ processes faster than the reader."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
 import multiprocessing
 import os
+import signal
+import subprocess
+import threading
+import time
 
 import numpy as np
 import pytest
 
+from bpfbatch import PerfBuffer
 from bpfbatch._sys.abi import MapType
 from bpfbatch.errors import InputError
 from bpfbatch.events import open_stream
-from bpfbatch.events.perf import PerfBuffer, online_cpus
+from bpfbatch.events.perf import PerfStream, online_cpus
 from bpfbatch.labs.events import PERF, EventProducer
+from fault_helpers import bpfbatch_argv
 
 CPUS = online_cpus()
 
@@ -161,25 +170,128 @@ def test_order_by_merges_the_cpus_by_timestamp(producer):
 
 
 def test_refusals_name_the_map(producer, maps):
-    with pytest.raises(InputError, match=r"--order-by: no field 'when' in the event "
-                                         r"\(fields: ts, seq, pid, cpu, id, size\)"):
+    with pytest.raises(InputError, match=r"'events_perf': order_by: no field 'when' in the "
+                                         r"events' type \(fields: ts, seq, pid, cpu, id, "
+                                         r"size\)"):
         open_stream(producer.perf, order_by="when", dtype=producer.event_dtype)
     with pytest.raises(InputError, match="page count must be a power of two, got 3"):
         open_stream(producer.perf, page_count=3)
     with pytest.raises(InputError, match=r"map \d+ 'bb_test': not a perf event array "
                                          r"\(it is hash\)"):
-        PerfBuffer(maps(MapType.HASH))
+        PerfStream(maps(MapType.HASH))
 
 
-def test_open_by_pin_and_close_clears_the_entries(producer, pins):
-    """Opened by its pin, the reader stores one event fd per CPU; closed, it deletes them
-    (the producer's outputs then fail instead of filling a ring nobody reads)."""
+def test_api_by_pin_typed_ordered_and_close_clears_the_entries(producer, pins):
+    """``PerfBuffer.open`` by the pin, typed from the programs' BTF and merged by ts: numpy
+    arrays of the events, one event fd stored per CPU; closed, the entries are deleted (the
+    producer's outputs then fail instead of filling a ring nobody reads)."""
     path = pins(producer.perf, "perf")
     producer.configure(outputs=PERF, per_run=5)
-    with PerfBuffer.open(pinned=path) as stream:
-        assert sorted(ring.cpu for ring in stream.rings) == CPUS
+    with PerfBuffer.open(pinned=path, type="struct event", order_by="ts",
+                         page_count=4) as perf:
+        assert sorted(ring.cpu for ring in perf.stream.rings) == CPUS
         for cpu in CPUS:
             producer.run(cpu)
-        assert len(stream.poll(0)) == 5 * len(CPUS)
+        events = perf.poll(0)
+        assert events.dtype == producer.event_dtype and len(events) == 5 * len(CPUS)
+        assert (np.diff(events["ts"].astype(np.int64)) >= 0).all()
     producer.run(CPUS[0])
     assert producer.counters()["perf_failures"] == 5
+
+
+# -- record on a perf event array ---------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def producing(p: EventProducer):
+    """The producer running in a thread (100 events a run on each CPU in turn, a run every
+    ms) until the block ends."""
+    stop = threading.Event()
+
+    def loop():
+        for cpu in itertools.cycle(CPUS):
+            if stop.is_set():
+                return
+            p.run(cpu)
+            time.sleep(0.001)
+
+    p.configure(outputs=PERF, per_run=100)
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def wait_for_reader(p: EventProducer, timeout: float = 30) -> None:
+    """Until a reader has stored its rings in the map: an event per CPU no longer fails."""
+    p.configure(outputs=PERF, per_run=1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = p.counters()["perf_failures"]
+        for cpu in CPUS:
+            p.run(cpu)
+        if p.counters()["perf_failures"] == before:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the reader never stored its rings")
+
+
+def jsonl_events(data: bytes) -> list[dict]:
+    return [json.loads(line)["value"] for line in data.split(b"\n")[:-1]]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_record_stops_on_a_signal_with_the_batch_in_hand_written(producer, pins, tmp_path,
+                                                                 sig):
+    """record --follow --order-by ts on a perf map, the producer running: the signal is said
+    in one last line with the count, which is exactly the complete records in the output,
+    none twice, each CPU's in order, each batch merged by ts."""
+    path = pins(producer.perf, "perfrec")
+    out_path = tmp_path / "out.jsonl"
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(bpfbatch_argv("record", "pinned", path, "--type",
+                                              "struct event", "--follow", "--order-by", "ts"),
+                                stdout=out, stderr=subprocess.PIPE)
+        wait_for_reader(producer)
+        with producing(producer):
+            deadline = time.monotonic() + 30
+            while os.path.getsize(out_path) < 40_000 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+    err = err.decode()
+    assert proc.returncode == 128 + sig, err
+    lines = err.splitlines()
+    said = [line for line in lines if "interrupted (" in line]
+    assert len(said) == 1 and said[0] == lines[-1], err
+    n = int(said[0].split("after ")[1].split(" events recorded")[0])
+    data = out_path.read_bytes()
+    events = jsonl_events(data)
+    assert data.endswith(b"\n") and len(events) == n > 0
+    seqs = [e["seq"] for e in events]
+    assert len(set(seqs)) == len(seqs)
+    for cpu in CPUS:
+        mine = [e["seq"] for e in events if e["cpu"] == cpu]
+        assert mine == sorted(mine)
+
+
+def test_record_into_a_closed_pipe_is_141_and_says_what_is_dropped(producer, pins):
+    path = pins(producer.perf, "perfpipe")
+    proc = subprocess.Popen(bpfbatch_argv("record", "pinned", path, "--type", "struct event",
+                                          "--follow", "--pages", "512"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for_reader(producer)
+    producer.configure(outputs=PERF, per_run=20_000)  # more than a pipe holds
+    for cpu in CPUS:
+        producer.run(cpu)
+    first = json.loads(proc.stdout.readline())["value"]
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert err.count("\n") == 1 and "dropped with the perf rings" in err, err
+    recorded = int(err.split("; ")[1].split(" events recorded")[0])
+    assert 0 < recorded < 40_000 + 2 * len(CPUS) and first["cpu"] in CPUS
