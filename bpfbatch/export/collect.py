@@ -1,5 +1,6 @@
 """One scrape: each map of the configuration read (or drained) once with the batch cursor,
-every metric on it aggregated from the same batches with numpy.
+every metric on it aggregated from the same batches with numpy (event maps, ``mode =
+"record"``: :mod:`.events`).
 
 Aggregation. Each entry contributes its value (summed over every possible CPU for a per-CPU
 map) to the series named by its label fields' bytes; entries whose labels are equal are summed,
@@ -374,7 +375,10 @@ def _limit(series: Series, max_series: int) -> None:
 def sources(config: Config) -> list[MapSource]:
     """One :class:`MapSource` per map of the configuration (metrics sharing a map share the
     read), in the order the maps first appear."""
+    from .events import EventSource
+
     by_map: dict[MapRef, list[Metric]] = {}
     for metric in config.metrics:
         by_map.setdefault(metric.map, []).append(metric)
-    return [MapSource(ref, metrics, config.batch_size) for ref, metrics in by_map.items()]
+    return [(EventSource if metrics[0].mode == "record" else MapSource)(
+        ref, metrics, config.batch_size) for ref, metrics in by_map.items()]

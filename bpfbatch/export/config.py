@@ -14,7 +14,9 @@
     map = { pinned = "/sys/fs/bpf/flows" }   # or { id = N } / { name = "..." }
     value = "bytes"                    # a value field; omit for a scalar value
     aggregate = "sum"                  # sum (of value) | count (of entries)
-    mode = "read"                      # read | drain (counters and histograms)
+    mode = "read"                      # read | drain | record (counters and histograms)
+    event = "struct event"             # record: the events' type (a ringbuf/perf map)
+    btf = "prog.bpf.o"                 # record: where it is, if not in the programs' BTF
     max_series = 10000                 # series beyond it are counted, not exported
     labels = [
       { name = "saddr", field = "key.saddr", decoder = "ipv4" },
@@ -41,7 +43,7 @@ DEFAULT_LISTEN = "127.0.0.1:9435"
 DEFAULT_BUDGET_S = 10.0
 DEFAULT_MAX_SERIES = 10_000
 TYPES = ("counter", "gauge", "histogram")
-MODES = ("read", "drain")
+MODES = ("read", "drain", "record")
 AGGREGATES = ("sum", "count")
 BUCKET_TYPES = ("log2", "linear")
 #: Prometheus' metric and label name grammar (data model); ``__`` label names are reserved.
@@ -108,6 +110,8 @@ class Metric:
     bucket: Bucket | None
     max_series: int
     places: tuple[tuple[str, str], ...]  # key → "file:line", for errors found later
+    event: str | None = None  # record mode: the events' C type (``struct event``)
+    btf: str | None = None    # record mode: an object file whose BTF has it
 
     def place(self, key: str) -> str:
         """``file:line`` of ``key`` (``value``, ``bucket``, ``labels[1]``, ...) in the file."""
@@ -188,17 +192,26 @@ def parse(text: str, path: str = "<config>", *, listen: str | None = None,
 
 def _metric(t: _Table, index: int) -> Metric:
     t.only("name", "help", "type", "map", "value", "aggregate", "mode", "labels", "bucket",
-           "max_series")
+           "max_series", "event", "btf")
     name = t.require("name", str)
     if not _METRIC_NAME.fullmatch(name):
         t.fail("name", f"{name!r} is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)")
     t.context = f"metric '{name}'"
     kind = t.choice("type", TYPES, None)
     mode = t.choice("mode", MODES, "read")
-    aggregate = t.choice("aggregate", AGGREGATES, "sum")
-    if mode == "drain" and kind == "gauge":
-        t.fail("mode", "drain adds what each scrape drains into a counter; a gauge cannot "
+    # an event has no value of its own: a record-mode metric without one counts events
+    aggregate = t.choice("aggregate", AGGREGATES,
+                         "count" if mode == "record" and not t.has("value") else "sum")
+    if mode in ("drain", "record") and kind == "gauge":
+        t.fail("mode", f"{mode} adds what each scrape takes into a counter; a gauge cannot "
                        "accumulate (use type = \"counter\")")
+    event = t.get("event", str, None)
+    if mode == "record" and event is None:
+        t.fail("mode", "record counts the events of a ringbuf or perf_event_array map by "
+                       "their fields: name their type (event = \"struct event\")")
+    for key in ("event", "btf"):
+        if mode != "record" and t.has(key):
+            t.fail(key, "only mode = \"record\" reads events")
     if aggregate == "count" and t.has("value"):
         t.fail("value", "aggregate = \"count\" counts entries; it reads no value field")
     max_series = t.get("max_series", int, DEFAULT_MAX_SERIES)
@@ -218,7 +231,8 @@ def _metric(t: _Table, index: int) -> Metric:
         seen.add(label.name)
     return Metric(name=name, help=t.get("help", str, ""), type=kind, map=_map_ref(t),
                   value=t.get("value", str, None), aggregate=aggregate, mode=mode,
-                  labels=labels, bucket=bucket, max_series=max_series,
+                  labels=labels, bucket=bucket, max_series=max_series, event=event,
+                  btf=t.get("btf", str, None),
                   places=tuple({**{k: t.lines.at(index, k) for k in _PLACED},
                                 **{f"labels[{i}]": t.lines.at(index, label.line or "labels")
                                    for i, label in enumerate(labels)}}.items()))
@@ -342,11 +356,15 @@ def _check_across(metrics: tuple[Metric, ...], lines: _Lines) -> None:
         names.update(dict.fromkeys(exposed_names(m), m))
         other = modes.setdefault(m.map, m)
         if other.mode != m.mode:
-            drained, read = (m, other) if m.mode == "drain" else (other, m)
             raise ConfigError(
-                f"metric '{m.name}': mode: map {m.map} is drained by '{drained.name}' and read "
-                f"by '{read.name}'; a drain empties what the read would report",
-                obj=lines.at(index, "mode"))
+                f"metric '{m.name}': mode: map {m.map} is {_DOING[m.mode]} by '{m.name}' and "
+                f"{_DOING[other.mode]} by '{other.name}' (at {other.where}); a map has one "
+                "mode", obj=lines.at(index, "mode"))
+        if (m.event, m.btf) != (other.event, other.btf):
+            raise ConfigError(
+                f"metric '{m.name}': event: map {m.map} has the events of one type; "
+                f"'{other.name}' (at {other.where}) names {other.event!r}",
+                obj=lines.at(index, "event"))
 
 
 def _address(text: str, where: str) -> tuple[str, int]:
@@ -461,7 +479,9 @@ class _Table:
 
 
 #: Keys whose line a metric keeps for the errors :mod:`.fields` finds against a live map.
-_PLACED = ("name", "map", "value", "bucket", "mode", "type")
+_PLACED = ("name", "map", "value", "bucket", "mode", "type", "event")
+#: How a mode's error says what a metric does with its map.
+_DOING = {"read": "read", "drain": "drained", "record": "recorded"}
 
 _TOML_KIND = {str: "a string", int: "an integer", float: "a number", list: "an array",
               dict: "a table"}

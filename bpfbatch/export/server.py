@@ -17,6 +17,9 @@ Self-metrics, labelled by ``map`` (the pin path, the name, or ``id:N``) or ``met
     bpfbatch_export_map_last_success_timestamp_seconds
     bpfbatch_export_series_overflow         series over max_series left out of this scrape
     bpfbatch_export_overflow_total          (drain) value drained into series over max_series
+    bpfbatch_export_events_lost_total       (record) events the kernel reported lost, per CPU
+    bpfbatch_export_events_lag_bytes        (record) bytes not yet consumed
+    bpfbatch_export_events_fill_high_water  (record) the ring's fullest, as a fraction
     bpfbatch_export_budget_exceeded_total   scrapes that ran out of budget
     bpfbatch_export_scrape_seconds          time this scrape spent reading maps
 """
@@ -186,11 +189,37 @@ class Exporter:
         yield overflow
         if any(source.drain for source in self.sources):
             yield drained
+        yield from _event_metrics(self.sources)
         yield CounterMetricFamily("bpfbatch_export_budget_exceeded",
                                   "Scrapes that ran out of their time budget.",
                                   value=self.budget_exceeded)
         yield GaugeMetricFamily("bpfbatch_export_scrape_seconds",
                                 "Time this scrape spent reading maps.", value=seconds)
+
+
+def _event_metrics(sources) -> Iterator[Family]:
+    """Record mode: per event map, the events the producer could not hand over as the
+    kernel reports them (perf: ``PERF_RECORD_LOST``, per CPU), the consumer's lag and the
+    ring's fill high-water mark (a ring buffer's producer counts its own failures)."""
+    streams = [(str(source.ref), source.event_stats, source.lost()) for source in sources
+               if getattr(source, "event_stats", None) is not None]
+    if not streams:
+        return
+    lost = CounterMetricFamily("bpfbatch_export_events_lost",
+                               "Record mode: events the kernel reported lost (perf event "
+                               "arrays: PERF_RECORD_LOST), per CPU.", labels=["map", "cpu"])
+    lag = GaugeMetricFamily("bpfbatch_export_events_lag_bytes",
+                            "Record mode: bytes written to the ring(s) and not yet consumed, "
+                            "at the last scrape.", labels=["map"])
+    high = GaugeMetricFamily("bpfbatch_export_events_fill_high_water",
+                             "Record mode: the fullest the ring (the fullest CPU's) was seen, "
+                             "as a fraction of its size.", labels=["map"])
+    for ref, stats, lost_per_cpu in streams:
+        for cpu, count in sorted(lost_per_cpu.items()):
+            lost.add_metric([ref, str(cpu)], count)
+        lag.add_metric([ref], stats.lag_bytes)
+        high.add_metric([ref], stats.high_water)
+    yield from (lost, lag, high)
 
 
 def family(series: Series) -> Family:

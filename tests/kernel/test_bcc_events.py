@@ -114,12 +114,22 @@ def _perf_round(b, fd, seen: _Seen, poll) -> None:
     poll()
 
 
+def _until_quiet(seen: _Seen, poll) -> None:
+    """Poll until a poll brings nothing new: bcc reads a ring only once its wake-up (an
+    irq_work on the ring's CPU, a moment after the sample) has made its fd readable."""
+    while True:
+        before = sum(map(len, seen.events.values())) + len(seen.lost)
+        poll()
+        if sum(map(len, seen.events.values())) + len(seen.lost) == before:
+            return
+
+
 def test_perf_buffer_poll_hands_out_what_bcc_does(program):
     b, fd = program
     table = b[b"events"]
     theirs = _Seen(table)
     table.open_perf_buffer(theirs.perf, page_cnt=1, lost_cb=theirs.on_lost)
-    _perf_round(b, fd, theirs, lambda: b.perf_buffer_poll(timeout=0))
+    _perf_round(b, fd, theirs, lambda: _until_quiet(theirs, lambda: b.perf_buffer_poll(50)))
     for cpu in CPUS:
         del table[cpu]  # bcc's way to close its reader of that CPU
 

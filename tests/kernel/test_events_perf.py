@@ -25,7 +25,7 @@ from bpfbatch.errors import InputError
 from bpfbatch.events import open_stream
 from bpfbatch.events.perf import PerfStream, online_cpus
 from bpfbatch.labs.events import PERF, EventProducer
-from fault_helpers import bpfbatch_argv
+from fault_helpers import bpfbatch_argv, said
 
 CPUS = online_cpus()
 
@@ -264,11 +264,8 @@ def test_record_stops_on_a_signal_with_the_batch_in_hand_written(producer, pins,
             proc.send_signal(sig)
             _, err = proc.communicate(timeout=60)
     err = err.decode()
-    assert proc.returncode == 128 + sig, err
-    lines = err.splitlines()
-    said = [line for line in lines if "interrupted (" in line]
-    assert len(said) == 1 and said[0] == lines[-1], err
-    n = int(said[0].split("after ")[1].split(" events recorded")[0])
+    assert proc.returncode == 128 + sig and err.count("interrupted (") == 1, err
+    n = said(err.splitlines()[-1], r"interrupted \(SIG\w+\) after (\d+) events recorded$")
     data = out_path.read_bytes()
     events = jsonl_events(data)
     assert data.endswith(b"\n") and len(events) == n > 0
