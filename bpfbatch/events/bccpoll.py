@@ -71,20 +71,47 @@ class _Reader:
         return self.next - first
 
     def _hand_out(self, batch, first: int) -> None:
+        """Call the callback for the records from ``first`` on, each lost record's callback
+        where it stands; :attr:`next` follows (a record the callback was called for is
+        done, whatever it did)."""
         addresses = (batch.offsets + batch.data.ctypes.data).tolist()
         sizes = batch.sizes.tolist()
         losses = getattr(batch, "losses", None) or []
-        cpus = batch.cpus.tolist() if hasattr(batch, "cpus") else None
-        for i in range(first, len(addresses)):
-            while self.next_loss < len(losses) and losses[self.next_loss][0] <= i:
+        firsts = batch.cpus.tolist() if hasattr(batch, "cpus") else None  # perf: the CPU
+        try:
+            while True:
+                stop = losses[self.next_loss][0] if self.next_loss < len(losses) else \
+                    len(addresses)
+                if not self._run_span(firsts, addresses, sizes, stop):
+                    return  # a ring buffer callback said stop
+                if self.next_loss == len(losses):
+                    return
                 self.next_loss += 1  # reported, whatever the callback does
                 if self.lost_cb is not None:
-                    _call(self.lost_cb, losses[self.next_loss - 1][2])
-            self.next = i + 1  # called, whatever the callback does: done
+                    self.lost_cb(losses[self.next_loss - 1][2])
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # a closed pipe ends the process, as in bcc
+                raise SystemExit() from None
+            raise
+
+    def _run_span(self, cpus, addresses, sizes, stop: int) -> bool:
+        """The callback for records :attr:`next` to ``stop``; ``False`` when a ring buffer
+        callback returned a negative number (libbpf's stop; bcc's poll ignores it)."""
+        call, i = self.call, self.next
+        try:
             if cpus is not None:
-                _call(self.call, cpus[i], addresses[i], sizes[i])
-            elif _stops(_call(self.call, self.ctx, addresses[i], sizes[i])):
-                return
+                for cpu, address, size in zip(cpus[i:stop], addresses[i:stop], sizes[i:stop]):
+                    i += 1
+                    call(cpu, address, size)
+                return True
+            ctx = self.ctx
+            for address, size in zip(addresses[i:stop], sizes[i:stop]):
+                i += 1
+                if _stops(call(ctx, address, size)):
+                    return False
+            return True
+        finally:
+            self.next = i
 
 
 def _stops(returned) -> bool:
@@ -94,16 +121,6 @@ def _stops(returned) -> bool:
         return int(returned) < 0
     except (TypeError, ValueError):
         return False
-
-
-def _call(fn, *args):
-    """``fn(*args)``; a closed pipe ends the process, as in bcc's callbacks."""
-    try:
-        return fn(*args)
-    except OSError as exc:
-        if exc.errno == errno.EPIPE:
-            raise SystemExit() from None
-        raise
 
 
 def _table_map(table) -> Map:
