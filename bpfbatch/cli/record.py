@@ -98,6 +98,8 @@ def _perf_options(info, kind, order_by: str | None, pages: int | None) -> dict:
                 raise InputError(f"is for perf_event_array maps; {info.label} is a "
                                  f"{info.type_name}", obj=flag)
         return {}
+    if pages is not None and pages & (pages - 1):
+        raise InputError(f"must be a power of two, got {pages}", obj="--pages")
     options: dict = {} if pages is None else {"page_count": pages}
     if order_by is not None:
         if kind is None:

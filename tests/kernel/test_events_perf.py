@@ -292,3 +292,21 @@ def test_record_into_a_closed_pipe_is_141_and_says_what_is_dropped(producer, pin
     assert err.count("\n") == 1 and "dropped with the perf rings" in err, err
     recorded = int(err.split("; ")[1].split(" events recorded")[0])
     assert 0 < recorded < 40_000 + 2 * len(CPUS) and first["cpu"] in CPUS
+
+
+def test_record_perf_options_are_usage_errors(producer, pins):
+    perf, ring = pins(producer.perf, "perfopt"), pins(producer.ring, "ringopt")
+    cases = {
+        ("pinned", perf, "--pages", 3): "--pages: must be a power of two, got 3",
+        ("pinned", perf, "--order-by", "ts"): "--order-by: orders by a field of the events' "
+                                              "type; give --type",
+        ("pinned", perf, "--type", "struct event", "--order-by", "tss"):
+            "--order-by: no field 'tss' in the events' type (fields: ts, seq, pid, cpu, id, "
+            "size)",
+        ("pinned", ring, "--pages", 4): "--pages: is for perf_event_array maps; map",
+    }
+    for args, said_line in cases.items():
+        proc = subprocess.run(bpfbatch_argv("record", *args), capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 2 and proc.stderr.startswith(f"bpfbatch: error: {said_line}"), \
+            proc.stderr
