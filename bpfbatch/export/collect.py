@@ -224,6 +224,9 @@ class MapSource:
         return Map.open(id=self.ref.id, pinned=self.ref.pinned, name=self.ref.name,
                         read_only=not self.drain)
 
+    def start(self) -> None:
+        """Before the exporter listens: nothing for a map, which each scrape opens."""
+
     def aggregators(self, m: Map) -> list[Aggregator]:
         """The metrics bound to ``m``'s layout (cached while the layout stays the same)."""
         i = m.info

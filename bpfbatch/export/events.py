@@ -2,7 +2,7 @@
 by their fields, as a drain counts a map's entries.
 
 The metrics of one event map share one stream (:func:`bpfbatch.events.open_stream`), opened
-at the first scrape and kept open: a perf event array's rings exist only while their reader
+when the exporter starts (or at the first scrape after a failure) and kept open: a perf event array's rings exist only while their reader
 holds them, and a ring buffer's reader keeps its mapping. Each scrape takes every event
 waiting (batch after batch, until the ring is empty, the scrape budget is spent or the
 exporter is stopping), aggregates each batch with the drain's aggregator — the events made to
@@ -64,6 +64,12 @@ class EventSource(MapSource):
 
     def open(self) -> Map:
         return Map.open(id=self.ref.id, pinned=self.ref.pinned, name=self.ref.name)
+
+    def start(self) -> None:
+        """Open the stream before the exporter listens: a perf event array's events are
+        kept only from the moment its rings are in the map."""
+        if self.stream is None:
+            self._open_stream()
 
     def aggregators(self, m: Map) -> list[Aggregator]:
         """The metrics bound to the events' type in ``m`` (cached per map)."""

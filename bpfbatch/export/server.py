@@ -304,6 +304,8 @@ def serve(config: Config, *, announce: Callable[[str], None]) -> None:
         starting = Exporter(config, journal=journal)
         if journal is not None:
             starting.recover()
+        for source in starting.sources:
+            source.start()
         server = _listen(config.listen, starting)
         exporter = starting
         _run(server, exporter, announce)

@@ -6,7 +6,13 @@ lost = produced."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import urllib.request
+
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from test_export import exporter_for, scrape
 
 from bpfbatch.errors import InputError
@@ -110,3 +116,28 @@ def test_record_refusals(producer, pins, maps):
     with pytest.raises(InputError, match=r"event: .*no 'struct nope'"):
         server.check(exporter_for(CONFIG.format(pin=pin).replace("struct event", "struct nope"))
                      .config)
+
+
+def test_served_exporter_holds_the_rings_from_its_start_and_stops_on_sigterm(producer, pins,
+                                                                            tmp_path):
+    """``bpfbatch export`` stores the perf rings before it listens, so the events of its first
+    scrape are there; SIGTERM ends it with its one line and 143."""
+    config_path = tmp_path / "rec.toml"
+    config_path.write_text(CONFIG.format(pin=pins(producer.perf, "exsrv")))
+    proc = subprocess.Popen([sys.executable, "-m", "bpfbatch", "export", "--config",
+                             str(config_path), "--listen", "127.0.0.1:0"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert "serving http://" in line, line + proc.stderr.read()
+        port = int(line.rsplit(":", 1)[1].split("/")[0])
+        run_each_cpu(producer, PERF, 500)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        samples = {(s.name, s.labels.get("cpu")): s.value
+                   for fam in text_string_to_metric_families(text) for s in fam.samples}
+        assert samples[("events_total", "0")] == samples[("events_total", "1")] == 500
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 143 and "interrupted (SIGTERM) after 1 scrapes" in err, err
