@@ -24,7 +24,7 @@ from bpfbatch._sys.abi import MapType
 from bpfbatch.errors import InputError
 from bpfbatch.events import open_stream
 from bpfbatch.events.perf import PerfStream, online_cpus
-from bpfbatch.labs.events import PERF, EventProducer
+from bpfbatch.labs.events import PERF, RINGBUF, EventProducer
 from fault_helpers import bpfbatch_argv, said
 
 CPUS = online_cpus()
@@ -310,3 +310,22 @@ def test_record_perf_options_are_usage_errors(producer, pins):
                               timeout=60)
         assert proc.returncode == 2 and proc.stderr.startswith(f"bpfbatch: error: {said_line}"), \
             proc.stderr
+
+
+@pytest.mark.parametrize("output", [PERF, RINGBUF], ids=["perf", "ringbuf"])
+def test_a_one_record_batch_is_copied_out_of_the_ring(producer, output):
+    """``to_numpy`` of a batch of one record is a copy like any other (a one-row view of the
+    ring is contiguous, so a contiguity check alone would hand out the ring's memory, which
+    the producer overwrites once the batch is committed)."""
+    with open_stream(producer.perf if output == PERF else producer.ring) as stream:
+        producer.configure(outputs=output, per_run=1)
+        producer.run(CPUS[0])
+        batch = stream.poll(0)
+        kept = batch.to_numpy(producer.event_dtype)
+        batch.commit()
+        producer.configure(outputs=output, per_run=3000)
+        for _ in range(12):  # past the end of the ring, several times
+            producer.run(CPUS[0])
+            while len(batch := stream.poll(0)):
+                batch.commit()
+        assert kept["seq"].tolist() == [0]
