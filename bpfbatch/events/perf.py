@@ -155,7 +155,12 @@ class PerfStream(EventStream):
         (as long as its timestamps do not go backwards)."""
         passes = [p for p in map(PerfRing.take, self.rings) if p is not None]
         self._note_fill()
-        if not passes:
+        if not any(p.count for p in passes):
+            # lost records alone (the kernel writes one with the next sample, so hardly ever):
+            # counted now, where nothing taken before them is waiting for its commit
+            for p in passes:
+                if self._by_cpu[p.cpu].committed() == p.start:
+                    self._commit(p, 0)
             return PerfBatch(np.zeros(0, np.uint8), np.zeros(0, np.int64),
                              np.zeros(0, np.int64), lambda k: None,
                              cpus=np.zeros(0, np.uint32), losses=[], lost=0)

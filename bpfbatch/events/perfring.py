@@ -103,6 +103,10 @@ class PerfRing:
         """Bytes written and not yet committed."""
         return self._meta[self._head] - self._meta[self._tail]
 
+    def committed(self) -> int:
+        """The tail: the position up to which the kernel may write again."""
+        return self._meta[self._tail]
+
     def held(self) -> float:
         """The fraction of the ring taken and not committed (the kernel cannot reuse it)."""
         return max(0, self._read - self._meta[self._tail]) / self.size
