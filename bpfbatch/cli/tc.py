@@ -13,6 +13,7 @@ import typer
 
 from ..errors import InputError, Interrupted
 from ..interrupts import raised_as_interrupted
+from .app import usage_error
 
 commands = typer.Typer()
 
@@ -65,9 +66,15 @@ def _print_warning(_line: int, text: str) -> None:
     print(f"Warning: {_kernel_text(text)}", file=sys.stderr)
 
 
-@commands.command("tc")
+tc = typer.Typer(invoke_without_command=True,
+                 context_settings={"help_option_names": ["-h", "--help"]})
+commands.add_typer(tc, name="tc")
+
+
+@tc.callback()
 def tc_batch(
-    batch: str = typer.Option(..., "-b", "--batch", metavar="FILE",
+    ctx: typer.Context,
+    batch: str = typer.Option(None, "-b", "--batch", metavar="FILE",
                               help="tc batch file (iproute2 `tc -batch` syntax); '-' reads stdin."),
     force: bool = typer.Option(False, "-f", "--force",
                                help="Keep going after a failed command (exit status stays 1)."),
@@ -82,7 +89,12 @@ def tc_batch(
                                   help="Pack consecutive `actions add` lines into shared "
                                        "messages, up to 32 actions each."),
 ) -> None:
-    """Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages per sendmsg."""
+    """Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages per sendmsg.
+    `tc apply FILE` brings devices to the state FILE describes; `tc dump` prints one."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if batch is None:
+        raise usage_error("Missing option '-b' / '--batch' (or a command: apply, dump).")
     with raised_as_interrupted():  # SIGINT/SIGTERM/SIGHUP: one line saying what was applied
         done = []  # the report, once the send returned it
         try:
@@ -106,16 +118,91 @@ def _send(batch: str, force: bool, netns: str | None, batch_bytes: int | None, c
     from ..tc import DEFAULT_BATCH_BYTES, Session
     from ..tc.listing import tc_printer
 
-    if batch == "-":
-        stream, name = contextlib.nullcontext(sys.stdin), "-"  # stdin is not ours to close
-    else:
-        try:
-            stream, name = open(batch, encoding="utf-8", errors="surrogateescape"), batch
-        except OSError as exc:
-            raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch,
-                             errno=exc.errno) from None
-    with stream as lines, Session(netns=netns, force=force, coalesce=coalesce,
-                                  on_failure=_print_failure, on_warning=_print_warning,
+    with _opened(batch) as (lines, name), Session(
+            netns=netns, force=force, coalesce=coalesce, on_failure=_print_failure, on_warning=_print_warning,
                                   on_listing=tc_printer(netns, json=json_),
                                   batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
         done.append(session.send_batch(lines, name))
+
+
+Devices = typer.Option(None, "--dev", metavar="DEV",
+                       help="A device whose state FILE describes (repeatable; default: the "
+                            "devices FILE names).")
+DumpDevices = typer.Option(..., "--dev", metavar="DEV", help="A device to dump (repeatable).")
+Netns = typer.Option(None, "-n", "--netns", metavar="NAME",
+                     help="Network namespace (`ip netns` name).")
+
+
+@tc.command("apply")
+def tc_apply(
+    batch: str = typer.Argument(..., metavar="FILE",
+                                help="The desired state: a tc batch file of adds; '-' reads stdin."),
+    dev: list[str] = Devices,
+    plan: bool = typer.Option(False, "--plan", help="Print the lines it would send, as tc -b "
+                                                    "lines, and send nothing."),
+    netns: str = Netns,
+    force: bool = typer.Option(False, "-f", "--force",
+                               help="Keep going after a failed line (exit status 1)."),
+) -> None:
+    """Bring devices to the state FILE describes, sending only the difference: deletes,
+    in-place changes, adds. Unchanged qdiscs, classes, filters and actions are not touched."""
+    from ..tc.apply import plan_for, send_plan
+
+    with raised_as_interrupted():
+        done: list = []
+        try:
+            with _opened(batch) as (lines, name):
+                difference, _live = plan_for(lines, name, netns, dev or [])
+            if plan:
+                sys.stdout.write("".join(line + "\n" for line in difference.lines))
+                return
+            done.append(send_plan(difference, netns, force=force, source=f"{name} (plan)"))
+        except Interrupted as exc:
+            if not exc.message:
+                exc.obj = batch
+                exc.message = f"after {done[0].summary()}" if done else "before any line was sent"
+            raise
+    report = done[0]
+    if not report.ok:
+        raise InputError(f"apply {report.summary()}", obj=batch) if report.first_failure.errno \
+            is None else _apply_failed(report, batch)
+    from .options import say
+
+    say(f"{batch}: {report.applied} lines sent, {difference.unchanged} objects unchanged")
+
+
+def _apply_failed(report, batch: str):
+    """One line: what was applied, where it stopped, the kernel's reason and errno."""
+    from ..errors import BpfBatchError
+
+    return BpfBatchError(f"apply: {report.summary()}", obj=batch, errno=report.first_failure.errno)
+
+
+@tc.command("dump")
+def tc_dump(
+    dev: list[str] = DumpDevices,
+    netns: str = Netns,
+) -> None:
+    """Print the live state of devices (qdiscs, classes, filters) and the namespace's
+    standalone actions as a batch file that `tc -b` and `tc apply` accept and that gives
+    the same state back."""
+    from ..tc.apply import dump_lines
+
+    with raised_as_interrupted():
+        lines = dump_lines(netns, dev)
+    sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+@contextlib.contextmanager
+def _opened(batch: str):
+    """(lines, name) of the batch file, or stdin for '-'."""
+    if batch == "-":
+        yield sys.stdin, "-"
+        return
+    try:
+        stream = open(batch, encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch,
+                         errno=exc.errno) from None
+    with stream:
+        yield stream, batch
