@@ -34,7 +34,7 @@ _VERB = re.compile(r"^(\s*\S+\s+)(\S+)")
 #: The verb that changes each kind of object in place.
 #: Parents of a device's own qdiscs (not inside another qdisc).
 _TOP = (S.TC_H_ROOT, S.TC_H_INGRESS)
-_CHANGE = {"qdisc": "replace", "class": "change", "action": "change"}
+_CHANGE = {"class": "change", "action": "change"}
 
 
 @dataclasses.dataclass
@@ -116,7 +116,7 @@ def difference(desired: list[TcObject], live: Live) -> Plan:
                           and any(o.kind == "filter" and _instance(o) == inst
                                   for o in live.objects)}
     moved_qdiscs = {_qdisc_of(m) for i, m in matched.items()
-                    if m.kind == "qdisc" and m.spec[:2] != desired[i].spec[:2]}
+                    if m.kind == "qdisc" and not same(desired[i], m)}
     recreated = set()  # (kind, key) of live objects deleted then added again
     for i, m in matched.items():
         d = desired[i]

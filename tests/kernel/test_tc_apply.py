@@ -1,0 +1,200 @@
+"""``bpfbatch tc apply`` and ``tc dump`` against the kernel, judged by iproute2's ``tc``.
+
+* dump round-trips: its file, run by ``tc -b`` on a fresh device, gives the same dump and the
+  same ``tc -j`` state (hash tables, links, handles, priorities, actions and indexes);
+* random desired states A and B: apply A then B leaves what ``tc -b B`` leaves on a fresh
+  device, and the second apply sends exactly as many lines as the difference has steps;
+* applying the state a device has sends no message (strace) and leaves counters running."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bpfbatch.tc.apply import dump_lines, plan_for, send_plan
+from tc_helpers import captured_messages, released_state, run, tc_batch, veth_netns
+
+QUERIES = (["qdisc", "show", "dev", "vethA"], ["class", "show", "dev", "vethA"],
+           ["filter", "show", "dev", "vethA", "parent", "1:"],
+           ["filter", "show", "dev", "vethA", "ingress"], ["actions", "list", "action", "mirred"])
+
+RICH = """\
+qdisc add dev vethA root handle 1: htb default 10
+class add dev vethA parent 1: classid 1:1 htb rate 10mbit burst 15k
+class add dev vethA parent 1:1 classid 1:10 htb rate 1mbit ceil 5mbit prio 1
+class add dev vethA parent 1:1 classid 1:20 htb rate 3mbit quantum 3000
+qdisc add dev vethA ingress
+actions add action mirred egress redirect dev vethB index 7
+filter add dev vethA parent 1: protocol ip prio 5 handle 2: u32 divisor 16
+filter add dev vethA parent 1: protocol ip prio 5 u32 ht 800:: match ip dst 10.0.0.0/8 hashkey mask 0x000000ff at 16 link 2:
+filter add dev vethA parent 1: protocol ip prio 5 handle 2:3:1 u32 ht 2:3: match ip dst 10.0.0.3/32 flowid 1:10 action mirred egress redirect dev vethB index 7
+filter add dev vethA parent 1: protocol ip prio 5 handle 2:4:9 u32 ht 2:4: match ip dst 10.0.0.4/32 match ip protocol 6 0xff flowid 1:20
+filter add dev vethA parent ffff: protocol ip prio 1 handle ::5 u32 match ip src 1.2.3.4/32 action mirred egress mirror dev vethB index 9
+"""
+
+
+def state(netns: str) -> dict:
+    """:func:`released_state`, the class listing (plain text) in sorted order: the kernel lists
+    classes in its hash order, which depends on the history of adds and deletes."""
+    read = released_state(netns, *QUERIES)
+    read["class show dev vethA"] = sorted(line.strip() for line in read["class show dev vethA"])
+    return read
+
+
+def _apply(netns: str, text: str):
+    plan, _live = plan_for(text.splitlines(keepends=True), "state", netns, [])
+    return plan, send_plan(plan, netns, force=False, source="state")
+
+
+def test_dump_round_trips_through_tc(tmp_path):
+    path = tmp_path / "rich.tc"
+    path.write_text(RICH)
+    with veth_netns() as first, veth_netns() as second:
+        assert tc_batch(first, path).returncode == 0
+        dumped = dump_lines(first, ["vethA"])
+        again = tmp_path / "dump.tc"
+        again.write_text("".join(line + "\n" for line in dumped))
+        replayed = tc_batch(second, again)
+        assert replayed.returncode == 0, replayed.stderr
+        assert dump_lines(second, ["vethA"]) == dumped
+        assert state(second) == state(first)
+        plan, _ = plan_for(RICH.splitlines(keepends=True), "rich", second, [])
+        assert plan.lines == []  # the file and its dump describe one state
+
+
+def _bpfbatch(*argv: str) -> list[str]:
+    return [sys.executable, "-c", "from bpfbatch.cli import main; main()", *argv]
+
+
+def _sent(argv: list[str]) -> int:
+    """Requests that change something (qdisc/class/filter/action new or delete) ``argv`` sent."""
+    return sum(1 for m in captured_messages(argv)
+               if int.from_bytes(m[4:6], "little") in (36, 37, 40, 41, 44, 45, 48, 49))
+
+
+#: Ten frames out of vethA through its qdisc: unclassified, so htb's default class 1:10.
+_FRAMES = """
+import socket
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("vethA", 0))
+for _ in range(10):
+    s.send(b"\\xff" * 6 + b"\\x02" * 6 + b"\\x88\\xb5" + b"x" * 100)
+"""
+
+
+def _class_bytes(netns: str) -> int:
+    out = run(["ip", "netns", "exec", netns, "tc", "-s", "class", "show", "dev", "vethA",
+               "classid", "1:10"]).stdout
+    return int(re.search(r"Sent (\d+) bytes", out).group(1))
+
+
+def test_nothing_to_change_sends_nothing_and_counters_run_on(tmp_path):
+    path = tmp_path / "rich.tc"
+    path.write_text(RICH)
+    with veth_netns() as ns:
+        assert _sent(_bpfbatch("tc", "apply", str(path), "-n", ns)) == 11
+        run(["ip", "netns", "exec", ns, sys.executable, "-c", _FRAMES])
+        before = _class_bytes(ns)
+        assert before > 0
+        assert _sent(_bpfbatch("tc", "apply", str(path), "-n", ns)) == 0
+        assert _class_bytes(ns) >= before  # not reset: the class was not touched
+        changed = tmp_path / "changed.tc"
+        changed.write_text(RICH.replace("rate 1mbit ceil 5mbit", "rate 2mbit ceil 5mbit"))
+        assert _sent(_bpfbatch("tc", "apply", str(changed), "-n", ns)) == 1
+        assert _class_bytes(ns) >= before  # changed in place
+
+
+def test_a_failing_line_stops_and_says_what_was_applied(tmp_path):
+    path = tmp_path / "bad.tc"
+    path.write_text("qdisc add dev vethA root handle 1: htb\n"
+                    "class add dev vethA parent 1: classid 1:1 htb rate 1mbit\n"
+                    "class add dev vethA parent 5: classid 5:2 htb rate 1mbit\n"
+                    "class add dev vethA parent 1: classid 1:3 htb rate 1mbit\n")
+    with veth_netns() as ns:
+        proc = subprocess.run(_bpfbatch("tc", "apply", str(path), "-n", ns), capture_output=True,
+                              text=True, check=False)
+        assert proc.returncode == 1
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("bpfbatch: error: ") \
+            and "2 applied, up to line 3" in lines[0], proc.stderr
+        assert "1:3" not in run(["ip", "netns", "exec", ns, "tc", "class", "show", "dev",
+                                 "vethA"]).stdout
+        forced = subprocess.run(_bpfbatch("tc", "apply", str(path), "-n", ns, "--force"),
+                                capture_output=True, text=True, check=False)
+        assert forced.returncode == 1
+        assert "1:3" in run(["ip", "netns", "exec", ns, "tc", "class", "show", "dev",
+                             "vethA"]).stdout
+
+
+# --- property: apply A then B == tc -b B on a fresh device ---------------------------------------
+
+CLASSES = range(1, 6)
+FILTERS = range(1, 6)
+
+
+@st.composite
+def states(draw):
+    classes = draw(st.dictionaries(st.sampled_from(CLASSES), st.sampled_from((1, 2, 3)),
+                                   min_size=1))
+    filters = draw(st.dictionaries(st.sampled_from(FILTERS), st.tuples(
+        st.sampled_from((8, 16)), st.sampled_from(sorted(classes)),
+        st.sampled_from((None, 0, 1)))))
+    actions = draw(st.dictionaries(st.sampled_from((1, 2, 3)), st.sampled_from(("mirror", "redirect"))))
+    return {"default": draw(st.sampled_from((1, 2))), "classes": classes, "filters": filters,
+            "actions": actions}
+
+
+def batch(state) -> str:
+    lines = [f"qdisc add dev vethA root handle 1: htb default {state['default']}"]
+    lines += [f"class add dev vethA parent 1: classid 1:{c} htb rate {r}mbit"
+              for c, r in sorted(state["classes"].items())]
+    lines += [f"actions add action mirred egress {mode} dev vethB index {i}"
+              for i, mode in sorted(state["actions"].items())]
+    for n, (prefix, c, act) in sorted(state["filters"].items()):
+        line = (f"filter add dev vethA parent 1: protocol ip prio 1 handle ::{n} u32 "
+                f"match ip dst 10.{n}.0.0/{prefix} flowid 1:{c}")
+        if act is not None:  # each form of a filter's action has its own index
+            line += f" action mirred egress redirect dev vethB index {100 + 2 * n + act}"
+        lines.append(line)
+    return "".join(line + "\n" for line in lines)
+
+
+def steps(a, b) -> int:
+    """Lines the difference takes (plan's rules: one per object added, deleted or changed; a
+    u32 instance that goes whole, one; a changed filter still pointing at a deleted class,
+    two: deleted first, added last; an htb qdisc that changes, deleted and added with all
+    its classes and filters)."""
+    if a["default"] != b["default"]:  # htb cannot change: the qdisc goes, and all in it
+        return 2 + len(b["classes"]) + len(b["filters"]) + sum(
+            1 for k in a["actions"].keys() | b["actions"].keys()
+            if a["actions"].get(k) != b["actions"].get(k))
+    count = 0
+    for part in ("classes", "actions"):
+        count += sum(1 for k in a[part].keys() | b[part].keys()
+                     if a[part].get(k) != b[part].get(k))
+    if a["filters"] and not b["filters"]:
+        return count + 1
+    for n in a["filters"].keys() | b["filters"].keys():
+        old, new = a["filters"].get(n), b["filters"].get(n)
+        if old != new:
+            count += 2 if old and new and old[1] not in b["classes"] else 1
+    return count
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(states(), states())
+def test_apply_a_then_b_is_b(tmp_path_factory, a, b):
+    path = tmp_path_factory.mktemp("prop") / "b.tc"
+    path.write_text(batch(b))
+    with veth_netns() as applied, veth_netns() as fresh:
+        _apply(applied, batch(a))
+        plan, report = _apply(applied, batch(b))
+        assert report.ok and report.commands == len(plan.lines) == steps(a, b), plan.lines
+        assert tc_batch(fresh, path).returncode == 0
+        assert state(applied) == state(fresh)
+        again, report = _apply(applied, batch(b))
+        assert again.lines == [] and report.commands == 0
