@@ -10,13 +10,14 @@ live one of its table and bucket with the same spec. Then, in this order:
 2. **action deletes**: after the filter deletes, which release their actions only after an RCU
    grace period (the caller waits for that between the two, :attr:`Plan.released`).
 3. **changes and adds**, in the desired file's order (the order ``tc -b FILE`` itself needs):
-   an htb class whose parent stays is changed in place (``class change``), a u32 key node is
-   replaced (``filter replace``), an htb qdisc with the same parent is replaced in place
-   (``qdisc replace`` — its classes stay), a standalone action changed (``actions change``).
-   Everything else that differs is deleted (in 1) and added again: a qdisc that moves or
-   changes kind, a class that moves, a u32 table whose divisor changes (its whole instance), a
-   key node whose live form links to a table or points to a class that is being deleted (the
-   delete must not find it in use).
+   an htb class whose parent stays is changed in place (``class change``), a u32 key node
+   whose selector stays is replaced (``filter replace``: new classid, link, actions), a
+   standalone action is changed (``actions change``). Everything else that differs is deleted
+   (in 1) and added again: a qdisc (htb has no in-place change; what it holds goes with it
+   and is added again), a class that moves, a u32 table whose divisor changes (its whole
+   instance), a key node whose selector changes (u32 keeps a node's selector on replace) or
+   whose live form links to a table or points to a class that is being deleted (the delete
+   must not find it in use).
 
 Unchanged objects get no line: their counters and queues stay.
 """
@@ -137,11 +138,12 @@ def difference(desired: list[TcObject], live: Live) -> Plan:
             return obj.spec[0] not in _TOP and (obj.key[0], obj.spec[0] & 0xFFFF0000) in gone_qdiscs
         return _qdisc_of(obj) in gone_qdiscs or _instance(obj) in rebuilt_instances
 
-    # key nodes whose live form holds on to something being deleted: delete and add again
+    # key nodes replace cannot change, or holding on to something deleted: delete, add again
     for i, m in matched.items():
         if m.kind == "filter" and not same(desired[i], m):
-            _sel, classid, link, *_ = m.spec
-            if (m.key[0], classid) in gone_classes or (m.key[:5], link) in gone_tables:
+            sel, classid, link, *_ = m.spec
+            if (sel != desired[i].spec[0] or (m.key[0], classid) in gone_classes
+                    or (m.key[:5], link) in gone_tables):
                 recreated.add(("filter", m.key))
                 unwanted.append(m)
 

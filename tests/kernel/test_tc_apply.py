@@ -165,8 +165,8 @@ def batch(state) -> str:
 
 def steps(a, b) -> int:
     """Lines the difference takes (plan's rules: one per object added, deleted or changed; a
-    u32 instance that goes whole, one; a changed filter still pointing at a deleted class,
-    two: deleted first, added last; an htb qdisc that changes, deleted and added with all
+    u32 instance that goes whole, one; a filter whose match changes or still pointing at a
+    deleted class, two: deleted first, added last; an htb qdisc that changes, deleted and added with all
     its classes and filters)."""
     if a["default"] != b["default"]:  # htb cannot change: the qdisc goes, and all in it
         return 2 + len(b["classes"]) + len(b["filters"]) + sum(
@@ -181,7 +181,7 @@ def steps(a, b) -> int:
     for n in a["filters"].keys() | b["filters"].keys():
         old, new = a["filters"].get(n), b["filters"].get(n)
         if old != new:
-            count += 2 if old and new and old[1] not in b["classes"] else 1
+            count += 2 if old and new and (old[0] != new[0] or old[1] not in b["classes"]) else 1
     return count
 
 
