@@ -51,6 +51,8 @@ def leaf_commands() -> set[tuple[str, ...]]:
         command = group.get_command(ctx, name)
         subs = getattr(command, "commands", None)
         paths |= {(name, sub) for sub in subs} if subs else {(name,)}
+        if subs and command.invoke_without_command:  # tc -b FILE, beside tc apply/dump
+            paths.add((name,))
     assert {name for name in argv.COMMANDS if fastpath.declared(name)} <= \
         {path[0] for path in paths}
     return paths
@@ -87,6 +89,8 @@ USAGE = {
     ("top", "slab"): [["top", "slab", "-r", "0"], "-r/--maxrows"],
     ("top", "maps"): [["top", "maps", "0"], "INTERVAL"],
     ("tc",): [["tc", "-b", "-", "--batch-bytes", "100"], "--batch-bytes"],
+    ("tc", "apply"): [["tc", "apply"], "FILE"],
+    ("tc", "dump"): [["tc", "dump"], "--dev"],
     ("tcp-mmap",): [["tcp-mmap"], "-s/-H"],
     ("export",): [["export"], "missing option '--config'"],
     ("record",): [["record", "id", "{m}", "--rotate-size", "1M"], "--rotate-size: rotates"],
@@ -113,6 +117,9 @@ RUNTIME = {
     ("top", "slab"): "traces whatever there is",
     ("top", "maps"): "counts whatever there is",
     ("tc",): [["tc", "-b", "/nonexistent/batch.tc"], "/nonexistent/batch.tc: cannot open"],
+    ("tc", "apply"): [["tc", "apply", "/nonexistent/state.tc"],
+                      "/nonexistent/state.tc: cannot open"],
+    ("tc", "dump"): [["tc", "dump", "--dev", "nosuchdev0"], 'Cannot find device "nosuchdev0"'],
     ("tcp-mmap",): [["tcp-mmap", "-H", "127.0.0.1", "-p", "{port}"], "127.0.0.1"],
     ("export",): [["export", "--config", "{no_map_toml}"], f"map id {NO_MAP}: no such map"],
     ("demo",): "builds everything it uses",
