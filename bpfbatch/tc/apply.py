@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from ..errors import BpfBatchError, InputError
+from ..errors import BpfBatchError, InputError, Interrupted
 from . import render
 from .grammar import read_commands
 from .netns import entered
@@ -21,7 +21,7 @@ from .plan import Plan, difference
 from .release import RELEASE_TIMEOUT
 from .resolve import Resolver
 from .sender import Report
-from .session import Session
+from .session import BatchInterrupted, Session
 from .state import ROOT, Dumper, Live, TcObject, desired, read_live
 from .templates import TemplateReader
 
@@ -71,15 +71,30 @@ def send_plan(plan: Plan, netns: str | None, *, force: bool, source: str,
     offset = 0
     with Session(netns=netns, force=force, on_failure=on_failure) as session:
         for phase, lines in enumerate((plan.deletes, plan.action_deletes, plan.adds)):
-            if phase == 1 and plan.released and lines:
-                _wait_released(netns, plan.released)
-            if not lines:
-                continue
-            report = session.send_batch([""] * offset + [line + "\n" for line in lines], source)
+            try:
+                if phase == 1 and plan.released and lines:
+                    _wait_released(netns, plan.released)
+                if not lines:
+                    continue
+                report = session.send_batch([""] * offset + [line + "\n" for line in lines],
+                                            source)
+            except Interrupted as exc:  # the phase's report is in its message: say the whole
+                caught = getattr(exc, "report", None)
+                exc.obj, exc.message = source, f"after {_summed(total, caught).summary()}"
+                raise
+            except BatchInterrupted as exc:
+                _add(total, exc.report)
+                raise BatchInterrupted(exc.__cause__ or exc, total) from exc
             _add(total, report)
             offset += len(lines)
             if report.stopped:
                 break
+    return total
+
+
+def _summed(total: Report, more: Report | None) -> Report:
+    if more is not None:
+        _add(total, more)
     return total
 
 

@@ -93,6 +93,7 @@ def parse_size(text: str) -> int:
     return int(size)
 
 
+@functools.lru_cache(maxsize=4096)  # a file's classes share a few rates (its plans)
 def rate_table(rate: int, mtu: int, mpu: int, cell_log: int = -1,
                linklayer: int = LINKLAYER_ETHERNET) -> tuple[int, bytes]:
     """``tc_calc_rtable_64``: (cell_log, the 256-slot table of ticks to send a packet of each

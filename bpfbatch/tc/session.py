@@ -112,6 +112,7 @@ class Session:
             _stop(sender)
             if isinstance(exc, Interrupted):
                 exc.obj, exc.message = source, f"after {sender.report.summary()}"
+                exc.report = sender.report  # for a caller sending several batches
                 raise
             raise BatchInterrupted(exc, sender.report) from exc
 

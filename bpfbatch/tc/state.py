@@ -70,6 +70,25 @@ class TcObject(NamedTuple):
 
 # --- decoding ------------------------------------------------------------------------------------
 
+_TLV = struct.Struct("=HH")
+
+
+def _table(data, span: tuple[int, int] | None) -> dict[int, tuple[int, int]]:
+    """Attribute type → payload span, of the attributes in ``span`` (the first of each type),
+    in one pass: a dump decodes tens of thousands of objects."""
+    out: dict[int, tuple[int, int]] = {}
+    if span is None:
+        return out
+    offset, end = span
+    unpack = _TLV.unpack_from
+    while offset + 4 <= end:
+        size, type_ = unpack(data, offset)
+        if size < 4 or offset + size > end:
+            break
+        out.setdefault(type_ & 0x3FFF, (offset + 4, offset + size))
+        offset += (size + 3) & ~3
+    return out
+
 
 def _ratespec(data, offset: int) -> tuple[int, int, int, int]:
     """(rate, overhead, mpu, linklayer) of a ``tc_ratespec``: what the kernel keeps of it."""
@@ -77,34 +96,31 @@ def _ratespec(data, offset: int) -> tuple[int, int, int, int]:
     return rate, overhead, mpu, linklayer & 0x0F
 
 
-def _htb_class(body, options: tuple[int, int]) -> tuple:
+def _htb_class(body, options: dict) -> tuple:
     """An htb class's spec without its parent: rates (64-bit when given so), bursts in ticks,
     quantum, priority, and the level (0 for a leaf; a request says 0)."""
-    parms = find_attr(body, *options, S.HtbAttr.PARMS)
+    parms = options.get(S.HtbAttr.PARMS)
     if parms is None:
         raise InputError("htb class without parameters")
     rate, overhead, mpu, linklayer = _ratespec(body, parms[0])
     ceil, c_overhead, c_mpu, c_linklayer = _ratespec(body, parms[0] + TC_RATESPEC.size)
     buffer, cbuffer, quantum, level, prio = TC_HTB_OPT_TAIL.unpack_from(
         body, parms[0] + 2 * TC_RATESPEC.size)
-    for attr, name in ((S.HtbAttr.RATE64, "rate"), (S.HtbAttr.CEIL64, "ceil")):
-        span = find_attr(body, *options, attr)
-        if span is not None:
-            if name == "rate":
-                rate = _U64.unpack_from(body, span[0])[0]
-            else:
-                ceil = _U64.unpack_from(body, span[0])[0]
+    if S.HtbAttr.RATE64 in options:
+        rate = _U64.unpack_from(body, options[S.HtbAttr.RATE64][0])[0]
+    if S.HtbAttr.CEIL64 in options:
+        ceil = _U64.unpack_from(body, options[S.HtbAttr.CEIL64][0])[0]
     return (rate, ceil, buffer, cbuffer, quantum, prio, overhead, mpu, linklayer, c_overhead,
             c_mpu, c_linklayer, level)
 
 
-def _htb_qdisc(body, options: tuple[int, int] | None) -> tuple:
+def _htb_qdisc(body, options: dict) -> tuple:
     """(r2q, default class, direct_qlen or None when the request leaves it to the device)."""
-    init = options and find_attr(body, *options, S.HtbAttr.INIT)
+    init = options.get(S.HtbAttr.INIT)
     if not init:
         raise InputError("htb qdisc without its init parameters")
     _version, r2q, defcls, _debug, _direct = S.TC_HTB_GLOB.unpack_from(body, init[0])
-    qlen = find_attr(body, *options, S.HtbAttr.DIRECT_QLEN)
+    qlen = options.get(S.HtbAttr.DIRECT_QLEN)
     return r2q, defcls, None if qlen is None else _U32.unpack_from(body, qlen[0])[0]
 
 
@@ -112,13 +128,13 @@ def _action(data, first: int, last: int) -> tuple:
     """One action of an action nest: ``(kind, index or None, params)``; a mirred's params are
     (verdict, direction-and-mode, target ifindex), or None for ``mirred index N`` naming an
     existing action."""
-    kind = attr_str(data, find_attr(data, first, last, S.ActAttr.KIND))
+    action = _table(data, (first, last))
+    kind = attr_str(data, action.get(S.ActAttr.KIND))
     if kind != "mirred":
         raise InputError(f"{kind} actions are not supported by apply/dump (mirred is)")
-    options = find_attr(data, first, last, S.ActAttr.OPTIONS)
-    parms = options and find_attr(data, *options, S.TCA_MIRRED_PARMS)
+    parms = _table(data, action.get(S.ActAttr.OPTIONS)).get(S.TCA_MIRRED_PARMS)
     if not parms:
-        index = find_attr(data, first, last, S.ActAttr.INDEX)
+        index = action.get(S.ActAttr.INDEX)
         return kind, index and _U32.unpack_from(data, index[0])[0] or None, None
     index, _capab, verdict, _ref, _bind, eaction, ifindex = S.TC_MIRRED.unpack_from(data, parms[0])
     params = None if eaction == 0 else (verdict, eaction, ifindex)
@@ -131,16 +147,14 @@ def _actions(data, span: tuple[int, int] | None) -> tuple:
     return tuple(_action(data, first, last) for _order, first, last in attrs(data, *span))
 
 
-def _u32(body, handle: int, options: tuple[int, int] | None):
+def _u32(body, handle: int, options: dict):
     """``("ht", (ht, 0, 0), (divisor,))`` for a hash table, ``("filter", (ht, bucket, node),
     spec)`` for a key node; ``ht`` and ``link`` are raw ids here (:func:`_name_roots`)."""
-    if options is None:
-        return None
-    divisor = find_attr(body, *options, S.U32Attr.DIVISOR)
+    divisor = options.get(S.U32Attr.DIVISOR)
     if divisor is not None:
         count = _U32.unpack_from(body, divisor[0])[0]
         return "ht", (handle >> 20, 0, 0), (max(count, 1),)
-    hashed = find_attr(body, *options, S.U32Attr.HASH)
+    hashed = options.get(S.U32Attr.HASH)
     table = _U32.unpack_from(body, hashed[0])[0] if hashed else None
     if table is not None and table >> 20 == 0xFFF:  # tc's "ht fff:": the root
         table = None
@@ -149,18 +163,18 @@ def _u32(body, handle: int, options: tuple[int, int] | None):
     else:
         where = (table >> 20, (table >> 12) & 0xFF)
     node = handle & 0xFFF
-    sel = find_attr(body, *options, S.U32Attr.SEL)
-    classid = find_attr(body, *options, S.U32Attr.CLASSID)
-    link = find_attr(body, *options, S.U32Attr.LINK)
-    flags = find_attr(body, *options, S.U32Attr.FLAGS)
-    indev = find_attr(body, *options, S.U32Attr.INDEV)
-    if find_attr(body, *options, S.U32Attr.POLICE):
+    sel = options.get(S.U32Attr.SEL)
+    classid = options.get(S.U32Attr.CLASSID)
+    link = options.get(S.U32Attr.LINK)
+    flags = options.get(S.U32Attr.FLAGS)
+    indev = options.get(S.U32Attr.INDEV)
+    if S.U32Attr.POLICE in options:
         raise InputError("u32 police is not supported by apply/dump")
     spec = (bytes(body[sel[0]:sel[1]]) if sel else b"",
             _U32.unpack_from(body, classid[0])[0] if classid else 0,
             _U32.unpack_from(body, link[0])[0] >> 20 if link else None,
             _U32.unpack_from(body, flags[0])[0] & _CLS_USER_FLAGS if flags else 0,
-            attr_str(body, indev), _actions(body, find_attr(body, *options, S.U32Attr.ACT)))
+            attr_str(body, indev), _actions(body, options.get(S.U32Attr.ACT)))
     return "filter", (*where, node or None), spec
 
 
@@ -171,9 +185,9 @@ def decode(msg_type: int, body) -> TcObject | None:
     if msg_type in (S.Msg.NEWACTION, S.Msg.GETACTION):
         raise InputError("decode actions with decode_actions")
     _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
-    end = len(body)
-    kind = attr_str(body, find_attr(body, S.TCMSG.size, end, S.TCA.KIND))
-    options = find_attr(body, S.TCMSG.size, end, S.TCA.OPTIONS)
+    top = _table(body, (S.TCMSG.size, len(body)))
+    kind = attr_str(body, top.get(S.TCA.KIND))
+    options = _table(body, top.get(S.TCA.OPTIONS))
     if msg_type == S.Msg.NEWQDISC:
         if handle == 0 and parent == S.TC_H_ROOT:
             return None  # the device's default qdisc: nothing anyone added
@@ -189,11 +203,11 @@ def decode(msg_type: int, body) -> TcObject | None:
             parent = handle & 0xFFFF0000
         return TcObject("class", (ifindex, handle), (parent, *_htb_class(body, options)))
     if msg_type == S.Msg.NEWTFILTER:
-        if handle == 0 and options is None:
+        if handle == 0 and not options:
             return None  # an instance's own entry in a dump, before its filters
         if kind != "u32":
             raise InputError(f"{kind} filters are not supported by apply/dump (u32 is)")
-        chain = find_attr(body, S.TCMSG.size, end, S.TCA.CHAIN)
+        chain = top.get(S.TCA.CHAIN)
         instance = (ifindex, parent, _U32.unpack_from(body, chain[0])[0] if chain else 0,
                     info >> 16, info & 0xFFFF)
         what, where, spec = _u32(body, handle, options)

@@ -7,7 +7,8 @@ split and a dict lookup) and one ``pack_into`` per field: ~1 us.
 
 A line's shape is its text with the values of a few fixed-width fields cut out: the word after
 ``index``, ``prio``/``pref``, ``handle``, ``ht``, ``link``, u32's ``src``/``dst`` (the address;
-a ``/LEN`` stays in the shape) and flower's ``src_mac``/``dst_mac``. The second line of a shape
+a ``/LEN`` stays in the shape), flower's ``src_mac``/``dst_mac`` and ``classid``/``flowid``
+(a class's id; a filter's target class). The second line of a shape
 builds its template:
 
 1. the full parser and encoder (:func:`.parse.parse_command`, ``Rule.message``) — the one
@@ -59,7 +60,7 @@ MAX_SEEN = 4096
 #: splits quoted words differently).
 _VALUE = r"([^\s/'\"]+)"
 _FIELDS = re.compile(r" (index|prio|pref|priority|preference|handle|ht|link|src|dst|src_mac"
-                     r"|dst_mac) " + _VALUE)
+                     r"|dst_mac|classid|flowid) " + _VALUE)
 _PREFIX = re.compile(r"/(\d+)(?:\s|$)")
 
 
@@ -91,6 +92,17 @@ def _u32_id(with_node: bool) -> Callable[[str], int | None]:
     return value
 
 
+_CLASSID = re.compile(r"([0-9a-f]{1,4}):([0-9a-f]{1,4})")
+
+
+def _classid(token: str) -> int | None:
+    """A classid ``MAJ:MIN`` (lower-case hex, both parts written), nonzero."""
+    found = _CLASSID.fullmatch(token)
+    if found is None:
+        return None
+    return (int(found.group(1), 16) << 16 | int(found.group(2), 16)) or None
+
+
 def _ipv4(token: str) -> bytes | None:
     try:
         return socket.inet_pton(socket.AF_INET, token)
@@ -113,6 +125,7 @@ _HANDLE = _Form(_decimal(0xFFFFFFFF), ("4294967295", "305419896"), _U32)
 _U32_HANDLE = _Form(_u32_id(True), ("fff:ff:fff", "123:45:678"), _U32)
 _U32_TABLE = _Form(_u32_id(False), ("fff:ff:", "123:45:"), _U32)
 _ADDRESS = _Form(_ipv4, ("255.255.255.255", "0.0.0.0"), (struct.Struct("4s"),))
+_CLASS = _Form(_classid, ("fffe:fffe", "1234:5678"), _U32)
 _MAC = _Form(parse_mac, ("ff:ff:ff:ff:ff:ff", "12:34:56:78:9a:bc"), (struct.Struct("6s"),))
 
 #: The forms a keyword's value may take; the line that builds a template fixes which one.
@@ -120,7 +133,7 @@ _FORMS: dict[str, tuple[_Form, ...]] = {
     "index": (_INDEX,), "prio": (_PRIO,), "pref": (_PRIO,), "priority": (_PRIO,),
     "preference": (_PRIO,), "handle": (_HANDLE, _U32_HANDLE), "ht": (_U32_TABLE,),
     "link": (_U32_TABLE,), "src": (_ADDRESS,), "dst": (_ADDRESS,), "src_mac": (_MAC,),
-    "dst_mac": (_MAC,),
+    "dst_mac": (_MAC,), "classid": (_CLASS,), "flowid": (_CLASS,),
 }
 
 
