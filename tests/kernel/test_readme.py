@@ -344,14 +344,17 @@ def _synopses() -> list[tuple[Block, list[str], list[str]]]:
             words = [w for i, w in enumerate(words) if not (i in (1, 2) and w in ("-v", "-q"))]
             if len(words) < 2 or words[0] != "bpfbatch":
                 continue
-            command = words[1:3] if words[1] in GROUPS else words[1:2]
+            command = words[1:3] if words[1] in GROUPS and len(words) > 2 \
+                and not words[2].startswith("-") else words[1:2]
             current = (block, command, _OPTION.findall(" ".join(words[1 + len(command):])))
             found.append(current)
     return found
 
 
 #: Commands with subcommands (``bpfbatch top tcp``).
-GROUPS = {"top", "filter"}
+GROUPS = {"top", "filter", "tc"}
+#: Groups that also run on their own (``tc -b FILE`` beside ``tc apply``).
+SELF_RUNNING = {"tc"}
 
 
 def _options(help_text: str) -> list[list[str]]:
@@ -368,8 +371,9 @@ def _commands() -> list[list[str]]:
     """Every command, subcommands of a group as ``[group, name]``."""
     found = []
     for name in COMMANDS:
-        if name not in GROUPS:
+        if name not in GROUPS or name in SELF_RUNNING:
             found.append([name])
+        if name not in GROUPS:
             continue
         text = _help((name,)).split("Commands:", 1)[1]
         found += [[name, line.split()[0]] for line in text.splitlines() if line.strip()]
