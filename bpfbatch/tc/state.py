@@ -242,9 +242,9 @@ def _name_roots(objects: list[TcObject], roots: dict[tuple, int | None]) -> list
         if obj.kind == "filter":
             instance = obj.key[:5]
             sel, classid, link, flags, indev, actions = obj.spec
-            obj = obj._replace(key=(*instance, named(instance, obj.key[5]), *obj.key[6:]),
-                               spec=(sel, classid, None if link is None else named(instance, link),
-                                     flags, indev, actions))
+            obj = TcObject(obj.kind, (*instance, named(instance, obj.key[5]), *obj.key[6:]),
+                           (sel, classid, None if link is None else named(instance, link), flags,
+                            indev, actions), obj.line)
         out.append(obj)
     return out
 
@@ -282,7 +282,7 @@ def desired(reader_items: Iterable[tuple[int, object]], texts: dict[int, str],
             if obj.kind == "filter" and obj.key[3] == 0:
                 raise InputError("filters need a prio (the kernel's choice cannot be compared)",
                                  obj=where)
-            objects.append(obj._replace(line=text))
+            objects.append(TcObject(obj.kind, obj.key, obj.spec, text))
     return _kernel_defaults(_name_roots(objects, {}))
 
 
@@ -444,7 +444,7 @@ def read_live(dumper: Dumper, devices: Iterable[str]) -> Live:
             obj = decode(S.Msg.NEWTFILTER, body)
             if obj is None:
                 continue
-            obj = obj._replace(key=(ifindex, parent, *obj.key[2:]))
+            obj = TcObject(obj.kind, (ifindex, parent, *obj.key[2:]), obj.spec)
             if obj.kind == "ht":
                 roots[obj.key[:5]] = obj.key[5]  # the last table listed is the root
             filters.append(obj)
