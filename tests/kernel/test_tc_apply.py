@@ -198,3 +198,31 @@ def test_apply_a_then_b_is_b(tmp_path_factory, a, b):
         assert state(applied) == state(fresh)
         again, report = _apply(applied, batch(b))
         assert again.lines == [] and report.commands == 0
+
+
+def test_a_signal_says_what_was_applied(tmp_path):
+    """SIGTERM while an apply sends: one line naming how many lines were applied, and the
+    kernel holds exactly those (the qdisc, then that many classes less one)."""
+    path = tmp_path / "many.tc"
+    path.write_text("qdisc add dev vethA root handle 1: htb\n" + "".join(
+        f"class add dev vethA parent 1: classid 1:{i:x} htb rate {i}kbit\n"
+        for i in range(1, 4001)))
+    with veth_netns() as ns:
+        proc = subprocess.Popen(_bpfbatch("tc", "apply", str(path), "-n", ns),
+                                stderr=subprocess.PIPE, text=True)
+        while not run(["ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev", "vethA"]
+                      ).stdout.startswith("qdisc htb"):
+            assert proc.poll() is None
+        proc.terminate()
+        _, err = proc.communicate()
+        classes = run(["ip", "netns", "exec", ns, "tc", "class", "show", "dev", "vethA"]
+                      ).stdout.count("class htb")
+        if proc.returncode == 0:  # done before the signal: all of it
+            assert classes == 4000
+            return
+        assert proc.returncode == 143, err
+        [line] = err.splitlines()
+        said = re.fullmatch(r"bpfbatch: .*many\.tc.*: interrupted \(SIGTERM\) after (\d+) "
+                            r"commands; (\d+) applied, up to line \d+.*", line)
+        assert said, line
+        assert classes == int(said.group(2)) - 1
