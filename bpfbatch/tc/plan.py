@@ -61,9 +61,13 @@ def with_verb(line: str, verb: str) -> str:
 
 def same(want: TcObject, have: TcObject) -> bool:
     """Whether live ``have`` is what ``want`` asks for: an htb qdisc's direct_qlen left to the
-    device (None) takes whatever the device gave it."""
+    device (None) takes whatever the device gave it; an htb class that is inner on either side
+    is compared without quantum and prio (an inner class keeps those of its leaf days, and a
+    leaf's are set as it is added or changed, before its children come)."""
     if want.kind == "qdisc" and want.spec[1] == "htb" and want.spec[-1] is None:
         return want.spec[:-1] == have.spec[:-1]
+    if want.kind == "class" and (want.spec[-1] or have.spec[-1]):
+        return want.spec[:5] + want.spec[7:-1] == have.spec[:5] + have.spec[7:-1]
     return want.spec == have.spec
 
 
@@ -138,9 +142,10 @@ def difference(desired: list[TcObject], live: Live) -> Plan:
             return obj.spec[0] not in _TOP and (obj.key[0], obj.spec[0] & 0xFFFF0000) in gone_qdiscs
         return _qdisc_of(obj) in gone_qdiscs or _instance(obj) in rebuilt_instances
 
-    # key nodes replace cannot change, or holding on to something deleted: delete, add again
+    # key nodes replace cannot change, or holding on to a class or table that is deleted (even
+    # one added again: htb refuses to delete a class a filter points to): delete, add again
     for i, m in matched.items():
-        if m.kind == "filter" and not same(desired[i], m):
+        if m.kind == "filter" and ("filter", m.key) not in recreated:
             sel, classid, link, *_ = m.spec
             if (sel != desired[i].spec[0] or (m.key[0], classid) in gone_classes
                     or (m.key[:5], link) in gone_tables):

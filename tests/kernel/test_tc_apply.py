@@ -138,8 +138,11 @@ FILTERS = range(1, 6)
 
 @st.composite
 def states(draw):
-    classes = draw(st.dictionaries(st.sampled_from(CLASSES), st.sampled_from((1, 2, 3)),
-                                   min_size=1))
+    rates = draw(st.dictionaries(st.sampled_from(CLASSES), st.sampled_from((1, 2, 3)),
+                                 min_size=1))
+    # (rate, parent minor): under the qdisc (0) or, for others than 1:1, under 1:1
+    classes = {c: (r, draw(st.sampled_from((0, 1))) if c != 1 and 1 in rates else 0)
+               for c, r in rates.items()}
     filters = draw(st.dictionaries(st.sampled_from(FILTERS), st.tuples(
         st.sampled_from((8, 16)), st.sampled_from(sorted(classes)),
         st.sampled_from((None, 0, 1)))))
@@ -150,8 +153,8 @@ def states(draw):
 
 def batch(state) -> str:
     lines = [f"qdisc add dev vethA root handle 1: htb default {state['default']}"]
-    lines += [f"class add dev vethA parent 1: classid 1:{c} htb rate {r}mbit"
-              for c, r in sorted(state["classes"].items())]
+    lines += [f"class add dev vethA parent 1:{parent or ''} classid 1:{c} htb rate {r}mbit"
+              for c, (r, parent) in sorted(state["classes"].items())]
     lines += [f"actions add action mirred egress {mode} dev vethB index {i}"
               for i, mode in sorted(state["actions"].items())]
     for n, (prefix, c, act) in sorted(state["filters"].items()):
@@ -165,23 +168,28 @@ def batch(state) -> str:
 
 def steps(a, b) -> int:
     """Lines the difference takes (plan's rules: one per object added, deleted or changed; a
-    u32 instance that goes whole, one; a filter whose match changes or still pointing at a
-    deleted class, two: deleted first, added last; an htb qdisc that changes, deleted and added with all
+    u32 instance that goes whole, one; a class that moves to another parent, two; a filter
+    whose match changes or that points to a class deleted (or moved) in between, two: deleted first, added last; an htb qdisc that changes, deleted and added with all
     its classes and filters)."""
     if a["default"] != b["default"]:  # htb cannot change: the qdisc goes, and all in it
         return 2 + len(b["classes"]) + len(b["filters"]) + sum(
             1 for k in a["actions"].keys() | b["actions"].keys()
             if a["actions"].get(k) != b["actions"].get(k))
-    count = 0
-    for part in ("classes", "actions"):
-        count += sum(1 for k in a[part].keys() | b[part].keys()
-                     if a[part].get(k) != b[part].get(k))
+    count = sum(1 for k in a["actions"].keys() | b["actions"].keys()
+                if a["actions"].get(k) != b["actions"].get(k))
+    moved = {c for c in a["classes"].keys() & b["classes"].keys()
+             if a["classes"][c][1] != b["classes"][c][1]}
+    for c in a["classes"].keys() | b["classes"].keys():
+        old, new = a["classes"].get(c), b["classes"].get(c)
+        count += 2 if c in moved else int(old != new)
     if a["filters"] and not b["filters"]:
         return count + 1
     for n in a["filters"].keys() | b["filters"].keys():
         old, new = a["filters"].get(n), b["filters"].get(n)
-        if old != new:
-            count += 2 if old and new and (old[0] != new[0] or old[1] not in b["classes"]) else 1
+        if old and new and (old[0] != new[0] or old[1] not in b["classes"] or old[1] in moved):
+            count += 2
+        elif old != new:
+            count += 1
     return count
 
 
