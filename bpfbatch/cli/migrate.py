@@ -12,7 +12,6 @@ import typer
 
 from .. import interrupts
 from ..errors import InputError
-from ..interrupts import Tally
 from ..map.cursor import check_batch_size
 from .argv import MAP_KEYWORDS
 from .options import DEFAULT_BATCH, TYPES, say
@@ -32,8 +31,8 @@ Words = Annotated[list[str], typer.Argument(
 def migrate(
     words: Words,
     plan: Annotated[bool, typer.Option(
-        "--plan", help="Print the layout diff and each field's conversion; read and write "
-                       "nothing.")] = False,
+        "--plan", help="Print the layout diff and each field's conversion, after the "
+                       "same checks as a migration; write nothing.")] = False,
     rename: Annotated[Optional[list[str]], typer.Option(
         "--rename", metavar="OLD=NEW", help="FROM's field OLD is TO's NEW (paths as dump "
                                             "-o csv names columns: value.first_seen_ns; a "
@@ -50,8 +49,9 @@ def migrate(
         help="After the copy, up to N passes (default 10) copying what changed in FROM "
              "since the last (new, changed, deleted keys), until one finds nothing.")] = None,
     swap_pin: Annotated[Optional[str], typer.Option(
-        "--swap-pin", metavar="PATH", help="Then rename TO's pin over PATH (FROM's pin) in "
-                                           "one step: the next program opening PATH gets "
+        "--swap-pin", metavar="PATH", help="Then rename TO's pin over PATH (FROM's pin, "
+                                           "checked before anything is written) in one "
+                                           "step: the next program opening PATH gets "
                                            "TO.")] = None,
     batch_size: BatchSize = DEFAULT_BATCH,
 ) -> None:
@@ -62,17 +62,19 @@ def migrate(
     Integers widen with FROM's signedness and narrow only when every value fits; enums go by
     enumerator name; arrays and char arrays resize when nothing is cut; new fields are 0 or
     --set; removed fields are listed. Every record is converted before the first write: one
-    that cannot be is an error naming its key, and nothing is written.
+    that cannot be is an error naming its key, and nothing is written. TO must be empty (an
+    array: all zero) and hold FROM's entries (max_entries).
     """
     check_batch_size(batch_size)
     source, target = _ends(words)
     from .. import migrate as migration
     from ..api import Map
     from ..migrate import source as sources
+    from ..migrate.copy import Counts
 
-    tally = Tally()
+    counts = Counts(swap_pin=swap_pin)
     to_id, to_pinned, to_name = _address(target)
-    with interrupts.stopping(lambda: f"{tally.applied} entries written into TO", tally), \
+    with interrupts.stopping(counts.said, counts), \
             Map.open(id=to_id, pinned=to_pinned, name=to_name, read_only=plan) as dst:
         if source[0] == "file":
             src = sources.file_source(source[1], dst.info, **TYPES)
@@ -85,19 +87,16 @@ def migrate(
             result = migration.migrate(
                 src, dst, plan_only=plan, rename=rename or (), set=set_ or (), sum=sum_,
                 catch_up=catch_up or 0, swap_pin=swap_pin, batch_size=batch_size,
-                dst_pin=target[1] if target[0] == "pinned" else None, tally=tally)
+                dst_pin=target[1] if target[0] == "pinned" else None, counts=counts)
         finally:
             if opened is not None:
                 opened.close()
     if plan:
         print(f"FROM {_label(source, src)}\nTO   {dst.info.label}\n{result.plan}", end="")
         return
-    counts = result.counts
     said = f"{dst.info.label}: {counts.said()}"
     if result.removed:
         said += f"; removed: {', '.join(result.removed)}"
-    if swap_pin is not None:
-        said += f"; pinned at {swap_pin} {counts.window_ns / 1e6:.1f} ms after the last read"
     say(said)
 
 

@@ -20,9 +20,12 @@ import sys
 import time
 import types
 
+from .. import interrupts
+from .._sys.abi import ELEMENTS_ALWAYS_EXIST
 from ..errors import InputError
-from ..interrupts import Tally
+from ..map import cursor
 from ..map.handle import DEFAULT_BATCH
+from . import pin
 from .copy import Copier, Counts, Sides
 from .convert import Layout
 from .plan import Field, SidePlan, describe, find_field, side_plan
@@ -46,7 +49,7 @@ class Result:
 def migrate(src, dst, *, plan_only: bool = False, rename=(), set=(), sum: bool = False,
             catch_up: int = 0, swap_pin: str | None = None, dst_pin: str | None = None,
             batch_size: int = DEFAULT_BATCH,
-            src_types: dict | None = None, tally: Tally | None = None) -> Result:
+            src_types: dict | None = None, counts: Counts | None = None) -> Result:
     """Move ``src``'s records into ``dst`` (an open :class:`~bpfbatch.Map`), converted to its
     layout; returns the plan and the counts (:class:`Result`).
 
@@ -60,7 +63,18 @@ def migrate(src, dst, *, plan_only: bool = False, rename=(), set=(), sum: bool =
     new fields are zero. ``sum``: a per-CPU ``src`` into a plain ``dst``, integers added up.
     ``catch_up``: after the copy, up to that many passes copying what changed in ``src``.
     ``swap_pin``: then rename ``dst``'s pin (``dst_pin``, where it is pinned; else it is
-    pinned next to that path first) over that path. ``plan_only``: compute and return the plan, read and write nothing.
+    pinned next to that path first) over that path, which must be ``src``'s pin (any map's
+    when ``src`` is a file). ``plan_only``: compute, check and return the plan, reading
+    and converting ``src`` as the copy would (so it meets every refusal the copy would), and
+    write nothing. ``counts``: filled in as the migration goes (a caller that may stop it says
+    from it what was done; else a new one, in the result).
+
+    ``dst`` must be empty (no entry; for an array, every value zero), so that it ends up
+    holding ``src``'s records and nothing else — after a failed or interrupted migration,
+    clear it and run again. Refused before anything is written, ``--plan`` too: a ``dst``
+    that is not empty or is ``src``, options that name no field, a ``swap_pin`` that is not
+    ``src``'s pin; ``src`` holding more entries than ``dst``'s ``max_entries`` (or an index
+    past an array's) is refused before the copy (or the pass) that would write them.
 
     Every record is converted before the first write: one that cannot be (a value that
     does not fit a narrower field, an enumerator the new enum lacks, a cut string) is an
@@ -70,22 +84,41 @@ def migrate(src, dst, *, plan_only: bool = False, rename=(), set=(), sum: bool =
         map_source(src) if not isinstance(src, str) else \
         file_source(src, dst.info, **(src_types or {}))
     sides, plans, sets = prepare(source, dst, rename=rename, set=set, sum=sum)
+    if catch_up and not source.live:
+        raise InputError("a file does not change: --catch-up needs FROM to be a map",
+                         obj="--catch-up")
+    if swap_pin is not None:
+        pin.check(swap_pin, source.info.id if source.live else None)
+    _empty(dst)
+    counts = counts if counts is not None else Counts()
+    counts.swap_pin = swap_pin
     result = Result(describe(plans, sets), [f for p in plans for f in p.fields],
-                    [r for p in plans for r in p.removed], Counts())
+                    [r for p in plans for r in p.removed], counts)
+    copier = Copier(source, dst, sides, batch_size=batch_size, counts=counts)
+    copier.first(write=not plan_only)
     if plan_only:
         return result
-    copier = Copier(source, dst, sides, batch_size=batch_size,
-                    tally=tally if tally is not None else Tally())
-    result.counts = copier.counts
-    copier.first()
     if catch_up:
         copier.catch_up(catch_up)
     if swap_pin is not None:
-        from .pin import swap
-
-        swap(dst, swap_pin, dst_pin)
-        copier.counts.window_ns = time.monotonic_ns() - copier.counts.last_read_ns
+        with interrupts.deferred():  # the swap and its mark: both, or neither
+            pin.swap(dst, swap_pin, dst_pin)
+            counts.swapped = True
+            counts.window_ns = time.monotonic_ns() - counts.last_read_ns
     return result
+
+
+def _empty(dst) -> None:
+    """Refuse a TO that holds anything: its entries would mix with FROM's, and no catch-up
+    pass could tell them apart (an array's elements always exist: then every value must be
+    zero, as a new array's are)."""
+    keys, values = cursor.read_all(dst)
+    held = values.any(axis=1).sum() if dst.info.type in ELEMENTS_ALWAYS_EXIST else len(keys)
+    if held:
+        raise InputError(f"TO is not empty ({held} entr{'y' if held == 1 else 'ies'}"
+                         f"{' not zero' if dst.info.type in ELEMENTS_ALWAYS_EXIST else ''}): "
+                         "migrate fills an empty map, so that it holds FROM's records and "
+                         "nothing else (clear it first: bpfbatch clear ...)", obj=dst.info.label)
 
 
 def _pairs(given, what: str) -> dict[str, str]:

@@ -4,7 +4,8 @@ The first copy reads FROM whole, converts every record (:mod:`.convert`: all of 
 the first write, so a record that cannot be converted writes nothing) and writes them with
 the batch update. A catch-up pass reads FROM again and compares it with what the previous
 read saw, key by key on the raw bytes: keys that appeared or whose value changed are
-converted and written, keys that disappeared are deleted from TO. Passes go on until one
+converted (all of them before the pass writes anything) and written, keys that disappeared
+are deleted from TO (first, so that a TO as full as FROM has room for the new ones). Passes go on until one
 finds nothing, or ``limit`` passes ran: then ``moving`` says how many keys the last one
 still found changed. Updates that land in FROM after the last pass *began reading* may be
 missing from TO: that read's start (``last_read_ns``, CLOCK_MONOTONIC) opens the window that
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..interrupts import Tally
+from .._sys.abi import ELEMENTS_ALWAYS_EXIST
 from ..map import whole, writes
 from .convert import ConversionError, Layout, convert
 from .plan import SidePlan
@@ -34,21 +36,46 @@ __all__ = ["Counts", "Copier"]
 
 @dataclasses.dataclass
 class Counts:
-    """What a migration did, as it goes (an interrupted one says what it had done)."""
+    """What a migration did, counted as it goes: each write and delete is counted in the
+    critical section of the syscall that made it (:class:`~bpfbatch.interrupts.Tally`), and
+    the swap is marked in the section that made it, so an interrupted migration's
+    :meth:`said` is exactly what TO holds and what the path names."""
 
     #: When the last read of FROM began (CLOCK_MONOTONIC ns): later updates may be missing.
     last_read_ns: int | None = None
     #: From then to the pin swap (``None``: no swap): the window of updates a swap can lose.
     window_ns: int | None = None
-    #: Entries written by the first copy.
-    copied: int = 0
-    #: Entries the catch-up passes wrote into TO, and deleted from it.
-    updated: int = 0
-    deleted: int = 0
     #: Catch-up passes run, and the keys the last one still found changed (0: FROM was
     #: still).
     passes: int = 0
     moving: int = 0
+    #: The path ``--swap-pin`` names (``None``: no swap asked), and whether it names TO now.
+    swap_pin: str | None = None
+    swapped: bool = False
+    _copied: Tally = dataclasses.field(default_factory=Tally, repr=False)
+    _updated: Tally = dataclasses.field(default_factory=Tally, repr=False)
+    _deleted: Tally = dataclasses.field(default_factory=Tally, repr=False)
+
+    @property
+    def copied(self) -> int:
+        """Entries written by the first copy."""
+        return self._copied.applied
+
+    @property
+    def updated(self) -> int:
+        """Entries the catch-up passes wrote into TO."""
+        return self._updated.applied
+
+    @property
+    def deleted(self) -> int:
+        """Entries the catch-up passes deleted from TO."""
+        return self._deleted.applied
+
+    @property
+    def applied(self) -> int:
+        """Everything written into or deleted from TO (non-zero: TO is no longer as it was;
+        :func:`bpfbatch.interrupts.stopping` then says what was done before an error)."""
+        return self.copied + self.updated + self.deleted
 
     def said(self) -> str:
         """The counts as the command's summary and its stop line say them."""
@@ -57,6 +84,12 @@ class Counts:
             text += (f", {self.passes} catch-up pass{'es' if self.passes > 1 else ''} "
                      f"({self.updated} updated, {self.deleted} deleted, {self.moving} still "
                      "changing at the last)")
+        if self.swap_pin is not None and self.swapped:
+            text += f"; pinned at {self.swap_pin}"
+            if self.window_ns is not None:
+                text += f" {self.window_ns / 1e6:.1f} ms after the last read"
+        elif self.swap_pin is not None:
+            text += f"; not swapped: {self.swap_pin} still names FROM"
         return text
 
 
@@ -72,13 +105,13 @@ class Sides:
 
 
 class Copier:
-    """Moves FROM's records into TO (``target``), converted by ``sides``."""
+    """Moves FROM's records into TO (``target``), converted by ``sides``; ``counts`` says
+    what it did, as it goes."""
 
     def __init__(self, source: Source, target, sides: Sides, *, batch_size: int,
-                 tally: Tally):
+                 counts: Counts):
         self.source, self.target, self.sides = source, target, sides
-        self.batch_size, self.tally = batch_size, tally
-        self.counts = Counts()
+        self.batch_size, self.counts = batch_size, counts
         self._seen: tuple[np.ndarray, np.ndarray] | None = None
 
     def convert(self, keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +125,7 @@ class Copier:
         except ConversionError as exc:
             exc.obj = self.source.where(exc.row, bytes(keys[exc.row]))
             raise
-        if not s.key.whole_copy:
+        if not s.key.whole_copy or not self.source.live:  # a file may give a key twice
             self._distinct(keys, out_keys)
         return out_keys, out_values
 
@@ -108,24 +141,41 @@ class Copier:
         twice = _Index(out_keys).duplicate()
         if twice is not None:
             a, b = twice
+            why = "the file gives it twice" if (keys[a] == keys[b]).all() else \
+                "the key fields that told them apart are removed or cut"
             raise InputError(f"becomes the same key as {self.source.where(b, bytes(keys[b]))} "
-                             "in TO (the key fields that told them apart are removed or "
-                             "cut)", obj=self.source.where(a, bytes(keys[a])))
+                             f"in TO ({why})", obj=self.source.where(a, bytes(keys[a])))
 
-    def first(self) -> None:
-        """Read FROM, convert everything, write it into TO."""
+    def _fit(self, keys: np.ndarray, out_keys: np.ndarray, total: int) -> None:
+        """Refuse, before writing them, records TO has no room for: an array's index past
+        its ``max_entries`` (the kernel's E2BIG), more keys (``total``: FROM's, which TO is
+        to mirror) than a hash map holds (E2BIG for a hash; an LRU map would evict some of
+        them without a word)."""
+        info = self.target.info
+        if info.type in ELEMENTS_ALWAYS_EXIST:
+            past = np.flatnonzero(out_keys.view("<u4")[:, 0] >= info.max_entries)
+            if len(past):
+                raise InputError(f"index {int(out_keys[past[0]].view('<u4')[0])} is past TO's "
+                                 f"last (max_entries {info.max_entries})",
+                                 obj=self.source.where(int(past[0]), bytes(keys[past[0]])))
+        elif total > info.max_entries:
+            raise InputError(f"holds at most {info.max_entries} entries (max_entries), FROM "
+                             f"has {total}", obj=info.label)
+
+    def first(self, *, write: bool = True) -> None:
+        """Read FROM, convert everything, write it into TO (``write`` false: stop before the
+        write, having met every refusal the copy would meet: ``--plan``)."""
         self.counts.last_read_ns = time.monotonic_ns()
         keys, values = self.source.read(self.batch_size)
         out_keys, out_values = self.convert(keys, values)
-        self._write(out_keys, out_values)
-        self.counts.copied = len(keys)
+        self._fit(keys, out_keys, len(keys))
+        if write:
+            self._write(out_keys, out_values, self.counts._copied)
         self._seen = (keys, values)
 
     def catch_up(self, limit: int) -> None:
-        """Up to ``limit`` passes copying what changed in FROM since the previous read."""
-        if not self.source.live:
-            raise InputError("a file does not change: --catch-up needs FROM to be a map",
-                             obj="--catch-up")
+        """Up to ``limit`` passes copying what changed in FROM (a map) since the previous
+        read."""
         for _ in range(limit):
             started = time.monotonic_ns()
             keys, values = self.source.read(self.batch_size)
@@ -137,19 +187,18 @@ class Copier:
             self._seen = (keys, values)
             if not self.counts.moving:
                 return
+            out_keys, out_values = self.convert(keys[changed], values[changed])
+            self._fit(keys[changed], out_keys, len(keys))
+            if len(gone):  # before the writes: a full TO has room for the new keys then
+                gone_keys = self.convert_keys(previous[gone])
+                writes.delete(self.target, gone_keys, len(gone_keys),
+                              batch_size=self.batch_size, tally=self.counts._deleted)
             if len(changed):
-                out_keys, out_values = self.convert(keys[changed], values[changed])
-                self._write(out_keys, out_values)
-                self.counts.updated += len(changed)
-            if len(gone):
-                out_keys = self.convert_keys(previous[gone])
-                deleted = writes.delete(self.target, out_keys, len(out_keys),
-                                        batch_size=self.batch_size).deleted
-                self.counts.deleted += deleted
+                self._write(out_keys, out_values, self.counts._updated)
 
-    def _write(self, keys: np.ndarray, values: np.ndarray) -> None:
+    def _write(self, keys: np.ndarray, values: np.ndarray, tally: Tally) -> None:
         whole.load(self.target, keys, values, len(keys), batch_size=self.batch_size,
-                   tally=self.tally, jobs=None)
+                   tally=tally, jobs=None)
 
 
 class _Index:

@@ -387,10 +387,14 @@ def find_field(node: Node, path: str, root: str) -> Node | None:
 def side_plan(side: str, dst: Node | None, src: Node | None, *, renames: dict[str, str],
               sets: set[str], summed: bool = False) -> SidePlan:
     """The plan of one side: ``dst`` (the target's layout tree) from ``src`` (the source's).
-    A side without BTF (``None``) is copied as bytes when both are the same size."""
-    if dst is None or src is None:
-        raise InputError(f"the {side} has no BTF on {'TO' if dst is None else 'FROM'}: fields "
-                         "cannot be matched by name", obj=side)
+    A side without BTF (``None``) is refused: nothing says what its bytes are (FROM's
+    types can be given: ``--btf OBJ --key-type T --value-type T``)."""
+    if dst is None:
+        raise InputError(f"the {side} has no BTF on TO: fields cannot be matched by name",
+                         obj=side)
+    if src is None:
+        raise InputError(f"the {side} has no BTF on FROM: fields cannot be matched by name "
+                         f"(--{side}-type T gives its type)", obj=side)
     matcher = _Matcher(side, src, {k: v for k, v in renames.items() if k.startswith(side)},
                        {s for s in sets if s.startswith(side)}, summed)
     matcher.match(dst, side, src, side)
