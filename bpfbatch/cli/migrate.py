@@ -54,6 +54,13 @@ def migrate(
                                            "step: the next program opening PATH gets "
                                            "TO.")] = None,
     batch_size: BatchSize = DEFAULT_BATCH,
+    fmt: Annotated[Optional[str], typer.Option(
+        "--format", metavar="FMT", help="A file FROM's format: jsonl, json, csv, bpftool-json, "
+                                        "parquet or arrow (default: from its name).")] = None,
+    decode: Annotated[Optional[list[str]], typer.Option(
+        "--decode", metavar="FIELD=KIND", help="The --decode options dump wrote a file FROM "
+                                               "with (ipv4, be16, hex, ...): read back with "
+                                               "them. Repeatable.")] = None,
 ) -> None:
     """Move a map's records into a map of a new layout, field by field by name, and catch up
     with what changes meanwhile.
@@ -77,8 +84,11 @@ def migrate(
     with interrupts.stopping(counts.said, counts), \
             Map.open(id=to_id, pinned=to_pinned, name=to_name, read_only=plan) as dst:
         if source[0] == "file":
-            src = sources.file_source(source[1], dst.info, **TYPES)
+            src = sources.file_source(source[1], dst.info, **TYPES, fmt=fmt, decode=decode)
             opened = None
+        elif fmt is not None or decode:
+            raise InputError("reads a file FROM (as dump wrote it); FROM is a map",
+                             obj="--format" if fmt is not None else "--decode")
         else:
             map_id, pinned, name = _address(source)
             opened = src = Map.open(id=map_id, pinned=pinned, name=name, read_only=True,

@@ -48,14 +48,16 @@ class Result:
 
 def migrate(src, dst, *, plan_only: bool = False, rename=(), set=(), sum: bool = False,
             catch_up: int = 0, swap_pin: str | None = None, dst_pin: str | None = None,
-            batch_size: int = DEFAULT_BATCH,
-            src_types: dict | None = None, counts: Counts | None = None) -> Result:
+            batch_size: int = DEFAULT_BATCH, src_types: dict | None = None,
+            fmt: str | None = None, decode=None, counts: Counts | None = None) -> Result:
     """Move ``src``'s records into ``dst`` (an open :class:`~bpfbatch.Map`), converted to its
     layout; returns the plan and the counts (:class:`Result`).
 
     ``src``: a Map, or the path of a file of records (JSONL, JSON, CSV, bpftool JSON,
     Parquet, Arrow) whose layout ``src_types`` gives (``{"btf": "old.bpf.o", "key_type":
-    "struct k", "value_type": "struct v"}``; each side not given is ``dst``'s).
+    "struct k", "value_type": "struct v"}``; each side not given is ``dst``'s), in format
+    ``fmt`` (default: from its name), written with the ``decode`` options (``["saddr=ipv4"]``,
+    as ``dump``'s) — ``load``'s reading of a file.
     ``rename``: ``"OLD=NEW"`` strings or ``{OLD: NEW}`` (field paths as ``dump -o csv``
     names columns, ``value.first_seen_ns``; a bare name is a value field). ``set``:
     ``"FIELD=VALUE"`` or ``{FIELD: VALUE}`` (VALUE as ``dump -o jsonl`` prints it, or as
@@ -82,7 +84,7 @@ def migrate(src, dst, *, plan_only: bool = False, rename=(), set=(), sum: bool =
     """
     source = src if isinstance(src, Source) else \
         map_source(src) if not isinstance(src, str) else \
-        file_source(src, dst.info, **(src_types or {}))
+        file_source(src, dst.info, **(src_types or {}), fmt=fmt, decode=decode)
     sides, plans, sets = prepare(source, dst, rename=rename, set=set, sum=sum)
     if catch_up and not source.live:
         raise InputError("a file does not change: --catch-up needs FROM to be a map",

@@ -28,12 +28,15 @@ __all__ = ["Source", "file_source", "map_source", "trees"]
 @dataclasses.dataclass
 class Source:
     """FROM: ``info`` describes its records (a map's, or a file's sizes and types); ``map``
-    is set for a map, which can be read again (catch-up), ``path`` for a file."""
+    is set for a map, which can be read again (catch-up), ``path`` for a file, read in
+    ``fmt`` (default: from its name) with the ``decode`` options it was dumped with."""
 
     label: str
     info: MapInfo
     map: Map | None = None
     path: str | None = None
+    fmt: str | None = None
+    decode: list[str] | None = None
     _records: object = None
 
     @property
@@ -46,7 +49,8 @@ class Source:
             return cursor.read_all(self.map, batch_size=batch_size)
         from ..records.read import read_records
 
-        records = read_records(self.path, self.info)
+        records = read_records(self.path, self.info, fmt=self.fmt,
+                               codecs=view(self.info, self.decode))
         self._records = records
         n = records.count
         return (np.frombuffer(records.keys, np.uint8).reshape(n, self.info.key_size),
@@ -68,10 +72,11 @@ def map_source(m: Map) -> Source:
     return Source(m.info.label, m.info, map=m)
 
 
-def file_source(path: str, target: MapInfo, key_type=None, value_type=None, btf=None
-                ) -> Source:
+def file_source(path: str, target: MapInfo, key_type=None, value_type=None, btf=None, *,
+                fmt: str | None = None, decode: list[str] | None = None) -> Source:
     """FROM a file whose records have the layout ``key_type``/``value_type`` (of ``btf``:
-    an object file), each side not given taking TO's (``target``)."""
+    an object file), each side not given taking TO's (``target``); ``fmt`` and ``decode``
+    as ``load`` takes them (the file as ``dump -o FMT --decode ...`` wrote it)."""
     if path != "-" and not os.path.exists(path):
         raise InputError("no such file (FROM is a file, or a map: id N, pinned PATH, name "
                          "NAME)", obj=path)
@@ -96,7 +101,7 @@ def file_source(path: str, target: MapInfo, key_type=None, value_type=None, btf=
     info = dataclasses.replace(target, id=0, name=os.path.basename(path), key_size=sizes["key"],
                                value_size=sizes["value"],
                                types=GivenTypes(sides["key"], sides["value"]))
-    return Source(path, info, path=path)
+    return Source(path, info, path=path, fmt=fmt, decode=decode)
 
 
 def _btf_of(info: MapInfo):
