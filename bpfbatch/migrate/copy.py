@@ -3,13 +3,14 @@
 The first copy reads FROM whole, converts every record (:mod:`.convert`: all of them before
 the first write, so a record that cannot be converted writes nothing) and writes them with
 the batch update. A catch-up pass reads FROM again and compares it with what the previous
-read saw, key by key on the raw bytes: keys that appeared or whose value changed are
-converted (all of them before the pass writes anything) and written, keys that disappeared
-are deleted from TO (first, so that a TO as full as FROM has room for the new ones). Passes go on until one
-finds nothing, or ``limit`` passes ran: then ``moving`` says how many keys the last one
-still found changed. Updates that land in FROM after the last pass *began reading* may be
-missing from TO: that read's start (``last_read_ns``, CLOCK_MONOTONIC) opens the window that
-a pin swap closes.
+read saw, key by key: keys that appeared, or whose value changed in what TO gets of it (a
+change of a removed field, or of padding, is none: a writer that keeps touching only those
+does not keep the passes going), are converted, all of them before the pass writes
+anything, and written; keys that disappeared are deleted from TO, first, so that a TO as
+full as FROM has room for the new ones. Passes go on until one finds nothing, or ``limit``
+passes ran: then ``moving`` says how many keys the last one still found changed. Updates
+that land in FROM after the last pass *began reading* may be missing from TO: that read's
+start (``last_read_ns``, CLOCK_MONOTONIC) opens the window that a pin swap closes.
 
 A read of a map is not an atomic snapshot (a hash map is read bucket by bucket): a write
 that completes before a pass starts reading is seen by that pass, one that lands during the
@@ -141,10 +142,12 @@ class Copier:
         twice = _Index(out_keys).duplicate()
         if twice is not None:
             a, b = twice
+            first, second = (self.source.where(row, bytes(keys[row])) for row in (a, b))
             why = "the file gives it twice" if (keys[a] == keys[b]).all() else \
-                "the key fields that told them apart are removed or cut"
-            raise InputError(f"becomes the same key as {self.source.where(b, bytes(keys[b]))} "
-                             f"in TO ({why})", obj=self.source.where(a, bytes(keys[a])))
+                f"they differ only in padding, {keys[a].tobytes().hex()} and " \
+                f"{keys[b].tobytes().hex()}, which TO's key does not keep" \
+                if first == second else "the key fields that told them apart are removed or cut"
+            raise InputError(f"becomes the same key as {second} in TO ({why})", obj=first)
 
     def _fit(self, keys: np.ndarray, out_keys: np.ndarray, total: int) -> None:
         """Refuse, before writing them, records TO has no room for: an array's index past
@@ -179,18 +182,23 @@ class Copier:
         for _ in range(limit):
             started = time.monotonic_ns()
             keys, values = self.source.read(self.batch_size)
-            previous = self._seen[0]
-            changed, gone = _changes(self._seen, keys, values)
+            (old_keys, old_values), self._seen = self._seen, (keys, values)
+            changed, was, gone = _changes((old_keys, old_values), keys, values)
+            out_keys, out_values = self.convert(keys[changed], values[changed])
+            known = np.flatnonzero(was >= 0)
+            if len(known):  # a change TO does not see (a removed field, padding) is none
+                _, before = self.convert(old_keys[was[known]], old_values[was[known]])
+                keep = np.ones(len(changed), bool)
+                keep[known[(before == out_values[known]).all(axis=1)]] = False
+                changed, out_keys, out_values = changed[keep], out_keys[keep], out_values[keep]
             self.counts.passes += 1
             self.counts.last_read_ns = started
             self.counts.moving = len(changed) + len(gone)
-            self._seen = (keys, values)
             if not self.counts.moving:
                 return
-            out_keys, out_values = self.convert(keys[changed], values[changed])
             self._fit(keys[changed], out_keys, len(keys))
             if len(gone):  # before the writes: a full TO has room for the new keys then
-                gone_keys = self.convert_keys(previous[gone])
+                gone_keys = self.convert_keys(old_keys[gone])
                 writes.delete(self.target, gone_keys, len(gone_keys),
                               batch_size=self.batch_size, tally=self.counts._deleted)
             if len(changed):
@@ -263,8 +271,9 @@ def _hashes(rows: np.ndarray) -> np.ndarray:
 
 
 def _changes(seen, keys: np.ndarray, values: np.ndarray):
-    """Rows of ``keys`` new or changed since ``seen`` (the previous read), and rows of the
-    previous read whose keys are gone."""
+    """Rows of ``keys`` new or changed since ``seen`` (the previous read), with the row of
+    the previous read each was (-1: new), and rows of the previous read whose keys are
+    gone."""
     old_keys, old_values = seen
     match = _Index(old_keys).find(keys)
     found = match >= 0
@@ -272,4 +281,5 @@ def _changes(seen, keys: np.ndarray, values: np.ndarray):
     differs[found] = (values[found] != old_values[match[found]]).any(axis=1)
     kept = np.zeros(len(old_keys), bool)
     kept[match[found]] = True
-    return np.flatnonzero(differs), np.flatnonzero(~kept)
+    changed = np.flatnonzero(differs)
+    return changed, match[changed], np.flatnonzero(~kept)

@@ -28,7 +28,7 @@ from bpfbatch.map import writes
 from bpfbatch.migrate.source import map_source
 from fault_helpers import SIGNALS, bpfbatch_argv, signalled
 
-U32, U64 = test_migrate.U32, test_migrate.U64
+U8, U32, U64 = test_migrate.U8, test_migrate.U32, test_migrate.U64
 made = test_migrate.made  # the fixture: maps of struct keys and values, closed at the end
 
 #: The stop line of an interrupted migration.
@@ -315,3 +315,38 @@ def test_a_file_dumped_with_decoders_migrates_as_the_map_does(tmp_path, fmt):
         bpfbatch.migrate(src, dst, rename=["first_seen_ns=first_ns"])
         assert from_file == sorted(dst.items(), key=lambda kv: kv[0]["saddr"])
         assert len(from_file) == 100
+
+
+def test_a_change_to_does_not_see_does_not_keep_the_passes_going(made):
+    """A writer that touches only a field TO drops (or padding) changes nothing of TO: the
+    first pass finds nothing, and says nothing is still changing."""
+    src = made(MapType.HASH, [("id", U32)], [("n", U32), ("scratch", U32)], 10)
+    dst = made(MapType.HASH, [("id", U32)], [("n", U64)], 10)
+    src.update_items([({"id": k}, {"n": k, "scratch": 0}) for k in range(10)])
+    i = src.info.id
+    touch = ("update", "id", i, *_key(4), "value", "hex", "04", "00", "00", "00", "ff", "00",
+             "00", "00")
+    result = bpfbatch.migrate(_stepped(src, [(), [touch], [touch]]), dst, catch_up=3)
+    counts = result.counts
+    assert (counts.passes, counts.updated, counts.moving) == (1, 0, 0)
+    assert sorted(v["n"] for _, v in dst.items()) == list(range(10))
+
+
+def test_keys_that_differ_only_in_padding(made):
+    """The kernel keeps a key's bytes, padding included (a program that does not zero its
+    key's holes makes such keys): copied as they are into an unchanged key layout, with no
+    phantom change in the catch-up; refused, by their bytes, when TO's key drops the hole."""
+    src = made(MapType.HASH, [("a", U8), ("b", U32)], [("n", U32)], 10)
+    same = made(MapType.HASH, [("a", U8), ("b", U32)], [("n", U64)], 10)
+    wider = made(MapType.HASH, [("a", U8), ("b", U64)], [("n", U32)], 10)
+    for hole, n in (("00", "01"), ("ee", "02")):
+        _bpftool("update", "id", src.info.id, "key", "hex", "01", hole, "00", "00", "05", "00",
+                 "00", "00", "value", "hex", n, "00", "00", "00")
+    counts = bpfbatch.migrate(src, same, catch_up=3).counts
+    assert (counts.copied, counts.passes, counts.moving) == (2, 1, 0)
+    held = same.to_numpy()[0].tobytes().hex()
+    assert sorted((held[:16], held[16:])) == ["0100000005000000", "01ee000005000000"]
+    with pytest.raises(InputError, match="differ only in padding, 0100000005000000 and "
+                                         "01ee000005000000"):
+        bpfbatch.migrate(src, wider)
+    assert wider.count() == 0

@@ -31,5 +31,5 @@ def test_find_and_duplicate(colliding):
 def test_changes_new_changed_gone(colliding):
     keys, values = _rows([1, 2, 3]), _rows([10, 20, 30], 8)
     now_keys, now_values = _rows([3, 1, 4]), _rows([30, 11, 40], 8)
-    changed, gone = copy._changes((keys, values), now_keys, now_values)
-    assert changed.tolist() == [1, 2] and gone.tolist() == [1]
+    changed, was, gone = copy._changes((keys, values), now_keys, now_values)
+    assert changed.tolist() == [1, 2] and was.tolist() == [0, -1] and gone.tolist() == [1]
