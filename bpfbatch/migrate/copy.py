@@ -6,7 +6,8 @@ the batch update. A catch-up pass reads FROM again and compares it with what the
 read saw, key by key: keys that appeared, or whose value changed in what TO gets of it (a
 change of a removed field, or of padding, is none: a writer that keeps touching only those
 does not keep the passes going), are converted, all of them before the pass writes
-anything, and written; keys that disappeared are deleted from TO, first, so that a TO as
+anything, and written; keys that disappeared are deleted from TO (an array's elements,
+which always exist, zeroed as ``clear`` does), first, so that a TO as
 full as FROM has room for the new ones. Passes go on until one finds nothing, or ``limit``
 passes ran: then ``moving`` says how many keys the last one still found changed. Updates
 that land in FROM after the last pass *began reading* may be missing from TO: that read's
@@ -198,11 +199,19 @@ class Copier:
                 return
             self._fit(keys[changed], out_keys, len(keys))
             if len(gone):  # before the writes: a full TO has room for the new keys then
-                gone_keys = self.convert_keys(old_keys[gone])
-                writes.delete(self.target, gone_keys, len(gone_keys),
-                              batch_size=self.batch_size, tally=self.counts._deleted)
+                self._delete(self.convert_keys(old_keys[gone]))
             if len(changed):
                 self._write(out_keys, out_values, self.counts._updated)
+
+    def _delete(self, keys: np.ndarray) -> None:
+        """Take ``keys`` (gone from FROM) out of TO; an array's elements always exist: they
+        are zeroed, as ``clear`` does."""
+        if self.target.info.type in ELEMENTS_ALWAYS_EXIST:
+            zeros = np.zeros((len(keys), self.sides.layouts[3].width), np.uint8)
+            self._write(keys, zeros, self.counts._deleted)
+            return
+        writes.delete(self.target, keys, len(keys), batch_size=self.batch_size,
+                      tally=self.counts._deleted)
 
     def _write(self, keys: np.ndarray, values: np.ndarray, tally: Tally) -> None:
         whole.load(self.target, keys, values, len(keys), batch_size=self.batch_size,

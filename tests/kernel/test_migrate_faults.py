@@ -159,11 +159,11 @@ def test_a_swap_pin_that_is_not_from_s_pin_is_refused_before_anything_is_written
         assert _names(path) == other.info.id
 
 
-def _array(maps, entries: int) -> Map:
-    """An array of ``u64`` values (BTF: u32 index, u64 value)."""
+def _array(maps, entries: int, kind: MapType = MapType.ARRAY) -> Map:
+    """An array (or ``kind``) of ``u64`` values (BTF: u32 key, u64 value)."""
     with BtfBuilder() as b:
         u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
-        return maps(MapType.ARRAY, 4, 8, entries, name="bb_mig_arr", btf_fd=b.load(),
+        return maps(kind, 4, 8, entries, name="bb_mig_arr", btf_fd=b.load(),
                     btf_key_type_id=u32, btf_value_type_id=u64)
 
 
@@ -350,3 +350,14 @@ def test_keys_that_differ_only_in_padding(made):
                                          "01ee000005000000"):
         bpfbatch.migrate(src, wider)
     assert wider.count() == 0
+
+
+def test_a_key_gone_from_a_hash_zeroes_an_array_to_s_element(maps):
+    """An array's elements cannot be deleted (the kernel refuses): a key gone from FROM
+    leaves TO's element as an empty array's is, zero."""
+    src, dst = _array(maps, 10, MapType.HASH), _array(maps, 10)
+    writes.update(src, np.arange(3, dtype=np.uint32), np.arange(1, 4, dtype=np.uint64), 3)
+    steps = [(), [_delete(src.info.id, 1)]]
+    counts = bpfbatch.migrate(_stepped(src, steps), dst, catch_up=3).counts
+    assert (counts.copied, counts.deleted, counts.moving) == (3, 1, 0)
+    assert dst.to_numpy()[1].tolist()[:4] == [1, 0, 3, 0]
