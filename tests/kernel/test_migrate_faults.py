@@ -346,8 +346,8 @@ def test_keys_that_differ_only_in_padding(made):
     assert (counts.copied, counts.passes, counts.moving) == (2, 1, 0)
     held = same.to_numpy()[0].tobytes().hex()
     assert sorted((held[:16], held[16:])) == ["0100000005000000", "01ee000005000000"]
-    with pytest.raises(InputError, match="differ only in padding, 0100000005000000 and "
-                                         "01ee000005000000"):
+    with pytest.raises(InputError, match="differ only in padding, (0100000005000000 and "
+                                         "01ee|01ee000005000000 and 01000)"):  # read order
         bpfbatch.migrate(src, wider)
     assert wider.count() == 0
 
