@@ -132,6 +132,7 @@ class Copier:
         return out_keys, out_values
 
     def convert_keys(self, keys: np.ndarray) -> np.ndarray:
+        """TO's keys of FROM's ``keys`` (an error names the first that cannot be)."""
         s = self.sides
         try:
             return convert(s.key, keys, s.layouts[0], s.layouts[1], s.templates[0])

@@ -16,6 +16,7 @@ at the path and only there, as a rename on one bpffs leaves it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 
@@ -44,10 +45,10 @@ def swap(target, path: str, pinned: str | None) -> None:
     An error names ``path``; nothing is renamed then, and no temporary pin is left. The
     caller holds signals back for the call (:func:`bpfbatch.interrupts.deferred`): the swap
     has happened or not, never half."""
-    moved = pinned is not None and os.stat(pinned).st_dev == os.stat(path).st_dev
+    folder = os.path.dirname(os.path.abspath(path))
+    moved = pinned is not None and _device(pinned) == _device(folder)
     source = pinned if moved else os.path.join(
-        os.path.dirname(os.path.abspath(path)),
-        f"{os.path.basename(path)}_bpfbatch_swap_{os.getpid()}")
+        folder, f"{os.path.basename(path)}_bpfbatch_swap_{os.getpid()}")
     if not moved:
         target.pin(source)
     try:
@@ -58,4 +59,13 @@ def swap(target, path: str, pinned: str | None) -> None:
         raise from_errno("swap pins", exc.errno or errno.EIO, obj=path,
                          detail=f"rename {source} over it") from None
     if pinned is not None and not moved:
-        os.unlink(pinned)
+        with contextlib.suppress(FileNotFoundError):  # unpinned meanwhile: as wanted
+            os.unlink(pinned)
+
+
+def _device(path: str) -> int | None:
+    """The file system ``path`` is on (``None``: it is gone, e.g. unpinned meanwhile)."""
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None

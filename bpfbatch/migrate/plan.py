@@ -198,10 +198,6 @@ def _size(node: Node) -> int:
     return end - start
 
 
-def _fields(node: Struct) -> dict[str, Node]:
-    return node.fields()
-
-
 class _Matcher:
     """One side's walk: ``renames`` maps a target path to the source path it takes;
     ``sets`` the target paths given a value; ``summed`` reads per-CPU integers summed."""
@@ -262,14 +258,14 @@ class _Matcher:
             return
         self.consumed.add(src_path)
         if isinstance(src, Struct):
-            for name, member in _fields(src).items():
+            for name, member in src.fields().items():
                 self._consume(member, f"{src_path}.{name}")
 
     def _struct(self, dst: Struct, path: str, src: Struct, src_path: str) -> None:
         if dst.union != src.union:
             raise _mismatch(path, dst, src_path, src)
-        src_fields = _fields(src)
-        dst_fields = _fields(dst)
+        src_fields = src.fields()
+        dst_fields = dst.fields()
         if dst.union:  # through the first member both name; the rest share its bytes
             for name, member in dst_fields.items():
                 sub = f"{path}.{name}"
@@ -368,7 +364,7 @@ def _source_paths(node: Node, path: str):
     """Every field path under ``node`` (structs' fields by name, arrays not expanded)."""
     yield path
     if isinstance(node, Struct):
-        for name, member in _fields(node).items():
+        for name, member in node.fields().items():
             yield from _source_paths(member, f"{path}.{name}")
 
 
@@ -380,7 +376,7 @@ def find_field(node: Node, path: str, root: str) -> Node | None:
         return None
     rest = path[len(root) + 1:]
     name = rest.split(".", 1)[0]
-    member = _fields(node).get(name)
+    member = node.fields().get(name)
     return None if member is None else find_field(member, path, f"{root}.{name}")
 
 
