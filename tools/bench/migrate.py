@@ -71,6 +71,7 @@ def main(argv: list[str]) -> int:
                 FLOOR: Command([floor, *ids, str(args.batch_size)], setup=empty),
             }, rounds=args.rounds), baseline=FLOOR)
             assert dst.count() == args.entries
+            empty()  # a plan checks, as a migration does, that TO is empty
             plan = bpfbatch.migrate(src, dst, rename=[RENAME], plan_only=True).plan
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
