@@ -123,14 +123,15 @@ def _empty(dst) -> None:
                          "nothing else (clear it first: bpfbatch clear ...)", obj=dst.info.label)
 
 
-def _pairs(given, what: str) -> dict[str, str]:
-    """``OLD=NEW`` strings (or a dict) as a dict, each side a field path with its side."""
+def _pairs(given, option: str, what: str) -> dict[str, str]:
+    """``OLD=NEW`` strings (or a dict) as a dict, each side a field path with its side; a
+    string that is not ``what`` is an error naming ``option``."""
     items = given.items() if isinstance(given, dict) else [
         text.partition("=")[::2] if "=" in text else (text, None) for text in given]
     out = {}
     for name, value in items:
         if not name or value in (None, ""):
-            raise InputError(f"expected {what}, got {name!r}", obj=f"--{what.split()[0]}")
+            raise InputError(f"expected {what}, got {name!r}", obj=option)
         out[_path(name)] = value
     return out
 
@@ -158,8 +159,8 @@ def prepare(source: Source, dst, *, rename=(), set=(), sum: bool = False
         raise InputError("FROM is not per-CPU: no rule says which CPU of TO gets its value",
                          obj=dst_info.label)
     renames = {new: old for old, new in ((_path(o), _path(n))
-                                         for o, n in _pairs(rename, "OLD=NEW").items())}
-    sets = _pairs(set, "FIELD=VALUE")
+                                         for o, n in _pairs(rename, "--rename", "OLD=NEW").items())}
+    sets = _pairs(set, "--set", "FIELD=VALUE")
     src_trees, dst_trees = trees(src_info), trees(dst_info)
     for new, old in renames.items():
         side = ("key", "value").index(old.split(".", 1)[0].split("[", 1)[0])

@@ -148,7 +148,7 @@ class Copier:
             why = "the file gives it twice" if (keys[a] == keys[b]).all() else \
                 f"they differ only in padding, {keys[a].tobytes().hex()} and " \
                 f"{keys[b].tobytes().hex()}, which TO's key does not keep" \
-                if first == second else "the key fields that told them apart are removed or cut"
+                if first == second else "the key fields that told them apart are removed, cut or --set"
             raise InputError(f"becomes the same key as {second} in TO ({why})", obj=first)
 
     def _fit(self, keys: np.ndarray, out_keys: np.ndarray, total: int) -> None:

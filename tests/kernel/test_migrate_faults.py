@@ -361,3 +361,20 @@ def test_a_key_gone_from_a_hash_zeroes_an_array_to_s_element(maps):
     counts = bpfbatch.migrate(_stepped(src, steps), dst, catch_up=3).counts
     assert (counts.copied, counts.deleted, counts.moving) == (3, 1, 0)
     assert dst.to_numpy()[1].tolist()[:4] == [1, 0, 3, 0]
+
+
+@pytest.mark.parametrize("option, word", [("--set", "n"), ("--rename", "n=")])
+def test_an_option_without_its_value_is_named(made, option, word):
+    src, dst = _pair(made, 3)
+    proc = subprocess.run(bpfbatch_argv("migrate", "id", src.info.id, "id", dst.info.id,
+                                        option, word), capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"bpfbatch: error: {option}: expected "), proc.stderr
+    assert dst.count() == 0
+
+
+def test_a_set_key_field_that_makes_keys_one_says_so(made):
+    src, dst = _pair(made, 3)
+    with pytest.raises(InputError, match="told them apart are removed, cut or --set"):
+        bpfbatch.migrate(src, dst, set=["key.id=5"])
+    assert dst.count() == 0
