@@ -84,7 +84,8 @@ def migrate(
     with interrupts.stopping(counts.said, counts), \
             Map.open(id=to_id, pinned=to_pinned, name=to_name, read_only=plan) as dst:
         if source[0] == "file":
-            src = sources.file_source(source[1], dst.info, **TYPES, fmt=fmt, decode=decode)
+            src = sources.file_source(source[1], dst.info, **TYPES, fmt=fmt, decode=decode,
+                                      percpu=sum_ and not dst.info.percpu)
             opened = None
         elif fmt is not None or decode:
             raise InputError("reads a file FROM (as dump wrote it); FROM is a map",

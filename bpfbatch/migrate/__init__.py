@@ -84,7 +84,8 @@ def migrate(src, dst, *, plan_only: bool = False, rename=(), set=(), sum: bool =
     """
     source = src if isinstance(src, Source) else \
         map_source(src) if not isinstance(src, str) else \
-        file_source(src, dst.info, **(src_types or {}), fmt=fmt, decode=decode)
+        file_source(src, dst.info, **(src_types or {}), fmt=fmt, decode=decode,
+                    percpu=sum and not dst.info.percpu)
     sides, plans, sets = prepare(source, dst, rename=rename, set=set, sum=sum)
     if catch_up and not source.live:
         raise InputError("a file does not change: --catch-up needs FROM to be a map",

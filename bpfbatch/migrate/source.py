@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from .._sys.abi import MapType
 from ..api import Map
 from ..errors import InputError
 from ..map import cursor
@@ -73,10 +74,13 @@ def map_source(m: Map) -> Source:
 
 
 def file_source(path: str, target: MapInfo, key_type=None, value_type=None, btf=None, *,
-                fmt: str | None = None, decode: list[str] | None = None) -> Source:
+                fmt: str | None = None, decode: list[str] | None = None,
+                percpu: bool = False) -> Source:
     """FROM a file whose records have the layout ``key_type``/``value_type`` (of ``btf``:
     an object file), each side not given taking TO's (``target``); ``fmt`` and ``decode``
-    as ``load`` takes them (the file as ``dump -o FMT --decode ...`` wrote it)."""
+    as ``load`` takes them (the file as ``dump -o FMT --decode ...`` wrote it). ``percpu``:
+    its values are per-CPU (a per-CPU map's dump, for ``--sum`` into a plain TO), one per
+    possible CPU of this machine, as ``load`` reads them."""
     if path != "-" and not os.path.exists(path):
         raise InputError("no such file (FROM is a file, or a map: id N, pinned PATH, name "
                          "NAME)", obj=path)
@@ -98,10 +102,17 @@ def file_source(path: str, target: MapInfo, key_type=None, value_type=None, btf=
             sides[side] = None
     sizes = {side: (found[0].size_of(found[1]) if found else getattr(target, f"{side}_size"))
              for side, found in sides.items()}
-    info = dataclasses.replace(target, id=0, name=os.path.basename(path), key_size=sizes["key"],
+    kind = _PER_CPU.get(target.type, target.type) if percpu else target.type
+    info = dataclasses.replace(target, id=0, type=kind, name=os.path.basename(path),
+                               key_size=sizes["key"],
                                value_size=sizes["value"],
                                types=GivenTypes(sides["key"], sides["value"]))
     return Source(path, info, path=path, fmt=fmt, decode=decode)
+
+
+#: A plain map's per-CPU kind: what a per-CPU file FROM of a plain TO was dumped from.
+_PER_CPU = {MapType.HASH: MapType.PERCPU_HASH, MapType.ARRAY: MapType.PERCPU_ARRAY,
+            MapType.LRU_HASH: MapType.LRU_PERCPU_HASH}
 
 
 def _btf_of(info: MapInfo):

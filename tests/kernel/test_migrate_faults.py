@@ -378,3 +378,19 @@ def test_a_set_key_field_that_makes_keys_one_says_so(made):
     with pytest.raises(InputError, match="told them apart are removed, cut or --set"):
         bpfbatch.migrate(src, dst, set=["key.id=5"])
     assert dst.count() == 0
+
+
+def test_a_per_cpu_dump_sums_into_a_plain_to_as_the_map_does(made, tmp_path):
+    src = made(MapType.PERCPU_HASH, [("id", U32)], [("n", U32)], 10)
+    dst = made(MapType.HASH, [("id", U32)], [("n", U64)], 10)
+    ncpus = src.info.value_stride // src.info.cpu_stride
+    src.update_items([({"id": k}, [{"n": k * 10 + c} for c in range(ncpus)]) for k in range(5)])
+    dump = tmp_path / "percpu.jsonl"
+    with open(dump, "wb") as out:
+        subprocess.run(bpfbatch_argv("dump", "id", src.info.id, "-o", "jsonl"), stdout=out,
+                       check=True)
+    proc = subprocess.run(bpfbatch_argv("migrate", dump, "id", dst.info.id, "--sum"),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert {k["id"]: v["n"] for k, v in dst.items()} == {
+        k: sum(k * 10 + c for c in range(ncpus)) for k in range(5)}
