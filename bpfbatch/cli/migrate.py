@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import interrupts
-from ..errors import InputError
+from ..errors import InputError, Interrupted
 from ..map.cursor import check_batch_size
 from .argv import MAP_KEYWORDS
 from .options import DEFAULT_BATCH, TYPES, say
@@ -74,14 +74,36 @@ def migrate(
     """
     check_batch_size(batch_size)
     source, target = _ends(words)
-    from .. import migrate as migration
-    from ..api import Map
-    from ..migrate import source as sources
     from ..migrate.copy import Counts
 
     counts = Counts(swap_pin=swap_pin)
+    try:  # to the last line: a signal after the swap still says it happened
+        result, src, dst = _run(counts, source, target, plan=plan, rename=rename, set_=set_,
+                                sum_=sum_, catch_up=catch_up, swap_pin=swap_pin,
+                                batch_size=batch_size, fmt=fmt, decode=decode)
+        if plan:
+            print(f"FROM {_label(source, src)}\nTO   {dst.info.label}\n{result.plan}", end="")
+            return
+        said = f"{dst.info.label}: {counts.said()}"
+        if result.removed:
+            said += f"; removed: {', '.join(result.removed)}"
+        say(said)
+    except Interrupted as exc:  # the stop line says what the swap path names, too
+        exc.message = f"after {counts.said()}"
+        raise
+
+
+def _run(counts, source: tuple[str, str], target: tuple[str, str], *, plan: bool, rename,
+         set_, sum_: bool, catch_up: int | None, swap_pin: str | None, batch_size: int,
+         fmt: str | None, decode: list[str] | None):
+    """Open FROM and TO, migrate; ``(result, src, dst)``. An error says what was written
+    into TO before it (``counts``)."""
+    from .. import migrate as migration
+    from ..api import Map
+    from ..migrate import source as sources
+
     to_id, to_pinned, to_name = _address(target)
-    with interrupts.stopping(counts.said, counts), \
+    with interrupts.stopping(counts.done, counts), \
             Map.open(id=to_id, pinned=to_pinned, name=to_name, read_only=plan) as dst:
         if source[0] == "file":
             src = sources.file_source(source[1], dst.info, **TYPES, fmt=fmt, decode=decode,
@@ -102,13 +124,7 @@ def migrate(
         finally:
             if opened is not None:
                 opened.close()
-    if plan:
-        print(f"FROM {_label(source, src)}\nTO   {dst.info.label}\n{result.plan}", end="")
-        return
-    said = f"{dst.info.label}: {counts.said()}"
-    if result.removed:
-        said += f"; removed: {', '.join(result.removed)}"
-    say(said)
+    return result, src, dst
 
 
 def _label(source: tuple[str, str], src) -> str:

@@ -79,20 +79,26 @@ class Counts:
         :func:`bpfbatch.interrupts.stopping` then says what was done before an error)."""
         return self.copied + self.updated + self.deleted
 
-    def said(self) -> str:
-        """The counts as the command's summary and its stop line say them."""
+    def done(self) -> str:
+        """What was written into TO, as an error that stopped the migration says it (an
+        error leaves the swap undone: it is the last step, and a failed one is undone)."""
         text = f"{self.copied} entries copied"
         if self.passes:
             text += (f", {self.passes} catch-up pass{'es' if self.passes > 1 else ''} "
                      f"({self.updated} updated, {self.deleted} deleted, {self.moving} still "
                      "changing at the last)")
-        if self.swap_pin is not None and self.swapped:
-            text += f"; pinned at {self.swap_pin}"
-            if self.window_ns is not None:
-                text += f" {self.window_ns / 1e6:.1f} ms after the last read"
-        elif self.swap_pin is not None:
-            text += f"; not swapped: {self.swap_pin} still names FROM"
         return text
+
+    def said(self) -> str:
+        """:meth:`done` and what the swap path names: the summary, and the stop line of an
+        interrupted migration."""
+        if self.swap_pin is None:
+            return self.done()
+        if not self.swapped:
+            return f"{self.done()}; not swapped: {self.swap_pin} still names FROM"
+        window = "" if self.window_ns is None else \
+            f" {self.window_ns / 1e6:.1f} ms after the last read"
+        return f"{self.done()}; pinned at {self.swap_pin}{window}"
 
 
 @dataclasses.dataclass

@@ -79,10 +79,12 @@ def test_a_signal_during_the_copy_says_what_to_holds(made, pins, sig, delay):
 #: Runs the CLI with a signal raised at one moment of the swap (the moments are too short
 #: for a signal sent from outside to hit them on purpose).
 AT_THE_SWAP = textwrap.dedent("""
-    import os, signal, sys
+    import errno, os, signal, sys
     from bpfbatch.api import Map
     moment, rename, pin = sys.argv[1], os.rename, Map.pin
     def renaming(a, b):
+        if moment == "a rename that fails":
+            raise OSError(errno.EXDEV, "cross-device link")
         if moment == "before the rename":
             signal.raise_signal(signal.SIGTERM)
         rename(a, b)
@@ -111,6 +113,20 @@ def test_a_signal_at_the_swap_finds_it_done_and_says_so(made, pins, moment, to_p
     assert proc.returncode == 143 and said and said.group(3) == old, proc.stderr
     assert _names(old) == dst.info.id and dst.count() == 10
     assert _no_temporary_pins(old)
+
+
+def test_a_swap_that_fails_is_undone_and_says_what_was_copied(made, pins):
+    """A rename the kernel refuses (EXDEV here) is translated, names the path, leaves no
+    temporary pin, and the path still names FROM."""
+    src, dst = _pair(made, 10)
+    old = pins(src, "migfail_old")
+    proc = subprocess.run([sys.executable, "-c", AT_THE_SWAP, "a rename that fails", "migrate",
+                           "pinned", old, "id", str(dst.info.id), "--swap-pin", old],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"bpfbatch: error: {old}: swap pins: rename ")
+    assert proc.stderr.endswith("(10 entries copied before it) (EXDEV)\n"), proc.stderr
+    assert _names(old) == src.info.id and _no_temporary_pins(old)
 
 
 def test_swap_pin_moves_an_unpinned_to_and_one_pinned_on_another_bpffs(made, pins, tmp_path):
