@@ -48,7 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "sender, after the kernel selftest tcp_mmap."),
     "export": ("export", "Serve BPF maps as Prometheus metrics, each map read in batches once "
                          "per scrape."),
-    "record": ("record", "Write a ring buffer's events as they come, typed from BTF, "
+    "record": ("record", "Write a ring buffer's or perf event array's events as they come, "
+                         "typed from BTF, "
                          "each batch committed once written."),
     "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "
                      "reading."),
