@@ -110,11 +110,15 @@ def rate_table(rate: int, mtu: int, mpu: int, cell_log: int = -1,
     return cell_log, _TABLE.pack(*(xmittime(rate, size) for size in sizes))
 
 
-def _ratespec_and_table(rate: int, mtu: int, mpu: int) -> tuple[bytes, bytes]:
-    """The ratespec and :func:`rate_table` of an htb rate."""
+def ratespec(rate: int, mtu: int, mpu: int, cell_log: int = -1,
+             linklayer: int = LINKLAYER_ETHERNET, overhead: int = 0, *,
+             wide_table: bool = False) -> tuple[bytes, bytes]:
+    """``struct tc_ratespec`` (its rate cut to 32 bits) and the :func:`rate_table` of a rate
+    of ``rate`` bytes/s. The table is computed from the 32-bit rate as htb's ``tc_calc_rtable``
+    does, or from the whole rate with ``wide_table`` (police's ``tc_calc_rtable_64``)."""
     rate32 = min(rate, 0xFFFFFFFF)
-    cell_log, table = rate_table(rate32, mtu, mpu)
-    return TC_RATESPEC.pack(cell_log, LINKLAYER_ETHERNET, 0, -1, mpu, rate32), table
+    cell_log, table = rate_table(rate if wide_table else rate32, mtu, mpu, cell_log, linklayer)
+    return TC_RATESPEC.pack(cell_log, linklayer, overhead, -1, mpu, rate32), table
 
 
 @dataclasses.dataclass(slots=True)
@@ -137,8 +141,8 @@ class HtbClass:
     def options(self) -> tuple[Attr, ...]:
         ceil = self.ceil or self.rate
         _, hz = _psched()
-        rate_spec, rtab = _ratespec_and_table(self.rate, self.mtu, self.mpu)
-        ceil_spec, ctab = _ratespec_and_table(ceil, self.mtu, self.mpu)
+        rate_spec, rtab = ratespec(self.rate, self.mtu, self.mpu)
+        ceil_spec, ctab = ratespec(ceil, self.mtu, self.mpu)
         buffer = xmittime(self.rate, self.burst or self.rate // hz + self.mtu)
         cbuffer = xmittime(ceil, self.cburst or ceil // hz + self.mtu)
         parms = rate_spec + ceil_spec + TC_HTB_OPT_TAIL.pack(buffer, cbuffer, self.quantum, 0,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches
 from ..resolve import Resolver
 from . import gact
+from .tail import Tail
 
 NAMES = ("connmark",)
 
@@ -30,19 +30,14 @@ _KIND = encode((strz(S.ActAttr.KIND, "connmark"),))
 
 
 @dataclasses.dataclass(slots=True)
-class Connmark:
+class Connmark(Tail):
     """connmark: restore the mark of the packet's connection in conntrack ``zone``."""
 
     zone: int = 0
-    verdict: str = "pipe"
-    index: int = 0
-    no_percpu: bool = False
-    cookie: bytes | None = None
     kind = "connmark"
 
     def attrs(self, resolve: Resolver) -> tuple:
-        parms = _TC_CONNMARK.pack(self.index, 0, S.control_value(self.verdict), 0, 0, self.zone)
-        return R.action_attrs(_KIND, ((_PARMS, parms),), self.no_percpu, self.cookie)
+        return self.action_attrs(_KIND, ((_PARMS, self.parms(_TC_CONNMARK, self.zone)),))
 
 
 def parse_action(w: Words, left: int) -> Connmark:
@@ -62,7 +57,6 @@ def parse_action(w: Words, left: int) -> Connmark:
         action.zone = gact.decimal_option(w, failed, 'connmark: Illegal "zone"')
         if action.zone > 0xFFFF:
             raise failed('connmark: Illegal "zone"')
-    verdict, index, said = gact.verdict_and_index(w, failed, 'connmark: Illegal "index"')
+    said, _ = action.read_tail(w, failed, 'connmark: Illegal "index"')
     gact.refused_again(said)
-    action.verdict, action.index = verdict or "pipe", index or 0
     return action

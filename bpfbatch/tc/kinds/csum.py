@@ -7,13 +7,13 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches
 from ..resolve import Resolver
 from . import gact
+from .tail import Tail
 
 NAMES = ("csum",)
 
@@ -35,21 +35,16 @@ _ILLEGAL_INDEX = 'Illegal "index" ({word}) <csum>'
 
 
 @dataclasses.dataclass(slots=True)
-class Csum:
+class Csum(Tail):
     """csum: recompute the checksums ``update_flags`` names (1 IPv4 header, 2 ICMP, 4 IGMP,
     8 TCP, 16 UDP, 32 UDP-Lite, 64 SCTP)."""
 
     update_flags: int = 0
     verdict: str = "ok"
-    index: int = 0
-    no_percpu: bool = False
-    cookie: bytes | None = None
     kind = "csum"
 
     def attrs(self, resolve: Resolver) -> tuple:
-        parms = _TC_CSUM.pack(self.index, 0, S.control_value(self.verdict), 0, 0,
-                              self.update_flags)
-        return R.action_attrs(_KIND, ((_PARMS, parms),), self.no_percpu, self.cookie)
+        return self.action_attrs(_KIND, ((_PARMS, self.parms(_TC_CSUM, self.update_flags)),))
 
 
 def parse_action(w: Words, left: int) -> Csum:
@@ -77,7 +72,6 @@ def parse_action(w: Words, left: int) -> Csum:
         raise failed(USAGE)
     if not action.update_flags:
         raise failed("Illegal csum construct, empty <UPDATE> list")
-    verdict, index, said = gact.verdict_and_index(w, failed, _ILLEGAL_INDEX)
+    said, _ = action.read_tail(w, failed, _ILLEGAL_INDEX)
     gact.refused_again(said)
-    action.verdict, action.index = verdict or "ok", index or 0
     return action

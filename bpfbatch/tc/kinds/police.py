@@ -17,7 +17,7 @@ from ..action_list import action_failed, control, next_arg, verdict_word
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, invalid, matches, unsigned
 from ..htb import (LINKLAYER_ATM, LINKLAYER_ETHERNET, TC_RATESPEC, parse_rate, parse_size,
-                   rate_table, xmittime)
+                   ratespec, xmittime)
 from ..resolve import Resolver
 
 NAMES = ("police",)
@@ -115,10 +115,8 @@ class Police:
         return tuple(options)
 
     def _ratespec(self, rate: int, cell_log: int) -> tuple[bytes, bytes]:
-        cell_log, table = rate_table(rate, self.mtu, self.mpu, cell_log, self.linklayer)
-        spec = TC_RATESPEC.pack(cell_log, self.linklayer, self.overhead, -1, self.mpu,
-                                min(rate, 0xFFFFFFFF))
-        return spec, table
+        return ratespec(rate, self.mtu, self.mpu, cell_log, self.linklayer, self.overhead,
+                        wide_table=True)
 
 
 def parse_action(w: Words, left: int) -> Police:

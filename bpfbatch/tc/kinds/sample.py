@@ -7,13 +7,13 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches, unsigned
 from ..resolve import Resolver
 from . import gact
+from .tail import Tail
 
 NAMES = ("sample",)
 
@@ -38,24 +38,20 @@ _KIND = encode((strz(S.ActAttr.KIND, "sample"),))
 
 
 @dataclasses.dataclass(slots=True)
-class Sample:
+class Sample(Tail):
     """sample: one packet in ``rate`` sent to psample ``group``, cut to ``trunc`` bytes."""
 
     rate: int | None = None
     group: int | None = None
     trunc: int | None = None
-    verdict: str = "pipe"
-    index: int = 0
-    no_percpu: bool = False
-    cookie: bytes | None = None
     kind = "sample"
 
     def attrs(self, resolve: Resolver) -> tuple:
-        options = [(_PARMS, S.TC_GACT.pack(self.index, 0, S.control_value(self.verdict), 0, 0))]
+        options = [(_PARMS, self.parms())]
         for type_, value in ((_RATE, self.rate), (_GROUP, self.group), (_TRUNC, self.trunc)):
             if value is not None:
                 options.append((type_, _U32.pack(value)))
-        return R.action_attrs(_KIND, tuple(options), self.no_percpu, self.cookie)
+        return self.action_attrs(_KIND, options)
 
 
 def parse_action(w: Words, left: int) -> Sample:
@@ -77,9 +73,8 @@ def parse_action(w: Words, left: int) -> Sample:
         else:
             break
         w.pos += 1
-    verdict, index, said = gact.verdict_and_index(
-        w, lambda text: action_failed(text, left, "sample"), 'sample: Illegal "index"')
-    action.verdict, action.index = verdict or "pipe", index or 0
+    said, _ = action.read_tail(w, lambda text: action_failed(text, left, "sample"),
+                               'sample: Illegal "index"')
     for name in ("group", "rate"):
         if not action.index and getattr(action, name) is None:
             raise CommandError(f'{said}param "{name}" not set\n{USAGE}', fatal=True)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches, parse_classid, unsigned
 from ..resolve import Resolver
 from . import gact
+from .tail import Tail
 
 NAMES = ("skbedit",)
 
@@ -43,7 +43,7 @@ _U64 = struct.Struct("=Q")
 
 
 @dataclasses.dataclass(slots=True)
-class Skbedit:
+class Skbedit(Tail):
     """skbedit: set the packet's queue, priority (a class id), mark (under ``mask``), packet
     type, or its priority from the DS field; each None/False leaves that untouched."""
 
@@ -53,14 +53,10 @@ class Skbedit:
     mask: int | None = None
     ptype: int | None = None
     inheritdsfield: bool = False
-    verdict: str = "pipe"
-    index: int = 0
-    no_percpu: bool = False
-    cookie: bytes | None = None
     kind = "skbedit"
 
     def attrs(self, resolve: Resolver) -> tuple:
-        options = [(_PARMS, S.TC_GACT.pack(self.index, 0, S.control_value(self.verdict), 0, 0))]
+        options = [(_PARMS, self.parms())]
         for type_, value, form in ((_QUEUE_MAPPING, self.queue_mapping, _U16),
                                    (_PRIORITY, self.priority, _U32), (_MARK, self.mark, _U32),
                                    (_MASK, self.mask, _U32), (_PTYPE, self.ptype, _U16)):
@@ -68,7 +64,7 @@ class Skbedit:
                 options.append((type_, form.pack(value)))
         if self.inheritdsfield:
             options.append((_FLAGS, _U64.pack(_INHERITDSFIELD)))
-        return R.action_attrs(_KIND, tuple(options), self.no_percpu, self.cookie)
+        return self.action_attrs(_KIND, options)
 
 
 def parse_action(w: Words, left: int) -> Skbedit:
@@ -110,9 +106,8 @@ def parse_action(w: Words, left: int) -> Skbedit:
             break
         ok = True
         w.pos += 1
-    verdict, index, said = gact.verdict_and_index(w, failed, 'skbedit: Illegal "index"')
-    action.verdict, action.index = verdict or "pipe", index or 0
-    if not ok and index is None:
+    said, indexed = action.read_tail(w, failed, 'skbedit: Illegal "index"')
+    if not ok and not indexed:
         raise failed(said + USAGE)
     gact.refused_again(said)
     return action

@@ -8,13 +8,13 @@ import dataclasses
 import re
 import struct
 
-from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, invalid, matches, unsigned
 from ..resolve import Resolver
 from . import gact
+from .tail import Tail
 
 NAMES = ("vlan",)
 
@@ -43,7 +43,7 @@ _HEX_BYTE = re.compile(r"\s*\+?(?:0[xX])?([0-9a-fA-F]+)")
 
 
 @dataclasses.dataclass(slots=True)
-class Vlan:
+class Vlan(Tail):
     """vlan: ``operation`` (1 pop, 2 push, 3 modify, 4 pop_eth, 5 push_eth) with its tag
     (``id``, ``protocol``, ``priority``) or Ethernet header (``dst_mac``, ``src_mac``); None
     leaves a field out."""
@@ -54,15 +54,10 @@ class Vlan:
     priority: int | None = None
     dst_mac: bytes | None = None
     src_mac: bytes | None = None
-    verdict: str = "pipe"
-    index: int = 0
-    no_percpu: bool = False
-    cookie: bytes | None = None
     kind = "vlan"
 
     def attrs(self, resolve: Resolver) -> tuple:
-        parms = _TC_VLAN.pack(self.index, 0, S.control_value(self.verdict), 0, 0, self.operation)
-        options = [(_PARMS, parms)]
+        options = [(_PARMS, self.parms(_TC_VLAN, self.operation))]
         if self.id is not None:
             options.append((_ID, struct.pack("=H", self.id)))
         if self.protocol is not None:
@@ -72,7 +67,7 @@ class Vlan:
         for type_, mac in ((_ETH_DST, self.dst_mac), (_ETH_SRC, self.src_mac)):
             if mac is not None:
                 options.append((type_, mac))
-        return R.action_attrs(_KIND, tuple(options), self.no_percpu, self.cookie)
+        return self.action_attrs(_KIND, options)
 
 
 def parse_action(w: Words, left: int) -> Vlan:
@@ -109,8 +104,7 @@ def parse_action(w: Words, left: int) -> Vlan:
         else:
             break
         w.pos += 1
-    verdict, index, said = gact.verdict_and_index(w, failed, 'vlan: Illegal "index"')
-    action.verdict, action.index = verdict or "pipe", index or 0
+    said, _ = action.read_tail(w, failed, 'vlan: Illegal "index"')
     problem = _incomplete(action)
     if problem:
         raise failed(f"{said}{problem}\n{USAGE}")
