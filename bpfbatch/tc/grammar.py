@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterable, Iterator
 from . import specs as S
 
 
-#: Where tc resolves a device while it parses (mirred's ``dev``), and so fails there before
-#: reading the rest of the line: whether a device exists. Set by the batch reader around each
-#: line it parses; unset (None), the encoder reports a missing device instead.
-DEVICES: contextvars.ContextVar[Callable[[str], bool] | None] = \
+#: Where tc resolves a device while it parses (mirred's ``dev``, route's ``fromif``), and so
+#: fails there before reading the rest of the line: a device's ifindex, or None where it does
+#: not exist. Set by the batch reader around each line it parses; unset (None), the encoder
+#: reports a missing device instead.
+DEVICES: contextvars.ContextVar[Callable[[str], int | None] | None] = \
     contextvars.ContextVar("tc_devices", default=None)
 
 

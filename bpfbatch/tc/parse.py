@@ -26,7 +26,6 @@ from .action_list import parse_actions
 from .grammar import (DEVICES, CommandError, Words, invalid, matches, parse_classid, parse_mac,
                       parse_qdisc_handle, parse_u32_handle, read_commands, split_words, unsigned)
 from .kinds import parsers
-from .kinds.u32 import filter_id as u32_filter_id
 from .message import LineError, Listing
 
 __all__ = ["SUPPORTED", "CommandError", "parse_batch", "parse_classid", "parse_command", "parse_mac",
@@ -49,6 +48,9 @@ filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [
       [da] [classid ID] [skip_hw|skip_sw] [action ...]
   matchall [skip_hw|skip_sw] [classid ID] [action ...]
   flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
+  fw [classid ID] [indev DEV] [police POLICE] [action ...]           (handle HANDLE[/FWMASK])
+  route [from REALM | fromif DEV] [to REALM] [order N] [classid ID] [police POLICE] [action ...]
+  basic [classid ID] [police POLICE] [action ...]                    (no ematch 'match')
 actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N ...
 qdisc|class|filter show|list|ls ...   filter|actions get ...   actions list|flush action KIND
       (read-only lines and flush: run by iproute2's tc at their point of the batch)
@@ -66,6 +68,7 @@ ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [c
         | action csum iph|ip4h|icmp|igmp|tcp|udp|udplite|sctp|and|or|+ ... [CONTROL] [index N]
         | action connmark [zone N] [CONTROL] [index N]
         | action sample rate N group N [trunc N] [CONTROL] [index N]
+        | action nat ingress|egress OLD[/LEN] NEW [CONTROL] [index N]
           (each kind followed by [cookie HEX] [no_percpu])
 POLICE := [rate R burst B[/CELL]] [pkts_rate N pkts_burst N] [mtu B[/CELL]] [mpu B]
           [peakrate R] [avrate R] [overhead N] [linklayer ethernet|atm|adsl]
@@ -227,11 +230,13 @@ def _parse_filter(w: Words) -> R.Filter:
 
 
 def _filter_handle(text: str | None, classifier) -> int:
-    """Each classifier reads its own handle: u32 ``htid:hash:node``, the others a number."""
+    """Each classifier reads its own handle (u32 ``htid:hash:node``, fw ``HANDLE/MASK``, ...:
+    its module's ``parse_handle``); the others a number."""
+    read = parsers("handle").get(classifier.kind) if classifier is not None else None
+    if read is not None:
+        return read(text, classifier)
     if text is None:
         return 0
-    if isinstance(classifier, R.U32):
-        return u32_filter_id(text)
     value = unsigned(text)
     if value is None:
         raise CommandError('Illegal "handle"')
@@ -239,7 +244,7 @@ def _filter_handle(text: str | None, classifier) -> int:
 
 
 #: tc 6.1's classifiers this package has no parser for (f_*.c): tc reads their options.
-TC_ONLY_CLASSIFIERS = frozenset(("basic", "cgroup", "flow", "fw", "route", "rsvp", "tcindex"))
+TC_ONLY_CLASSIFIERS = frozenset(("cgroup", "flow", "rsvp", "tcindex"))
 
 #: Command groups in tc's order of precedence for abbreviations ("a" is actions).
 _GROUPS = {"qdisc": _parse_qdisc, "class": _parse_class, "filter": _parse_filter,

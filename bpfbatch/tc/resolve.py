@@ -40,13 +40,13 @@ class Resolver:
             found = self._ifindex[dev] = self._lookup(dev)
         return found
 
-    def has_device(self, dev: str) -> bool:
-        """Whether ``dev`` exists (a lookup the ``ifindex`` cache then keeps)."""
+    def find_device(self, dev: str) -> int | None:
+        """``dev``'s ifindex, or None where it does not exist (a lookup the ``ifindex`` cache
+        then keeps)."""
         try:
-            self.ifindex(dev)
+            return self.ifindex(dev)
         except NotFoundError:
-            return False
-        return True
+            return None
 
     def _lookup(self, dev: str) -> int:
         name = dev.encode()

@@ -498,8 +498,15 @@ class Flower:
 
 
 Classifier = Union[U32, BpfProg, Matchall, Flower]
-#: TCA_KIND of each classifier, encoded once.
-_KIND_TLV = {cls.kind: encode((strz(S.TCA.KIND, cls.kind),)) for cls in (U32, BpfProg, Matchall, Flower)}
+class _KindTlv(dict):
+    """TCA_KIND of each classifier kind, encoded once, on first use."""
+
+    def __missing__(self, kind: str) -> bytes:
+        tlv = self[kind] = encode((strz(S.TCA.KIND, kind),))
+        return tlv
+
+
+_KIND_TLV = _KindTlv()
 
 
 @dataclasses.dataclass(slots=True)

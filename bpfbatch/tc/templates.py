@@ -272,7 +272,7 @@ class TemplateReader:
 
     def _parsed(self, number: int, text: str | None, name: str) -> Parsed | Rule:
         """The full parser and encoder for one line (the rule itself if ``unencoded`` takes it)."""
-        token = DEVICES.set(self._resolve.has_device)  # devices tc resolves while parsing
+        token = DEVICES.set(self._resolve.find_device)  # devices tc resolves while parsing
         try:
             rule = parse_numbered(number, text, name)
         finally:

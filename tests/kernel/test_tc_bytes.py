@@ -58,6 +58,17 @@ filter add dev vethA ingress bpf pinned PROG action mirred egress redirect dev v
 filter add dev vethA ingress matchall action drop
 filter add dev vethA ingress prio 13 bpf da
 filter add dev vethA parent ffff: handle 1 protocol ip prio 100 bpf bytecode '4,40 0 0 12,21 0 1 2048,6 0 0 262144,6 0 0 0' classid 1:1
+filter add dev vethA ingress protocol ip prio 14 handle 5/0xff fw classid 1:1 indev vethB action mirred egress redirect dev vethB
+filter add dev vethA ingress protocol ip prio 14 handle 6 fw
+filter add dev vethA ingress protocol ip prio 14 fw police rate 1mbit burst 10k drop flowid 1:3
+filter add dev vethA ingress protocol ip prio 15 handle 0x10 basic classid 1:1 action drop
+filter add dev vethA ingress protocol ip prio 15 basic
+filter add dev vethA ingress protocol ip prio 16 route to 5 classid 1:1
+filter add dev vethA ingress protocol ip prio 16 route from cosmos order 3 fromif vethB action pass
+filter add dev vethA ingress protocol ip prio 16 handle 9 route to 7
+actions add action nat ingress 10.0.0.0/8 192.168.1.1 index 3
+actions add action nat egress 10.1.1.1 10.2.2.2 drop
+actions add action nat egress 0.0.0.0/0 10.2.2.2
 filter add dev vethA parent ffff: handle 2 protocol IP prio 100 chain 7 bpf bytecode '1,6 0 0 0' skip_sw da
 filter del dev vethA ingress prio 4 protocol 802.1Q handle 7 bpf
 qdisc add dev vethB parent 1:1 handle 10:0 htb

@@ -53,7 +53,7 @@ def _both_paths(lines: list[str], resolve) -> tuple[list, list, int]:
     """(fast outcomes, full-parser outcomes, how many lines came from templates)."""
     reader = TemplateReader(resolve)
     fast = list(reader.read(lines, "t.tc"))
-    token = DEVICES.set(resolve.has_device)  # the full parser with the devices the reader knows
+    token = DEVICES.set(resolve.find_device)  # the full parser with the devices the reader knows
     try:
         full = [(n, r if isinstance(r, LineError) else encode_rule(r, resolve, "t.tc", n))
                 for n, r in parse_batch(lines, "t.tc")]

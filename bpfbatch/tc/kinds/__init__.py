@@ -4,7 +4,8 @@ its kind's parser, usage text and error words, over the shared words of :mod:`..
 A module names its kind(s) in ``NAMES`` and defines a parser for each role it plays:
 ``parse_action(w, left)`` (``left``: tc's argc at the kind word, which some error lines print),
 ``parse_filter(w)``, ``parse_qdisc(w, name)`` or ``parse_class(w)``, each returning the
-:mod:`..rules` object. Adding a kind is adding a module here; :func:`parsers` finds it.
+:mod:`..rules` object; a classifier reading its own ``handle`` (tc passes it to the kind)
+defines ``parse_handle(text, classifier)`` (``text`` None when the line gives none). Adding a kind is adding a module here; :func:`parsers` finds it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 
-ROLES = ("action", "filter", "qdisc", "class")
+ROLES = ("action", "filter", "qdisc", "class", "handle")
 
 
 @functools.cache
 def parsers(role: str) -> dict[str, Callable]:
-    """Every kind's parser for ``role`` ("action", "filter", "qdisc", "class"), by kind word."""
+    """Every kind's parser for ``role`` (one of :data:`ROLES`), by kind word."""
     if role not in ROLES:
         raise ValueError(role)
     table = {}

@@ -1,10 +1,18 @@
-"""The option loop bpf, matchall and flower share: ``classid``/``flowid``, actions, and each
-kind's own words. Not a kind: it names none."""
+"""What the classifiers share. The option loop bpf, matchall and flower share (``classid``/
+``flowid``, actions, each kind's own words); and for the classic classifiers tc writes in the
+order it reads them (fw, route, basic: ``f_fw.c``, ``f_route.c``, ``f_basic.c``), their
+option loop with its words and their :class:`Listed` form. Not a kind: it names none."""
 
 from __future__ import annotations
 
-from ..action_list import parse_actions
-from ..grammar import CommandError, Words, illegal_unless, parse_classid
+import dataclasses
+
+from .. import rules as R
+from ..action_list import incomplete, parse_actions
+from ..encoding import Attr, u32
+from ..grammar import CommandError, Words, illegal_unless, matches, parse_classid, what_is
+from ..resolve import Resolver
+from . import police
 
 
 def classifier_options(w: Words, kind: str, extra) -> dict:
@@ -20,3 +28,75 @@ def classifier_options(w: Words, kind: str, extra) -> dict:
         elif not extra(word, opts):
             raise CommandError(f"unsupported {kind} option '{word}'")
     return opts
+
+
+def police_failed(text: str = "") -> CommandError:
+    """How a classifier reports a failed ``police``: police's own words, then this."""
+    return CommandError(f'{text}\nIllegal "police"' if text else 'Illegal "police"')
+
+
+@dataclasses.dataclass(slots=True)
+class Listed:
+    """A classifier sent as tc sends fw, route and basic: its attributes in the order the line
+    gave them (``attrs``: ``(type, bytes | attributes)``, or ``(type, [actions])``, a list,
+    encoded with the resolver), none at all (``sends_options`` False) when the line ended at the kind word.
+    ``auto_handle``: the handle the kind fills in when the line names none (route's)."""
+
+    kind: str
+    attrs: tuple = ()
+    sends_options: bool = False
+    auto_handle: int = 0
+
+    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
+        if not self.sends_options:
+            return None
+        return tuple(R.action_tab(type_, tuple(value), resolve) if value.__class__ is list
+                     else (type_, value) for type_, value in self.attrs)
+
+
+def listed_options(w: Words, kind: str, usage: str, numbers: dict, extra=None,
+                   flowid_prefix: bool = False, action_line: str = 'Illegal "action"') -> Listed:
+    """The option loop of fw, route and basic, the cursor past the kind word: ``classid``
+    (or a prefix; ``flowid`` too, or a prefix of it with ``flowid_prefix``), ``police``, ``action``,
+    ``help``, and the kind's own words through ``extra(word, attrs) -> bool`` (the cursor on
+    the word's value, reached by ``NEXT_ARG()``). ``numbers``: the kind's attribute numbers for
+    "classid", "police", "action". tc's words: ``Illegal "classid"``, ``Illegal "police"``,
+    ``action_line`` after a failed action, ``What is "WORD"?`` and the usage."""
+    listed = Listed(kind, sends_options=w.peek() is not None)
+    attrs: list = []
+    while (word := w.peek()) is not None:
+        if matches(word, "classid") or (matches(word, "flowid") if flowid_prefix
+                                         else word == "flowid"):
+            classid = parse_classid(next_value(w))
+            if classid is None:
+                raise CommandError('Illegal "classid"')
+            attrs.append(u32(numbers["classid"], classid))
+        elif matches(word, "police"):
+            next_value(w)
+            attrs.append((numbers["police"], police.parse_police(w, police_failed).options()))
+            continue
+        elif matches(word, "action"):
+            next_value(w)
+            try:
+                attrs.append((numbers["action"], list(parse_actions(w))))
+            except CommandError as exc:
+                text = str(exc)
+                if exc.fatal or not text.endswith('Illegal "action"'):
+                    raise
+                raise CommandError(text[:-len('Illegal "action"')] + action_line) from None
+            continue
+        elif word == "help":
+            raise CommandError(usage)
+        elif extra is None or not extra(word, attrs):
+            raise CommandError(what_is(word, usage))
+        w.pos += 1
+    listed.attrs = tuple(attrs)
+    return listed
+
+
+def next_value(w: Words) -> str:
+    """tc's ``NEXT_ARG()`` from an option word: its value (tc ends at the end of the line)."""
+    w.pos += 1
+    if w.peek() is None:
+        raise incomplete()
+    return w.peek()

@@ -12,7 +12,7 @@ from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches
 from ..resolve import Resolver
 from . import gact
-from .tail import Tail
+from .tail import Tail, read_kind_words
 
 NAMES = ("connmark",)
 
@@ -46,13 +46,7 @@ def parse_action(w: Words, left: int) -> Connmark:
         return action_failed(text, left, "connmark")
 
     action = Connmark()
-    while (word := w.peek()) is not None:
-        if matches(word, "connmark"):
-            w.pos += 1
-        elif matches(word, "help"):
-            raise CommandError(USAGE, fatal=True)
-        else:
-            break
+    read_kind_words(w, "connmark", USAGE, lambda: setattr(w, "pos", w.pos + 1))
     if matches(w.peek(), "zone"):
         action.zone = gact.decimal_option(w, failed, 'connmark: Illegal "zone"')
         if action.zone > 0xFFFF:

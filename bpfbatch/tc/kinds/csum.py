@@ -13,7 +13,7 @@ from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches
 from ..resolve import Resolver
 from . import gact
-from .tail import Tail
+from .tail import Tail, read_kind_words
 
 NAMES = ("csum",)
 
@@ -53,22 +53,17 @@ def parse_action(w: Words, left: int) -> Csum:
         return action_failed(text, left, "csum")
 
     action = Csum()
-    ok = False
-    while (word := w.peek()) is not None:
-        if matches(word, "csum"):
-            next_arg(w)
-            while (target := w.peek()) is not None:
-                flag = next((v for name, v in _TARGETS if matches(target, name)), None)
-                if flag is None:
-                    break
-                action.update_flags |= flag
-                w.pos += 1
-            ok = True
-        elif matches(word, "help"):
-            raise CommandError(USAGE, fatal=True)
-        else:
-            break
-    if not ok:
+
+    def targets() -> None:
+        next_arg(w)
+        while (target := w.peek()) is not None:
+            flag = next((v for name, v in _TARGETS if matches(target, name)), None)
+            if flag is None:
+                break
+            action.update_flags |= flag
+            w.pos += 1
+
+    if not read_kind_words(w, "csum", USAGE, targets):
         raise failed(USAGE)
     if not action.update_flags:
         raise failed("Illegal csum construct, empty <UPDATE> list")

@@ -12,7 +12,7 @@ import struct
 
 from .. import rules as R
 from .. import specs as S
-from ..grammar import Words
+from ..grammar import CommandError, Words, matches
 from . import gact
 
 
@@ -44,3 +44,19 @@ class Tail:
         verdict, index, said = gact.verdict_and_index(w, failed, illegal_index)
         self.verdict, self.index = verdict or self.verdict, index or 0
         return said, index is not None
+
+
+def read_kind_words(w: Words, kind: str, usage: str, read) -> bool:
+    """The loop several tc kinds open with (csum, nat, connmark), the cursor on the kind word:
+    while the word is the kind's name (or a prefix), ``read()`` what follows it; ``help`` is
+    the usage, and tc exits. Whether the kind's name was met."""
+    met = False
+    while (word := w.peek()) is not None:
+        if matches(word, kind):
+            read()
+            met = True
+        elif matches(word, "help"):
+            raise CommandError(usage, fatal=True)
+        else:
+            break
+    return met

@@ -9,6 +9,7 @@ from ..action_list import incomplete, parse_actions
 from ..grammar import (CommandError, Words, illegal_unless, matches, parse_classid,
                        parse_u32_handle, unsigned, what_is)
 from . import police
+from .common import police_failed
 
 NAMES = ("u32",)
 
@@ -76,7 +77,7 @@ def parse_filter(w: Words) -> R.U32:
         elif matches(word, "police"):
             if w.peek() is None:
                 raise incomplete()
-            opts["police"] = police.parse_police(w, _police_failed)
+            opts["police"] = police.parse_police(w, police_failed)
             order.append("police")
         else:
             raise CommandError(what_is(word, USAGE))
@@ -98,13 +99,10 @@ def _option_value(w: Words) -> str:
     return w.take("value")
 
 
-def _police_failed(text: str = "") -> CommandError:
-    """How tc's u32 reports a failed ``police``: police's own words, then this."""
-    return CommandError(f'{text}\nIllegal "police"' if text else 'Illegal "police"')
-
-
-def filter_id(text: str) -> int:
+def parse_handle(text: str | None, classifier: R.U32) -> int:
     """A u32 filter's ``handle``: ``htid:hash:node``."""
+    if text is None:
+        return 0
     value = parse_u32_handle(text)
     if value is None:
         raise CommandError("Illegal filter ID")

@@ -1,0 +1,90 @@
+"""nat (``m_nat.c``): ``nat ingress|egress OLD[/LEN] NEW [CONTROL] [index N]``, stateless
+IPv4 address translation; tc's usage, words and attributes."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+from ...errors import InputError
+from .. import rules as R
+from .. import specs as S
+from ..action_list import action_failed, next_arg
+from ..encoding import encode, strz
+from ..grammar import CommandError, Words, matches
+from ..resolve import Resolver
+from . import gact
+from .tail import Tail, read_kind_words
+
+NAMES = ("nat",)
+
+USAGE = """\
+Usage: ... nat NAT
+NAT := DIRECTION OLD NEW
+DIRECTION := { ingress | egress }
+OLD := PREFIX
+NEW := ADDRESS"""
+
+_PARMS = 1  # TCA_NAT_PARMS
+_EGRESS = 1  # TCA_NAT_FLAG_EGRESS
+#: struct tc_nat: tc_gen, old_addr, new_addr, mask (network order), flags.
+_TC_NAT = struct.Struct("=IIiii4s4s4sI")
+_KIND = encode((strz(S.ActAttr.KIND, "nat"),))
+
+
+@dataclasses.dataclass(slots=True)
+class Nat(Tail):
+    """nat: rewrite addresses in ``old``/``mask`` to ``new`` (the source of egress packets,
+    the destination of ingress ones)."""
+
+    old: int = 0
+    mask: int = 0
+    new: int = 0
+    egress: bool = False
+    verdict: str = "ok"
+    kind = "nat"
+
+    def attrs(self, resolve: Resolver) -> tuple:
+        parms = self.parms(_TC_NAT, self.old.to_bytes(4, "big"), self.new.to_bytes(4, "big"),
+                           self.mask.to_bytes(4, "big"), _EGRESS if self.egress else 0)
+        return self.action_attrs(_KIND, ((_PARMS, parms),))
+
+
+def parse_action(w: Words, left: int) -> Nat:
+    """tc's ``parse_nat``, the cursor on ``nat``."""
+    def failed(text: str) -> CommandError:
+        return action_failed(text, left, "nat")
+
+    action = Nat()
+
+    def translation() -> None:
+        direction = next_arg(w)
+        if not _read_args(w, action):
+            raise failed(f"Illegal nat construct ({direction})\n{USAGE}")
+
+    if not read_kind_words(w, "nat", USAGE, translation):
+        raise failed(USAGE)
+    said, _ = action.read_tail(w, failed, 'Nat: Illegal "index"')
+    gact.refused_again(said)
+    return action
+
+
+def _read_args(w: Words, action: Nat) -> bool:
+    """``parse_nat_args``, the cursor on the direction: DIRECTION OLD NEW into ``action``,
+    the cursor past them; False (the cursor back on the direction) where tc fails."""
+    start = w.pos
+    word = w.peek()
+    if matches(word, "egress"):
+        action.egress = True
+    elif not matches(word, "ingress"):
+        return False
+    try:
+        old, mask = R.ipv4_prefix(next_arg(w))
+        new, _ = R.ipv4_prefix(next_arg(w))
+    except InputError:
+        w.pos = start
+        return False
+    # tc shifts ~0 by 32 - LEN: a /0 prefix (a 32-bit shift) leaves the mask whole on x86
+    action.old, action.mask, action.new = old, mask or 0xFFFFFFFF, new
+    w.pos += 1
+    return True
