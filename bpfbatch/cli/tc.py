@@ -17,9 +17,9 @@ from .app import usage_error
 
 commands = typer.Typer()
 
-#: Exit status of ``tc -b`` when a line fails, and when its parser exits on a line.
+#: Exit status of ``tc -b`` when a line fails (a line its parser exits on gives the status tc
+#: exits with there: the report's ``fatal_status``, 255 from ``usage()``/``invarg()``).
 EXIT_FAILED = 1
-EXIT_FATAL = 255
 #: iproute2's single-dash options (``matches()``: any prefix) → this command's spelling.
 _IPROUTE2_OPTIONS = (("-force", "--force"), ("-batch", "--batch"), ("-netns", "--netns"),
                      ("-json", "--json"))
@@ -106,7 +106,7 @@ def tc_batch(
             raise
     report = done[0]
     if report.fatal:
-        raise typer.Exit(EXIT_FATAL)
+        raise typer.Exit(report.fatal_status)
     if not report.ok:
         raise typer.Exit(EXIT_FAILED)
 

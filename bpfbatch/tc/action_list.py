@@ -20,11 +20,10 @@ _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
 #: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
 #: built into Debian's tc, which reads it as gact).
 TC_ONLY_KINDS = frozenset(("bpf", "ct", "ctinfo", "gate", "ife", "mpls", "pedit", "simple",
-                           "skbmod", "tunnel_key", "xt"))
+                           "skbmod", "xt"))
 #: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
 #: tc ends with "Command line is not complete".
-_NEXT_ARG_FIRST = frozenset(("bpf", "gate", "ife", "mpls", "pedit", "simple", "skbmod",
-                             "tunnel_key"))
+_NEXT_ARG_FIRST = frozenset(("bpf", "gate", "ife", "mpls", "pedit", "simple", "skbmod"))
 
 
 def verdict_word(token: str | None) -> str | None:

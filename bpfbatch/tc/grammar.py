@@ -26,12 +26,13 @@ DEVICES: contextvars.ContextVar[Callable[[str], int | None] | None] = \
 class CommandError(Exception):
     """A parse failure inside one command; :func:`.parse.parse_numbered` adds FILE:LINE.
     ``fatal``: tc's own parser exits on this input (``usage()``, ``invarg()``: status 255, the
-    rest of the batch never read, even with ``-force``); otherwise tc reports the line and goes
-    on."""
+    rest of the batch never read, even with ``-force``; ``status``: the exit status where tc
+    exits with another, e.g. 1 from ``get_addr``); otherwise tc reports the line and goes on."""
 
-    def __init__(self, text: str, *, fatal: bool = False) -> None:
+    def __init__(self, text: str, *, fatal: bool = False, status: int = 255) -> None:
         super().__init__(text)
         self.fatal = fatal
+        self.status = status
 
 
 def matches(token: str | None, word: str) -> bool:
@@ -234,3 +235,18 @@ def classifier_flag(word: str, opts: dict) -> bool:
         return False
     opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
     return True
+
+
+def ipv4_address(text: str) -> bytes | None:
+    """``get_addr_ipv4``: up to four ``.``-separated C numbers (``strtoul(..., 0)``), each at
+    most 255, the parts not given zero → 4 bytes; None where tc's reader fails."""
+    out = bytearray(4)
+    parts = text.split(".")
+    if len(parts) > 4:
+        return None
+    for i, part in enumerate(parts):
+        value = unsigned(part.lstrip(" \t\n\v\f\r"), 0)
+        if value is None or value > 255:
+            return None
+        out[i] = value
+    return bytes(out)

@@ -55,11 +55,13 @@ class Message(NamedTuple):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LineError:
-    """A line the reader refused, in the place of its message. ``fatal``: tc would exit(-1)
-    on it (its usage/invarg paths), ending the whole batch even with ``-force``."""
+    """A line the reader refused, in the place of its message. ``fatal``: tc would exit on it
+    (its usage/invarg paths: exit(-1), or ``status``), ending the whole batch even with
+    ``-force``."""
 
     error: BpfBatchError
     fatal: bool = False
+    status: int = 255
 
     @classmethod
     def at(cls, error: BpfBatchError, source: str, line: int) -> "LineError":

@@ -69,6 +69,8 @@ ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [c
         | action connmark [zone N] [CONTROL] [index N]
         | action sample rate N group N [trunc N] [CONTROL] [index N]
         | action nat ingress|egress OLD[/LEN] NEW [CONTROL] [index N]
+        | action tunnel_key unset | set src_ip IP dst_ip IP [id N] [dst_port N] [tos N] [ttl N]
+                 [csum|nocsum] [CONTROL] [index N]                  (no geneve/vxlan/erspan opts)
           (each kind followed by [cookie HEX] [no_percpu])
 POLICE := [rate R burst B[/CELL]] [pkts_rate N pkts_burst N] [mtu B[/CELL]] [mpu B]
           [peakrate R] [avrate R] [overhead N] [linklayer ethernet|atm|adsl]
@@ -285,7 +287,7 @@ def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | Listing
             raise CommandError("Missing continuation line")
         return parse_command(text)
     except CommandError as exc:
-        return LineError(InputError(str(exc), obj=f"{name}:{number}"), exc.fatal)
+        return LineError(InputError(str(exc), obj=f"{name}:{number}"), exc.fatal, exc.status)
 
 
 def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | LineError]]:

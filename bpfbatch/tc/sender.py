@@ -110,8 +110,9 @@ class Report:
     last_line: int = 0
     #: Set when sending stopped at a failure (without force, or on a fatal line).
     stopped: bool = False
-    #: A line tc exits on at once (status 255), even with -force.
+    #: A line tc exits on at once, even with -force; with the status tc exits with.
     fatal: bool = False
+    fatal_status: int = 255
     #: Lines the kernel applied after the stopping failure and that were undone again.
     undone: int = 0
 
@@ -302,7 +303,7 @@ class Sender:
         self._fail(Failure(report.source, line, failure.error.message, fatal=failure.fatal))
         if failure.fatal or not self._force:
             report.stopped = True
-            report.fatal = failure.fatal
+            report.fatal, report.fatal_status = failure.fatal, failure.status
         return not report.stopped
 
     def _queue(self, entry: _Entry) -> None:

@@ -69,6 +69,9 @@ filter add dev vethA ingress protocol ip prio 16 handle 9 route to 7
 actions add action nat ingress 10.0.0.0/8 192.168.1.1 index 3
 actions add action nat egress 10.1.1.1 10.2.2.2 drop
 actions add action nat egress 0.0.0.0/0 10.2.2.2
+actions add action tunnel_key set src_ip 10.0.0.1 dst_ip 10.0.0.2 id 7 dst_port 4789 tos 0x10 ttl 64 nocsum index 3
+actions add action tunnel_key unset drop
+actions add action tunnel_key set dst_ip 2001:db8::1 src_ip 10.1 id 1 csum pipe cookie aa
 filter add dev vethA parent ffff: handle 2 protocol IP prio 100 chain 7 bpf bytecode '1,6 0 0 0' skip_sw da
 filter del dev vethA ingress prio 4 protocol 802.1Q handle 7 bpf
 qdisc add dev vethB parent 1:1 handle 10:0 htb

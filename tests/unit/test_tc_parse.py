@@ -184,7 +184,7 @@ def test_tdc_batch_lines():
      "'burst' requires 'rate'. Illegal \"police\""),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress tcindex", "unsupported filter option or classifier 'tcindex'"),
-    ("filter add dev a ingress matchall action tunnel_key unset", "unsupported action 'tunnel_key'"),
+    ("filter add dev a ingress matchall action pedit ex munge ip dst set 1.1.1.1", "unsupported action 'pedit'"),
     ("filter add dev a ingress bpf bytecode '2,6 0 0 0'", "Error parsing bytecode"),
     ("filter add dev a ingress prio x u32", 'Error: argument "x" is wrong: invalid priority value'),
     ("filter add dev a ingress u32 divisor 3", 'Illegal "divisor"'),

@@ -1,0 +1,128 @@
+"""tunnel_key (``m_tunnel_key.c``): ``tunnel_key unset | set src_ip IP dst_ip IP [id N]
+[dst_port N] [tos N] [ttl N] [csum|nocsum]``, then ``[CONTROL] [index N]``; tc's usage, words
+and attributes (in the order the line gives them, then NO_CSUM, then the parameters). Its
+``geneve_opts``/``vxlan_opts``/``erspan_opts`` are not read here: a line using them is refused
+as unsupported."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+
+from .. import specs as S
+from ..action_list import action_failed, next_arg
+from ..encoding import encode, strz
+from ..grammar import CommandError, Words, ipv4_address, matches, unsigned
+from ..resolve import Resolver
+from . import gact
+from .tail import Tail
+
+NAMES = ("tunnel_key",)
+
+USAGE = """\
+Usage: tunnel_key unset
+       tunnel_key set <TUNNEL_KEY>
+Where TUNNEL_KEY is a combination of:
+id <TUNNELID>
+src_ip <IP> (mandatory)
+dst_ip <IP> (mandatory)
+dst_port <UDP_PORT>
+geneve_opts | vxlan_opts | erspan_opts <OPTIONS>
+csum | nocsum (default is "csum")"""
+
+# linux/tc_act/tc_tunnel_key.h
+_PARMS, _IPV4_SRC, _IPV4_DST, _IPV6_SRC, _IPV6_DST, _KEY_ID = 2, 3, 4, 5, 6, 7
+_DST_PORT, _NO_CSUM, _TOS, _TTL = 9, 10, 12, 13
+_SET, _RELEASE = 1, 2
+#: struct tc_tunnel_key: tc_gen, t_action.
+_TC_TUNNEL_KEY = struct.Struct("=IIiiii")
+_KIND = encode((strz(S.ActAttr.KIND, "tunnel_key"),))
+_UNREAD = ("geneve_opts", "vxlan_opts", "erspan_opts")
+
+
+@dataclasses.dataclass(slots=True)
+class TunnelKey(Tail):
+    """tunnel_key: ``t_action`` (1 set, 2 release) with the tunnel metadata ``keys`` (the
+    attributes in the line's order) and whether to compute the UDP checksum."""
+
+    t_action: int = 0
+    keys: tuple = ()
+    csum: bool = True
+    kind = "tunnel_key"
+
+    def attrs(self, resolve: Resolver) -> tuple:
+        return self.action_attrs(_KIND, (*self.keys, (_NO_CSUM, bytes((not self.csum,))),
+                                         (_PARMS, self.parms(_TC_TUNNEL_KEY, self.t_action))))
+
+
+def parse_action(w: Words, left: int) -> TunnelKey:
+    """tc's ``parse_tunnel_key``, the cursor on ``tunnel_key``."""
+    def failed(text: str) -> CommandError:
+        return action_failed(text, left, "tunnel_key")
+
+    action = TunnelKey()
+    keys = []
+    has_src = has_dst = False
+    next_arg(w)
+    while (word := w.peek()) is not None:
+        if matches(word, "unset") or matches(word, "set"):
+            if action.t_action:
+                raise failed(f'unexpected "{word}" - action already specified\n{USAGE}')
+            action.t_action = _RELEASE if matches(word, "unset") else _SET
+        elif matches(word, "src_ip") or matches(word, "dst_ip"):
+            name = "src_ip" if matches(word, "src_ip") else "dst_ip"
+            text = next_arg(w)
+            address = _address(text)
+            if address is None:  # get_addr: its words, and exit(1)
+                raise CommandError(f'Error: any valid address is expected rather than "{text}".',
+                                   fatal=True, status=1)
+            v4, v6 = (_IPV4_SRC, _IPV6_SRC) if name == "src_ip" else (_IPV4_DST, _IPV6_DST)
+            keys.append((v4 if len(address) == 4 else v6, address))
+            has_src, has_dst = has_src or name == "src_ip", has_dst or name == "dst_ip"
+        elif matches(word, "id"):
+            key_id = unsigned(next_arg(w), 10)
+            if key_id is None:
+                raise failed('Illegal "id"')
+            keys.append((_KEY_ID, struct.pack("!I", key_id)))
+        elif matches(word, "dst_port"):
+            port = unsigned(next_arg(w), 10, bits=16)
+            if port is None:
+                raise failed('Illegal "dst port"')
+            keys.append((_DST_PORT, struct.pack("!H", port)))
+        elif any(matches(word, name) for name in _UNREAD):
+            raise CommandError(f"unsupported tunnel_key option '{word}'")
+        elif matches(word, "tos") or matches(word, "ttl"):
+            name = "tos" if matches(word, "tos") else "ttl"
+            text = next_arg(w)
+            value = unsigned(text, 10, bits=8)
+            value = unsigned(text, 16, bits=8) if value is None else value
+            if value is None:
+                raise failed(f'Illegal "{name}"')
+            keys.append((_TOS if name == "tos" else _TTL, bytes((value,))))
+        elif matches(word, "csum") or matches(word, "nocsum"):
+            action.csum = matches(word, "csum")
+        elif matches(word, "help"):
+            raise CommandError(USAGE, fatal=True)
+        else:
+            break
+        w.pos += 1
+    action.keys = tuple(keys)
+    said, _ = action.read_tail(w, failed, 'tunnel_key: Illegal "index"')
+    if action.t_action == _SET and not (has_src and has_dst):
+        raise failed(f"{said}set needs tunnel_key parameters\n{USAGE}")
+    gact.refused_again(said)
+    return action
+
+
+def _address(text: str) -> bytes | None:
+    """``get_addr(..., AF_UNSPEC)``: IPv6 when it has a ``:``, IPv4 as tc reads it otherwise;
+    ``default``/``any``/``all`` an address of no bytes (tc sends it as an IPv6 one)."""
+    if text in ("default", "any", "all"):
+        return b""
+    if ":" in text:
+        try:
+            return socket.inet_pton(socket.AF_INET6, text)
+        except OSError:
+            return None
+    return ipv4_address(text)
