@@ -1,6 +1,6 @@
 """A list of actions, as iproute2's ``m_action.c`` reads it: ``action KIND ...`` groups, each
 kind's options read by its module in :mod:`.kinds`, then the words every action takes
-(``cookie``, ``no_percpu``); and the control verdicts (``parse_action_control``) several kinds
+(``cookie``, ``no_percpu``, ``skip_sw``/``skip_hw``); and the control verdicts (``parse_action_control``) several kinds
 share.
 
 As in tc, any word where an action may start opens one: a control verdict (or a prefix of one)
@@ -16,6 +16,8 @@ from .grammar import CommandError, Words, matches, unsigned
 from .kinds import parsers
 
 _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
+#: The flags tc reads after an action's cookie and no_percpu: TCA_ACT_FLAGS_SKIP_HW/_SW.
+_SKIP_FLAGS = {"skip_hw": 2, "skip_sw": 4}
 #: tc 6.1's action modules this package has no parser for: tc reads their options, so a line
 #: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
 #: built into Debian's tc, which reads it as gact).
@@ -49,6 +51,8 @@ def parse_actions(w: Words) -> tuple[R.Action, ...]:
             continue
         if word in ("flowid", "classid"):
             break
+        if word == "help":  # tc's parse_action fails at once: only its caller's line is said
+            raise CommandError('Illegal "action"')
         action = parse_action(w, kinds)
         if action.cookie is None:
             action.cookie = cookie
@@ -79,6 +83,14 @@ def parse_action(w: Words, kinds: dict) -> R.Action:
     if w.peek() == "no_percpu":
         w.pos += 1
         action.no_percpu = True
+    flags = 0
+    for _ in range(2):  # tc reads the two flags twice, so either order is taken
+        flag = _SKIP_FLAGS.get(w.peek())
+        if flag:
+            w.pos += 1
+            flags |= flag
+    if flags:
+        action.no_percpu = flags | (S.TCA_ACT_FLAGS_NO_PERCPU_STATS if action.no_percpu else 0)
     return action
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import re
 from collections.abc import Callable, Iterable, Iterator
 
 from . import specs as S
@@ -250,3 +251,48 @@ def ipv4_address(text: str) -> bytes | None:
             return None
         out[i] = value
     return bytes(out)
+
+
+def ipv4_prefix(text: str) -> tuple[bytes, int] | None:
+    """``get_prefix_1(..., AF_INET)``: ``ADDRESS[/LEN|/NETMASK]`` (the address as
+    :func:`ipv4_address` reads it; ``default``/``any``/``all``: 0.0.0.0/0, with no ``/``) →
+    (4 address bytes as given, prefix length); None where tc's reader fails."""
+    address, slash, length = text.partition("/")
+    if address in ("default", "any", "all"):
+        return None if slash else (bytes(4), 0)
+    addr = ipv4_address(address)
+    if addr is None:
+        return None
+    if not slash:
+        return addr, 32
+    bits = unsigned(length)
+    if bits is None:  # a netmask: its ones must be contiguous
+        mask = ipv4_address(length)
+        if mask is None:
+            return None
+        host = ~int.from_bytes(mask, "big") & 0xFFFFFFFF
+        if host & (host + 1):
+            return None
+        bits = 32 - host.bit_length()
+    return (addr, bits) if bits <= 32 else None
+
+
+#: What ``strtol(text, NULL, 0)`` reads: blanks, a sign, then digits of the base the prefix
+#: names (it stops at the first other character).
+_STRTOL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX](?=[0-9a-fA-F])[0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*)?")
+_LONG_MAX = (1 << 63) - 1
+
+
+def strtol_handle(text: str | None) -> int:
+    """A handle as basic and matchall read it, ``strtol(text, NULL, 0)`` cut to 32 bits: what
+    it cannot read is 0, and only a value past a C long is refused (tc's words)."""
+    if text is None:
+        return 0
+    sign, digits = _STRTOL.match(text).groups()
+    if not digits:
+        return 0
+    base = 16 if digits[:2] in ("0x", "0X") else 8 if digits[0] == "0" else 10
+    value = int(digits, base)
+    if value >= _LONG_MAX + (sign == "-"):
+        raise CommandError(f'Illegal handle "{text}", must be numeric.')
+    return (-value if sign == "-" else value) & 0xFFFFFFFF

@@ -46,7 +46,7 @@ filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [
                 | tcp|udp src|dst VAL MASK | icmp type|code VAL MASK
   bpf [pinned|object-pinned|fd PATH | obj|object-file FILE [sec NAME] | bytecode 'N,c t f k,...']
       [da] [classid ID] [skip_hw|skip_sw] [action ...]
-  matchall [skip_hw|skip_sw] [classid ID] [action ...]
+  matchall [skip_hw|skip_sw] [classid ID] [action ...]                  (handle read by strtol)
   flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
   fw [classid ID] [indev DEV] [police POLICE] [action ...]           (handle HANDLE[/FWMASK])
   route [from REALM | fromif DEV] [to REALM] [order N] [classid ID] [police POLICE] [action ...]
@@ -71,7 +71,7 @@ ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [c
         | action nat ingress|egress OLD[/LEN] NEW [CONTROL] [index N]
         | action tunnel_key unset | set src_ip IP dst_ip IP [id N] [dst_port N] [tos N] [ttl N]
                  [csum|nocsum] [CONTROL] [index N]                  (no geneve/vxlan/erspan opts)
-          (each kind followed by [cookie HEX] [no_percpu])
+          (each kind followed by [cookie HEX] [no_percpu] [skip_sw|skip_hw]...)
 POLICE := [rate R burst B[/CELL]] [pkts_rate N pkts_burst N] [mtu B[/CELL]] [mpu B]
           [peakrate R] [avrate R] [overhead N] [linklayer ethernet|atm|adsl]
           [CONTROL | conform-exceed EXCEED[/CONFORM]] [index N]
@@ -219,6 +219,7 @@ def _parse_filter(w: Words) -> R.Filter:
                 raise CommandError(f'Cannot find device "{dev}"')
             parse = parsers("filter").get(word)
             if parse is not None:
+                _filter_handle(handle_text, word, None)  # each kind reads the handle first
                 classifier = parse(w)
             elif word in TC_ONLY_CLASSIFIERS or w.peek() is None:
                 raise CommandError(f"unsupported filter option or classifier '{word}'")
@@ -227,14 +228,18 @@ def _parse_filter(w: Words) -> R.Filter:
                                    "unparsable")
     if dev is None:
         raise CommandError("missing 'dev DEV'")
+    if classifier is None and handle_text is not None:
+        raise CommandError('Must specify filter type when using "handle"')
     return R.Filter(verb, dev, parent, classifier, prio, protocol,
-                    _filter_handle(handle_text, classifier), chain)
+                    _filter_handle(handle_text, classifier.kind, classifier)
+                    if classifier is not None else 0, chain)
 
 
-def _filter_handle(text: str | None, classifier) -> int:
+def _filter_handle(text: str | None, kind: str, classifier) -> int:
     """Each classifier reads its own handle (u32 ``htid:hash:node``, fw ``HANDLE/MASK``, ...:
-    its module's ``parse_handle``); the others a number."""
-    read = parsers("handle").get(classifier.kind) if classifier is not None else None
+    its module's ``parse_handle``; ``classifier`` None: before its options, for tc's words
+    alone), the others a number."""
+    read = parsers("handle").get(kind)
     if read is not None:
         return read(text, classifier)
     if text is None:

@@ -40,14 +40,21 @@ _NO_PERCPU = encode((Attr(S.ActAttr.FLAGS, S.BITFIELD32.pack(S.TCA_ACT_FLAGS_NO_
 _ACT_OPTIONS = int(S.ActAttr.OPTIONS) | NLA_F_NESTED
 
 
-def action_attrs(kind: bytes, options: tuple, no_percpu: bool, cookie: bytes | None) -> tuple:
+def action_attrs(kind: bytes, options: tuple, no_percpu: bool | int,
+                 cookie: bytes | None) -> tuple:
     """KIND (encoded), OPTIONS { ``options`` }, COOKIE and, for no_percpu, FLAGS — every
-    action's shape, in iproute2's order (``options``: the kind's own attributes)."""
+    action's shape, in iproute2's order (``options``: the kind's own attributes). ``no_percpu``
+    may also be the int of TCA_ACT_FLAGS bits tc sets after an action (1 ``no_percpu``, 2
+    ``skip_hw``, 4 ``skip_sw``)."""
     options = (_ACT_OPTIONS, options)  # plain pairs: the hottest path
     attrs = (kind, options)
     if cookie is not None:
         attrs += ((S.ActAttr.COOKIE, cookie),)
-    return attrs + (_NO_PERCPU,) if no_percpu else attrs
+    if not no_percpu:
+        return attrs
+    if no_percpu is True:
+        return attrs + (_NO_PERCPU,)
+    return attrs + ((S.ActAttr.FLAGS, S.BITFIELD32.pack(no_percpu, no_percpu)),)
 
 
 @dataclasses.dataclass(slots=True)

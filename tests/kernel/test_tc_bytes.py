@@ -56,6 +56,7 @@ filter add dev vethB egress bpf da pinned PROG
 filter add dev vethA ingress prio 4 protocol ip handle 7 bpf object-pinned PROG classid 1:2
 filter add dev vethA ingress bpf pinned PROG action mirred egress redirect dev vethB
 filter add dev vethA ingress matchall action drop
+filter add dev vethA ingress prio 6 handle 0x1z matchall skip_hw skip_hw action drop classid 1:2
 filter add dev vethA ingress prio 13 bpf da
 filter add dev vethA parent ffff: handle 1 protocol ip prio 100 bpf bytecode '4,40 0 0 12,21 0 1 2048,6 0 0 262144,6 0 0 0' classid 1:1
 filter add dev vethA ingress protocol ip prio 14 handle 5/0xff fw classid 1:1 indev vethB action mirred egress redirect dev vethB
@@ -69,6 +70,8 @@ filter add dev vethA ingress protocol ip prio 16 handle 9 route to 7
 actions add action nat ingress 10.0.0.0/8 192.168.1.1 index 3
 actions add action nat egress 10.1.1.1 10.2.2.2 drop
 actions add action nat egress 0.0.0.0/0 10.2.2.2
+actions add action nat ingress 10.2/255.255.0.0 0x0a.1 pass
+actions add action nat egress default 1
 actions add action tunnel_key set src_ip 10.0.0.1 dst_ip 10.0.0.2 id 7 dst_port 4789 tos 0x10 ttl 64 nocsum index 3
 actions add action tunnel_key unset drop
 actions add action tunnel_key set dst_ip 2001:db8::1 src_ip 10.1 id 1 csum pipe cookie aa
@@ -89,6 +92,8 @@ actions replace action goto chain 42 random determ drop 5 index 90 cookie c1a0c1
 filter add dev vethA ingress protocol ip prio 14 u32 match ip dst 10.0.0.9/32 flowid 1:6 classid 1:5 action drop flowid 1:7
 actions add action pass
 actions add action gact reclassify index 3 no_percpu
+actions add action gact pass index 5 skip_sw skip_hw
+actions add action mirred egress redirect dev vethB index 21 no_percpu skip_hw
 actions add action mirred egress redirect dev vethB index 9 no_percpu
 actions change action mirred egress mirror dev vethB index 9
 actions replace action mirred ingress redirect dev vethB index 9

@@ -1,6 +1,7 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
-texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's, connmark's, sample's, u32's selectors, the control
-verdicts),
+texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's,
+connmark's, sample's, nat's, tunnel_key's, u32's selectors, fw's, route's and basic's options,
+the control verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
 must be equal. Examples are derandomized and few (each costs two namespaces), so the test is
@@ -76,8 +77,24 @@ _SAMPLE = st.tuples(
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
     st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
 ).map(lambda t: f"action sample {t[0]}{t[1]}{t[2]}")
-_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _CSUM, _CONNMARK, _SAMPLE,
-                              _POLICE.map(lambda p: f"action {p}")),
+_NAT = st.tuples(
+    st.sampled_from(["ingress", "egress", "e", "sideways"]),
+    st.sampled_from(["10.0.0.0/8", "10.1.1.1", "0.0.0.0/0", "10.0.0.300", "1.2.3.4/33"]),
+    st.sampled_from(["192.168.1.1", "10.2", "x"]),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action nat {t[0]} {t[1]} {t[2]}{t[3]}{t[4]}")
+_TUNNEL_KEY = st.tuples(
+    st.sampled_from(["set", "unset", "s", "u"]),
+    st.lists(st.sampled_from(["src_ip 10.0.0.1", "dst_ip 10.0.0.2", "dst_ip 2001:db8::1",
+                              "src_ip 10.1", "id 7", "id x", "dst_port 4789",
+                              "dst_port 70000", "tos 0x10", "ttl 64", "ttl zz", "csum",
+                              "nocsum"]), max_size=4).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action tunnel_key {t[0]} {t[1]}{t[2]}{t[3]}")
+_ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _CSUM, _CONNMARK, _SAMPLE, _NAT,
+                              _TUNNEL_KEY, _POLICE.map(lambda p: f"action {p}")),
                     min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
     st.sampled_from(["1", "2", "3"]),
@@ -86,14 +103,24 @@ _U32 = st.tuples(
     st.sampled_from(["", " classid 1:5", " flowid 1:6 classid 1:5"]),
     st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}"), _POLICE.map(lambda p: f" {p}")),
 ).map(lambda t: f"filter add dev vethA ingress protocol ip prio {t[0]} u32 match {t[1]}{t[2]}{t[3]}")
+#: fw, route and basic: their options, a handle as each reads it, actions or a policer.
+_CLASSIC = st.tuples(
+    st.sampled_from(["", "handle 5 ", "handle 5/0xff ", "handle x ", "handle 0x10 ", "handle 9/y "]),
+    st.sampled_from(["fw", "route", "basic"]),
+    st.lists(st.sampled_from(["classid 1:1", "flowid 1:2", "classid zz", "indev vethB",
+                              "to 5", "from cosmos", "to 300", "fromif vethB", "fromif nosuch",
+                              "order 3", "foo"]), max_size=2).map(" ".join),
+    st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}"), _POLICE.map(lambda p: f" {p}")),
+).map(lambda t: f"filter add dev vethA ingress protocol ip prio 4 {t[0]}{t[1]} {t[2]}{t[3]}")
 _LINE = st.one_of(_ACTIONS.map(lambda a: f"actions add {a}"),
-                  _ACTIONS.map(lambda a: f"actions replace {a}"), _U32)
+                  _ACTIONS.map(lambda a: f"actions replace {a}"), _U32, _CLASSIC)
 _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", "goto", "chain",
                           "jump", "cookie", "aabb", "no_percpu", "pump", "help", "flowid", "1:1",
                           "skbedit", "mark", "ptype", "queue_mapping", "priority", "police",
                           "rate", "burst", "conform-exceed", "avrate", "mtu", "vlan", "pop",
                           "push", "id", "dst_mac", "csum", "tcp", "udp", "connmark",
-                          "zone", "sample", "group", "trunc"])
+                          "zone", "sample", "group", "trunc", "nat", "egress", "tunnel_key",
+                          "set", "src_ip", "fw", "route", "basic", "to", "order"])
 
 
 @st.composite

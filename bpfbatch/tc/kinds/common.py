@@ -1,7 +1,7 @@
-"""What the classifiers share. The option loop bpf, matchall and flower share (``classid``/
-``flowid``, actions, each kind's own words); and for the classic classifiers tc writes in the
-order it reads them (fw, route, basic: ``f_fw.c``, ``f_route.c``, ``f_basic.c``), their
-option loop with its words and their :class:`Listed` form. Not a kind: it names none."""
+"""What the classifiers share. The option loop bpf and flower share (``classid``/``flowid``,
+actions, each kind's own words); and for the classifiers tc writes in the order it reads them
+(fw, route, basic, matchall: ``f_fw.c``, ``f_route.c``, ``f_basic.c``, ``f_matchall.c``),
+their option loop with its words and their :class:`Listed` form. Not a kind: it names none."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from . import police
 
 
 def classifier_options(w: Words, kind: str, extra) -> dict:
-    """The options shared by bpf, matchall and flower; ``extra(word, opts)`` handles the rest."""
+    """The options shared by bpf and flower; ``extra(word, opts)`` handles the rest."""
     opts: dict = {}
     while (word := w.peek()) is not None:
         w.pos += 1
@@ -58,9 +58,9 @@ def listed_options(w: Words, kind: str, usage: str, numbers: dict, extra=None,
                    flowid_prefix: bool = False, action_line: str = 'Illegal "action"') -> Listed:
     """The option loop of fw, route and basic, the cursor past the kind word: ``classid``
     (or a prefix; ``flowid`` too, or a prefix of it with ``flowid_prefix``), ``police``, ``action``,
-    ``help``, and the kind's own words through ``extra(word, attrs) -> bool`` (the cursor on
-    the word's value, reached by ``NEXT_ARG()``). ``numbers``: the kind's attribute numbers for
-    "classid", "police", "action". tc's words: ``Illegal "classid"``, ``Illegal "police"``,
+    ``help``, and the kind's own words through ``extra(word, attrs) -> bool`` (called with the
+    cursor on the word; it leaves the cursor on the last word it took). ``numbers``: the kind's
+    attribute numbers for "classid", "action" and, if it takes one, "police". tc's words: ``Illegal "classid"``, ``Illegal "police"``,
     ``action_line`` after a failed action, ``What is "WORD"?`` and the usage."""
     listed = Listed(kind, sends_options=w.peek() is not None)
     attrs: list = []
@@ -71,7 +71,7 @@ def listed_options(w: Words, kind: str, usage: str, numbers: dict, extra=None,
             if classid is None:
                 raise CommandError('Illegal "classid"')
             attrs.append(u32(numbers["classid"], classid))
-        elif matches(word, "police"):
+        elif "police" in numbers and matches(word, "police"):
             next_value(w)
             attrs.append((numbers["police"], police.parse_police(w, police_failed).options()))
             continue

@@ -40,9 +40,9 @@ def parse_filter(w: Words) -> Listed:
                           action_line='Illegal fw "action"')
 
 
-def parse_handle(text: str | None, classifier: Listed) -> int:
-    """``HANDLE[/FWMASK]``: the handle; the mask goes first among the options (and nowhere
-    when the line has none, as in tc)."""
+def parse_handle(text: str | None, classifier: Listed | None) -> int:
+    """``HANDLE[/FWMASK]``: the handle; the mask goes first among the ``classifier``'s options
+    (and nowhere when the line has none, as in tc; nowhere with None, a check alone)."""
     if text is None:
         return 0
     handle, slash, mask = text.partition("/")
@@ -53,5 +53,6 @@ def parse_handle(text: str | None, classifier: Listed) -> int:
         mask_value = unsigned(mask)
         if mask_value is None:
             raise CommandError('Illegal "handle" mask')
-        classifier.attrs = (u32(_MASK, mask_value), *classifier.attrs)
+        if classifier is not None:
+            classifier.attrs = (u32(_MASK, mask_value), *classifier.attrs)
     return value

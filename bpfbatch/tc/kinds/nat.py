@@ -6,12 +6,10 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from ...errors import InputError
-from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, matches
+from ..grammar import CommandError, Words, ipv4_prefix, matches
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail, read_kind_words
@@ -35,18 +33,17 @@ _KIND = encode((strz(S.ActAttr.KIND, "nat"),))
 @dataclasses.dataclass(slots=True)
 class Nat(Tail):
     """nat: rewrite addresses in ``old``/``mask`` to ``new`` (the source of egress packets,
-    the destination of ingress ones)."""
+    the destination of ingress ones; each 4 bytes, network order)."""
 
-    old: int = 0
-    mask: int = 0
-    new: int = 0
+    old: bytes = bytes(4)
+    mask: bytes = bytes(4)
+    new: bytes = bytes(4)
     egress: bool = False
     verdict: str = "ok"
     kind = "nat"
 
     def attrs(self, resolve: Resolver) -> tuple:
-        parms = self.parms(_TC_NAT, self.old.to_bytes(4, "big"), self.new.to_bytes(4, "big"),
-                           self.mask.to_bytes(4, "big"), _EGRESS if self.egress else 0)
+        parms = self.parms(_TC_NAT, self.old, self.new, self.mask, _EGRESS if self.egress else 0)
         return self.action_attrs(_KIND, ((_PARMS, parms),))
 
 
@@ -78,13 +75,13 @@ def _read_args(w: Words, action: Nat) -> bool:
         action.egress = True
     elif not matches(word, "ingress"):
         return False
-    try:
-        old, mask = R.ipv4_prefix(next_arg(w))
-        new, _ = R.ipv4_prefix(next_arg(w))
-    except InputError:
+    old = ipv4_prefix(next_arg(w))
+    new = ipv4_prefix(next_arg(w)) if old is not None else None
+    if new is None:
         w.pos = start
         return False
     # tc shifts ~0 by 32 - LEN: a /0 prefix (a 32-bit shift) leaves the mask whole on x86
-    action.old, action.mask, action.new = old, mask or 0xFFFFFFFF, new
+    action.old, action.new = old[0], new[0]
+    action.mask = (0xFFFFFFFF << (32 - old[1]) & 0xFFFFFFFF or 0xFFFFFFFF).to_bytes(4, "big")
     w.pos += 1
     return True

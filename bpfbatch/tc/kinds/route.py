@@ -67,10 +67,11 @@ def parse_filter(w: Words) -> Listed:
     return listed
 
 
-def parse_handle(text: str | None, classifier: Listed) -> int:
-    """The line's handle (a u32), or the one route derives from its options."""
+def parse_handle(text: str | None, classifier: Listed | None) -> int:
+    """The line's handle (a u32), or the one route derived from its options (``classifier``
+    None: before them)."""
     if text is None:
-        return classifier.auto_handle if classifier.sends_options else 0
+        return classifier.auto_handle if classifier is not None and classifier.sends_options else 0
     value = unsigned(text)
     if value is None:
         raise CommandError('Illegal "handle"')

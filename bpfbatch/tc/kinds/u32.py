@@ -99,9 +99,10 @@ def _option_value(w: Words) -> str:
     return w.take("value")
 
 
-def parse_handle(text: str | None, classifier: R.U32) -> int:
-    """A u32 filter's ``handle``: ``htid:hash:node``."""
-    if text is None:
+def parse_handle(text: str | None, classifier: R.U32 | None) -> int:
+    """A u32 filter's ``handle``: ``htid:hash:node``. u32 reads it after its options, so the
+    check before them (``classifier`` None) says nothing."""
+    if text is None or classifier is None:
         return 0
     value = parse_u32_handle(text)
     if value is None:
