@@ -137,43 +137,43 @@ def _id(w: Words, parse, what: str) -> int:
 
 
 def _parse_qdisc(w: Words) -> R.Qdisc:
-    verb = _verb(w.take("command"), ("add", "del", "replace"))
-    where = {"parent": S.TC_H_ROOT}
-    handle, kind = 0, None
-    while (word := w.peek()) is not None:
-        w.pos += 1
-        if _placement(w, word, where):
-            continue
-        if word == "handle":
-            handle = _id(w, parse_qdisc_handle, "invalid qdisc ID")
-        elif word in parsers("qdisc"):
-            kind = parsers("qdisc")[word](w, word)
-        else:
-            raise CommandError(f"unsupported qdisc option or kind '{word}'")
-    if "dev" not in where:
-        raise CommandError("missing 'dev DEV'")
-    return R.Qdisc(verb, where["dev"], kind, where["parent"], handle)
+    verb, where, handle, kind = _placed(w, "qdisc", ("add", "del", "replace"), S.TC_H_ROOT,
+                                        ("handle", parse_qdisc_handle, "invalid qdisc ID"))
+    return R.Qdisc(verb, where["dev"], kind, where["parent"], handle or 0)
 
 
 def _parse_class(w: Words) -> R.Class:
-    verb = _verb(w.take("command"), ("add", "del", "change", "replace"))
-    where = {"parent": 0}
-    classid, kind = None, None
+    verb, where, classid, kind = _placed(w, "class", ("add", "del", "change", "replace"), 0,
+                                         ("classid", parse_classid, "invalid class ID"))
+    if classid is None:
+        raise CommandError("missing 'classid ID'")
+    return R.Class(verb, where["dev"], classid, kind, where["parent"])
+
+
+def _placed(w: Words, role: str, verbs: tuple[str, ...], parent: int, own_id: tuple
+            ) -> tuple[str, dict, int | None, object]:
+    """What tc_qdisc.c and tc_class.c read alike: the verb, ``dev``/``root``/``parent``, the
+    object's own id (``own_id``: its word, its reader and tc's words for a bad one) and its
+    kind, whose module reads the rest (``role``: "qdisc" or "class") → (verb, placement, id
+    or None, kind or None)."""
+    verb = _verb(w.take("command"), verbs)
+    where = {"parent": parent}
+    id_word, parse_id, bad_id = own_id
+    ident, kind = None, None
+    kinds = parsers(role)
     while (word := w.peek()) is not None:
         w.pos += 1
         if _placement(w, word, where):
             continue
-        if word == "classid":
-            classid = _id(w, parse_classid, "invalid class ID")
-        elif word in parsers("class"):
-            kind = parsers("class")[word](w)
+        if word == id_word:
+            ident = _id(w, parse_id, bad_id)
+        elif word in kinds:
+            kind = kinds[word](w, word)
         else:
-            raise CommandError(f"unsupported class option or kind '{word}'")
+            raise CommandError(f"unsupported {role} option or kind '{word}'")
     if "dev" not in where:
         raise CommandError("missing 'dev DEV'")
-    if classid is None:
-        raise CommandError("missing 'classid ID'")
-    return R.Class(verb, where["dev"], classid, kind, where["parent"])
+    return verb, where, ident, kind
 
 
 _PARENTS = {"root": S.TC_H_ROOT, "ingress": R.INGRESS, "egress": R.EGRESS}

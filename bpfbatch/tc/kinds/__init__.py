@@ -3,7 +3,7 @@ its kind's parser, usage text and error words, over the shared words of :mod:`..
 
 A module names its kind(s) in ``NAMES`` and defines a parser for each role it plays:
 ``parse_action(w, left)`` (``left``: tc's argc at the kind word, which some error lines print),
-``parse_filter(w)``, ``parse_qdisc(w, name)`` or ``parse_class(w)``, each returning the
+``parse_filter(w)``, ``parse_qdisc(w, name)`` or ``parse_class(w, name)``, each returning the
 :mod:`..rules` object; a classifier reading its own ``handle`` (tc passes it to the kind)
 defines ``parse_handle(text, classifier)`` (``text`` None when the line gives none). Adding a kind is adding a module here; :func:`parsers` finds it.
 """

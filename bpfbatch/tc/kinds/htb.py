@@ -54,7 +54,7 @@ def parse_qdisc(w: Words, name: str) -> R.Htb:
     return R.Htb(**opts)
 
 
-def parse_class(w: Words) -> HtbClass:
+def parse_class(w: Words, name: str) -> HtbClass:
     opts = {}
     while (word := w.peek()) is not None:
         w.pos += 1
