@@ -10,7 +10,8 @@ usage error (unknown option, missing argument, a bad option value:
 :func:`.options.is_usage_error`) exits 2, any other
 :class:`~bpfbatch.errors.BpfBatchError` or a failed write of the output 1, SIGINT, SIGTERM
 and SIGHUP 128 + the signal, saying what was done, and a reader that left (EPIPE) 141, as
-SIGPIPE would. The signal handling starts before the command is even imported
+SIGPIPE would (``diff`` ends a runtime error with 2, as diff(1) does:
+:data:`.options.RUNTIME_STATUS`). The signal handling starts before the command is even imported
 (:func:`bpfbatch.interrupts.command_started`). Command modules stay thin (check options → call
 the library → render), and their bodies are the same functions on either path. Importing
 this package imports no typer.
@@ -207,12 +208,20 @@ def _answer(exc: BaseException, prog: str) -> _Said:
         from .options import as_flags, is_usage_error
 
         exc = as_flags(exc)
-        status = EPIPE_STATUS if exc.errno == errno.EPIPE else 2 if is_usage_error(exc) else 1
+        status = EPIPE_STATUS if exc.errno == errno.EPIPE else 2 if is_usage_error(exc) \
+            else _runtime_status()
         return _Said(status, f"{prog}: error: {exc}")
     name = errno_name(exc.errno) if exc.errno else "EIO"  # an OSError writing the output
     where = exc.filename or ("stdout" if exc.errno == errno.EPIPE else "output")
-    status = EPIPE_STATUS if exc.errno == errno.EPIPE else 1
+    status = EPIPE_STATUS if exc.errno == errno.EPIPE else _runtime_status()
     return _Said(status, f"{prog}: error: {where}: {exc.strerror or exc} ({name})")
+
+
+def _runtime_status() -> int:
+    """A runtime error's exit status: 1, or what the command said (``diff``: 2)."""
+    from .options import RUNTIME_STATUS
+
+    return RUNTIME_STATUS
 
 
 def _silence_stdout() -> None:

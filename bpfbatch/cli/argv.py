@@ -51,6 +51,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "record": ("record", "Write a ring buffer's or perf event array's events as they come, "
                          "typed from BTF, "
                          "each batch committed once written."),
+    "diff": ("diff", "Compare two maps or files by key: added, removed, changed fields (exit "
+                     "0 same, 1 differ, 2 trouble, like diff(1))."),
     "demo": ("demo", "Build a BTF-typed flow table, dump it, and time batched vs per-key "
                      "reading."),
     "bench": ("bench", "Time lookup, lookup_and_delete and delete of a hash map per key and "
@@ -78,7 +80,7 @@ GLOBAL_FLAGS = {"-v": "verbose", "--verbose": "verbose", "-q": "quiet", "--quiet
 GLOBAL_OPTIONS = {"--key-type": "key_type", "--value-type": "value_type", "--btf": "btf"}
 
 #: The format ``-j``/``-p`` stand for, per command (others: :data:`JSON_FORMAT`).
-JSON_FORMATS = {"list": "json"}
+JSON_FORMATS = {"list": "json", "diff": "json"}
 JSON_FORMAT = "bpftool-json"
 
 
@@ -110,6 +112,7 @@ def reset_global_flags() -> None:
     from . import options
 
     options.QUIET = options.PRETTY = options.VERBOSE = False
+    options.RUNTIME_STATUS = 1
     options.TYPES.clear()
 
 

@@ -156,6 +156,9 @@ QUIET = False
 VERBOSE = False
 #: Set by ``-p``: bpftool's JSON pretty-printed as ``bpftool -p`` prints it.
 PRETTY = False
+#: The exit status of a runtime error: 1, but 2 for ``diff``, whose 1 means "they differ"
+#: (diff(1)'s contract); the command sets it as it starts.
+RUNTIME_STATUS = 1
 #: Set by ``--key-type``, ``--value-type``, ``--btf``: the types :func:`open_map` gives a
 #: map (``key_type`` → ``u32``).
 TYPES: dict[str, str] = {}
