@@ -1,6 +1,7 @@
 """The error and signal contract of every command (README, "Exit status and signals").
 
-- a usage error exits 2 with one line; a runtime error exits 1 with one line naming the thing;
+- a usage error exits 2 with one line; a runtime error exits 1 with one line naming the thing
+  (``diff`` exits 2, diff(1)'s "trouble": its 1 means the two differ — a row's third item);
 - SIGINT, SIGTERM and SIGHUP at start-up, and mid-run for the long-running commands, end the
   command with one line saying what was done and 128 + the signal, its output never torn;
 - a reader that leaves (EPIPE), before the records or before a trailer, is one line and 141.
@@ -98,6 +99,7 @@ USAGE = {
     ("bench",): [["bench", "--rounds", "0"], "--rounds"],
     ("filter", "build"): [["filter", "build"], "missing argument 'SOURCE'"],
     ("migrate",): [["migrate", "id", "{m}"], "FROM TO: expected FROM and TO"],
+    ("diff",): [["diff", "id", "{m}", "{file}", "-o", "yaml"], "--output: unknown format"],
 }
 
 _NONE = "no map id no map has"
@@ -126,6 +128,8 @@ RUNTIME = {
     ("bench",): "builds everything it uses",
     ("filter", "build"): [["filter", "build", "/nonexistent/f.bpf.c"],
                           "/nonexistent/f.bpf.c: no such file"],
+    # diff(1)'s contract: 0 same, 1 differ, 2 trouble (a runtime error too)
+    ("diff",): [["diff", "id", "{no}", "{file}"], f"map id {NO_MAP}: no such map", 2],
 }
 
 #: What the start-up trials run where RUNTIME has no argv: (argv, its exit status).
@@ -193,9 +197,9 @@ def test_a_usage_error_exits_2_with_one_line(path, env):
 @pytest.mark.parametrize("path", sorted(p for p, r in RUNTIME.items() if not isinstance(r, str)),
                          ids=" ".join)
 def test_a_runtime_error_exits_1_with_one_line_naming_the_thing(path, env):
-    argv, fragment = RUNTIME[path]
+    argv, fragment, *status = RUNTIME[path]
     proc = run(filled(argv, env))
-    assert proc.returncode == 1, proc
+    assert proc.returncode == (status[0] if status else 1), proc
     assert fragment in one_error_line(proc) and proc.stdout == ""
 
 
@@ -266,7 +270,8 @@ def _after_handling(proc: subprocess.Popen, delay: float | None) -> None:
 @pytest.mark.parametrize("path", sorted(RUNTIME), ids=" ".join)
 def test_a_signal_at_start_up_is_one_line_and_128_plus_n(path, env):
     row = RUNTIME[path]
-    argv, normal = (row[0], 1) if not isinstance(row, str) else START[path]
+    argv, normal = (row[0], row[2] if len(row) > 2 else 1) if not isinstance(row, str) \
+        else START[path]
     turn = sorted(RUNTIME).index(path)
     seen = []
     for i, delay in enumerate(START_DELAYS):
