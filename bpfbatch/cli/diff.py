@@ -67,6 +67,9 @@ def diff(
         specs.append(("file", against))
     elif len(specs) != 2:
         raise InputError(f"expected two sides, got {len(specs)}", obj="A B")
+    if like is not None and any(kind != "file" for kind, _ in specs):
+        raise InputError("only two files need a map's layout: a map side gives it",
+                         obj="--like")
     written = interrupts.Tally()
     total = []
     with interrupts.stopping(lambda: f"{written.applied} of {total[0]} changes written"
@@ -75,8 +78,10 @@ def diff(
         try:
             for kind, name in specs:
                 opened.append(_open(kind, name) if kind != "file" else name)
-            layout = _open(*_like(like)) if like is not None else None
-            d = compare(*opened, decode=decode, fmt=fmt, like=layout, batch_size=batch_size)
+            if like is not None:
+                opened.append(_open(*_like(like)))
+            d = compare(*opened[:2], decode=decode, fmt=fmt,
+                        like=opened[2] if like is not None else None, batch_size=batch_size)
         finally:
             for side in opened:
                 if not isinstance(side, str):

@@ -81,8 +81,6 @@ class Diff:
         keys = np.concatenate([a.keys[joined.only_a], b.keys[joined.only_b], a.keys[pa]])
         order = _key_order(self.key_codec, keys)
         self._ops, self._rows, self._keys = ops[order], rows[order], keys[order]
-        self._other = np.zeros(len(order), np.int64)  # a changed key's row in B
-        self._other[ops[order] == 2] = pb[order[ops[order] == 2] - self.removed - self.added]
         self._field_of = order - self.removed - self.added  # index into _fields if changed
         self._a, self._b = a, b
 
