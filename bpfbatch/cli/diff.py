@@ -73,7 +73,7 @@ def diff(
     written = interrupts.Tally()
     total = []
     with interrupts.stopping(lambda: f"{written.applied} of {total[0]} changes written"
-                             if total else "nothing compared"):
+                             if total else "0 changes written, still comparing"):
         opened = []
         try:
             for kind, name in specs:

@@ -29,7 +29,7 @@ from .._numpy import np
 from ..errors import InputError
 from ..map.handle import DEFAULT_BATCH, MapHandle, require
 from .fields import Field, changed_fields
-from .keyjoin import join, words
+from .keyjoin import join, rows_differ, take, words
 
 __all__ = ["Change", "Diff", "Field", "diff"]
 
@@ -67,9 +67,9 @@ class Diff:
         self.key_codec, self.value_codec = codecs
         joined = join(a.keys, b.keys)
         pa, pb = joined.pairs_a, joined.pairs_b
-        differ = _rows_differ(a.values[pa], b.values[pb])
+        differ = rows_differ(a.values, b.values, pa, pb)
         pa, pb = pa[differ], pb[differ]
-        fields = changed_fields(self.value_codec, a.values[pa], b.values[pb])
+        fields = changed_fields(self.value_codec, take(a.values, pa), take(b.values, pb))
         shown = np.fromiter(map(bool, fields), bool, len(fields))
         self._fields = [f for f, keep in zip(fields, shown) if keep]
         pa, pb = pa[shown], pb[shown]
@@ -78,9 +78,10 @@ class Diff:
         # What is reported, in key order: op (0 removed, 1 added, 2 changed), its row.
         ops = np.repeat(np.arange(3, dtype=np.int8), [self.removed, self.added, self.changed])
         rows = np.concatenate([joined.only_a, joined.only_b, pa]).astype(np.int64)
-        keys = np.concatenate([a.keys[joined.only_a], b.keys[joined.only_b], a.keys[pa]])
+        keys = np.concatenate([take(a.keys, joined.only_a), take(b.keys, joined.only_b),
+                               take(a.keys, pa)])
         order = _key_order(self.key_codec, keys)
-        self._ops, self._rows, self._keys = ops[order], rows[order], keys[order]
+        self._ops, self._rows, self._keys = ops[order], rows[order], take(keys, order)
         self._field_of = order - self.removed - self.added  # index into _fields if changed
         self._a, self._b = a, b
 
@@ -99,8 +100,8 @@ class Diff:
         ops, rows = self._ops[at], self._rows[at]
         keys = self.key_codec.values(np.ascontiguousarray(self._keys[at]))
         removed, added = ops == 0, ops == 1
-        old = iter(self.value_codec.values(self._a.values[rows[removed]]))
-        new = iter(self.value_codec.values(self._b.values[rows[added]]))
+        old = iter(self.value_codec.values(take(self._a.values, rows[removed])))
+        new = iter(self.value_codec.values(take(self._b.values, rows[added])))
         out = []
         for key, op, field in zip(keys, ops.tolist(), self._field_of[at].tolist()):
             if op == 0:
@@ -200,15 +201,6 @@ def _check_same_layout(a, b, codecs_a, codecs_b) -> None:
 def _layout(codec):
     codec = getattr(codec, "base", codec)
     return getattr(codec, "node", codec.size)
-
-
-def _rows_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per row, whether two ``(n, width)`` uint8 arrays differ, compared a word at a time."""
-    width = a.shape[1]
-    step = next(s for s in (8, 4, 2, 1) if width % s == 0)
-    if not width:
-        return np.zeros(len(a), bool)
-    return (a.view(f"<u{step}") != b.view(f"<u{step}")).any(axis=1)
 
 
 def _key_order(codec, keys: np.ndarray) -> np.ndarray:

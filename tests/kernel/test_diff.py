@@ -329,3 +329,44 @@ def test_one_key_in_any_form_is_one_key(flows, tmp_path):
     proc = run(dump, mixed, "--like", pin)
     assert proc.returncode == 0 and proc.stdout == "", proc
     assert "50 same" in proc.stderr
+
+
+def test_a_signal_says_how_many_changes_the_whole_output_holds(tmp_path):
+    """200k removed keys as JSONL, a signal at a sweep of moments (while the maps are read,
+    while the lines are written): one line, 128 + the signal, whole lines, as many as it
+    says; or, finished first, every change and exit 1."""
+    import signal
+
+    from fault_helpers import (
+        fill,
+        run_with_signal,
+        run_with_signal_after_output,
+        typed_map,
+    )
+
+    n = 200_000
+    with typed_map(n, name="bb_diff_sig_a") as a, typed_map(n, name="bb_diff_sig_b") as b:
+        fill(a, n)
+        argv = bpfbatch_argv("diff", "id", a.info.id, "id", b.info.id, "-o", "jsonl")
+        out = tmp_path / "out.jsonl"
+        trials = [(signal.SIGINT, lambda: run_with_signal(argv, out, a, signal.SIGINT, 0.0)),
+                  (signal.SIGTERM, lambda: run_with_signal(argv, out, a, signal.SIGTERM, 0.2)),
+                  (signal.SIGHUP, lambda: run_with_signal_after_output(argv, out, signal.SIGHUP,
+                                                                       0.0))]
+        seen = []
+        for sig, trial in trials:
+            rc, err = trial()
+            seen.append((signal.Signals(sig).name, rc, err.strip().splitlines()[-1:]))
+            data = out.read_bytes()
+            assert data == b"" or data.endswith(b"\n"), "a torn line"
+            lines = data.count(b"\n")
+            if rc == 1:
+                assert lines == n and "interrupted" not in err, err
+                continue
+            assert rc == 128 + sig and "Traceback" not in err, (rc, err)
+            said = err.strip().splitlines()[-1]
+            assert f"interrupted ({signal.Signals(sig).name}) after " in said, err
+            found = re.search(r"after (\d+) of (\d+) changes written", said)
+            assert (lines, int(found[2])) == (int(found[1]), n) if found else \
+                lines == 0 and "0 changes written, still comparing" in said, err
+        print(f"DIFF signals: {seen}")  # which moments the sweep met
