@@ -370,3 +370,35 @@ def test_a_signal_says_how_many_changes_the_whole_output_holds(tmp_path):
             assert (lines, int(found[2])) == (int(found[1]), n) if found else \
                 lines == 0 and "0 changes written, still comparing" in said, err
         print(f"DIFF signals: {seen}")  # which moments the sweep met
+
+
+def test_per_cpu_changes_name_their_cpu_and_whole_values_read_back(tmp_path):
+    """A per-CPU field that changed on one CPU is one change with its ``cpu``; an added or
+    removed key carries its values as ``dump`` prints them, which ``load`` reads back."""
+    from bpfbatch import Map
+    from bpfbatch._sys import libbpf
+    from bpfbatch._sys.abi import MapType
+    from bpfbatch.btf import BtfBuilder
+    from bpfbatch.compare import render
+
+    def per_cpu(name):
+        with BtfBuilder() as b:
+            u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+            return Map.create(MapType.PERCPU_HASH, 4, 8, 16, name=name, btf_fd=b.load(),
+                              btf_key_type_id=u32, btf_value_type_id=u64)
+
+    ncpus = libbpf.num_possible_cpus()
+    with per_cpu("bb_diff_pc_a") as a, per_cpu("bb_diff_pc_b") as b:
+        a.update_items([(1, list(range(ncpus))), (2, [7] * ncpus)])
+        b.update_items([(1, [*range(ncpus - 1), 99]), (3, [5] * ncpus)])
+        lines = [json.loads(line) for line in render.jsonl(diff(a, b), False)]
+        assert lines == [
+            {"op": "changed", "key": 1,
+             "fields": [{"field": "value", "cpu": ncpus - 1, "old": ncpus - 1, "new": 99}]},
+            {"op": "removed", "key": 2, "values": [{"cpu": c, "value": 7} for c in range(ncpus)]},
+            {"op": "added", "key": 3, "values": [{"cpu": c, "value": 5} for c in range(ncpus)]}]
+        added = tmp_path / "added.jsonl"
+        added.write_text(json.dumps({k: lines[2][k] for k in ("key", "values")}) + "\n")
+        records = read_records(str(added), a.info)
+        a.update(records.keys, records.values)
+        assert [c.op for c in diff(a, b)] == ["changed", "removed"]
