@@ -43,6 +43,9 @@
 
 struct bpf_map;
 
+extern void bpf_preempt_disable(void) __ksym;
+extern void bpf_preempt_enable(void) __ksym;
+
 enum bpfbatch_verdict {
 	BPFBATCH_KEEP = 0,
 	BPFBATCH_SELECT = 1,
@@ -56,6 +59,10 @@ const volatile __u32 value_size = 8;	/* one CPU's value */
 const volatile __u32 cpu_stride = 8;	/* round_up(value_size, 8) */
 const volatile __u32 nr_cpus = 0;	/* possible CPUs for a per-CPU map, else 0 */
 const volatile __u32 out_slots = 1;
+/* 0: an out record is the key alone (a selection the runner deletes from itself, with
+ * lookup-and-delete: it needs no value, and three times the keys fit per run); no delete in
+ * the program then. */
+const volatile __u32 values_out = 1;
 
 /* The user's map (bpf_map__reuse_fd replaces this definition with the real one). */
 struct {
@@ -104,6 +111,8 @@ __u8 bpfbatch_resume_key[MAP_EXEC_MAX_KEY_SIZE];
 static __always_inline int bpfbatch_snapshot(__u8 *rec, const void *key, const void *value)
 {
 	bpf_probe_read_kernel(rec, key_size, key);
+	if (!values_out)
+		return 1;
 	if (!nr_cpus) {
 		bpfbatch_slot[0] = (__u64)value;
 		bpf_probe_read_kernel(rec + key_stride, value_size, value);
@@ -225,7 +234,20 @@ static __always_inline long bpfbatch_delete(struct map_exec_args *run, const voi
 		run->rechecked_out++;
 		return 0;
 	}
-	if (bpf_map_delete_elem(&target, key))
+	/* The judged element must still be the key's, right before the delete: an update that
+	 * replaced it since the copy (plain and LRU hashes allocate a new element; an element
+	 * handed back and reused shows as a changed value after the delete) makes the next round
+	 * judge it again. Preemption stays off from this lookup to the delete, so the window left
+	 * for a replacing update is those two calls, not a time slice. */
+	bpf_preempt_disable();
+	if (bpf_map_lookup_elem(&target, key) != now) {
+		bpf_preempt_enable();
+		run->rechecked_out++;
+		return 0;
+	}
+	err = bpf_map_delete_elem(&target, key);
+	bpf_preempt_enable();
+	if (err)
 		return 0;	/* someone else deleted it first */
 	if (bpfbatch_written(rec)) {
 		err = bpfbatch_put_back(rec);
@@ -289,7 +311,8 @@ static long bpfbatch_visit(struct bpf_map *map, const void *key, void *value, vo
 	if (run->action == MAP_EXEC_DELETE) {
 		__u64 deleted = run->deleted;
 
-		done = verdict == BPFBATCH_SELECT ? bpfbatch_delete(run, key, run->emit) : 0;
+		done = verdict == BPFBATCH_SELECT && values_out ?
+			bpfbatch_delete(run, key, run->emit) : 0;
 		if (run->stopped == MAP_EXEC_OUT_FULL)
 			bpfbatch_seen--;	/* not judged: the next run starts with it */
 		else if (run->deleted == deleted)

@@ -57,7 +57,7 @@ def prune_rounds(m: Map, predicate: Predicate, *, every_ns: int | None = None,
     stop = stop or threading.Event()
     action = "count" if dry_run else "delete"
     number = 0
-    kernel = walker.open_walker(m, mode, records=False, predicate=predicate)
+    kernel = walker.open_walker(m, mode, records=False, predicate=predicate, action=action)
     fast = walker.choose_mode(m, mode) == "kernel-fast"
     try:
         while not stop.is_set():

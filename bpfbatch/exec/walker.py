@@ -221,20 +221,26 @@ class KernelWalker:
     whether passes can hand selected records out (sizes the out map; without it only counts
     come back). ``terms``: the most comparisons a predicate run on it may have (default: the
     program's limit); the verifier walks only that many, so a walker for one predicate is
-    loaded for its own count (a 1-term prune verifies ~20x faster than 16 terms)."""
+    loaded for its own count (a 1-term prune verifies ~20x faster than 16 terms).
+    ``keys_only``: the records are keys alone, for counts and :meth:`_run_checked` deletes
+    only (whose values come from lookup-and-delete): a run then selects three to five times
+    as many keys and copies no value."""
 
     def __init__(self, m: Map, *, records: bool = True, out_bytes: int = OUT_BYTES,
-                 user_filter: Filter | None = None, terms: int | None = None):
+                 user_filter: Filter | None = None, terms: int | None = None,
+                 keys_only: bool = False):
         support = kernel_support(m)
         if not support:
             raise NotSupportedError("map exec in the kernel", errno.EOPNOTSUPP, obj=m.info.label,
                                     detail=support.reason)
         self.map = m
-        self.records = records
+        self.records = records or keys_only
+        self.keys_only = keys_only and user_filter is None
         info = m.info
         self.key_stride = _round8(info.key_size)
-        self.rec_size = self.key_stride + _round8(info.value_stride)
-        self.slots = max(1, min(info.max_entries, out_bytes // self.rec_size)) if records else 1
+        self.rec_size = self.key_stride + (0 if self.keys_only else _round8(info.value_stride))
+        self.slots = max(1, min(info.max_entries, out_bytes // self.rec_size)) \
+            if self.records else 1
         program = user_filter.program if user_filter else "map_exec"
         self._obj = user_filter.open() if user_filter else BpfObject.package(program)
         self._out: mmap.mmap | None = None
@@ -249,7 +255,7 @@ class KernelWalker:
                                  nr_cpus=num_possible_cpus() if info.percpu else 0,
                                  out_slots=self.slots)
             if user_filter is None:
-                self._obj.set_rodata(term_slots=self.max_terms)
+                self._obj.set_rodata(term_slots=self.max_terms, values_out=int(not self.keys_only))
             self._obj.load()
             self.args_dtype = self._obj.dtype("map_exec_args")
             self._prog_fd = self._obj.program_fd(program)
@@ -279,6 +285,9 @@ class KernelWalker:
         per_run = batch_size if action == "delete" and sink is not None else 0
         if action == "delete" and predicate is not None and not fast:
             return self._run_checked(predicate, sink, max_selected, per_run)
+        if self.keys_only and (action == "delete" or sink is not None):
+            raise BpfBatchError("this walker was made for keys only (counts and checked "
+                                "deletes)", obj=self.map.info.label)
         args = self._args(predicate, action, emit=sink is not None)
         result = ExecResult("kernel-fast" if action == "delete" and fast else "kernel", action)
         start = time.perf_counter()
@@ -539,17 +548,20 @@ def choose_mode(m: Map, mode: str) -> str:
     return mode
 
 
-def open_walker(m: Map, mode: str, *, records: bool, predicate: Predicate | None = None
-                ) -> KernelWalker | None:
-    """The kernel path's walker for ``mode`` (loaded for ``predicate``'s comparisons, when
-    given), or ``None`` for the emulation. ``auto`` also falls back when the program does not
-    load on this kernel (e.g. a verifier it predates). ``kernel`` deletes need records
-    whatever ``records`` says (the selected keys)."""
+def open_walker(m: Map, mode: str, *, records: bool, predicate: Predicate | None = None,
+                action: str = "delete") -> KernelWalker | None:
+    """The kernel path's walker for ``mode`` and ``action`` (loaded for ``predicate``'s
+    comparisons, when given), or ``None`` for the emulation. ``auto`` also falls back when the
+    program does not load on this kernel (e.g. a verifier it predates). A ``kernel`` delete
+    or count gets a walker whose records are keys only (a delete needs them whatever
+    ``records`` says; its values come from lookup-and-delete)."""
     chosen = choose_mode(m, mode)
     if chosen == "user":
         return None
+    keys_only = chosen == "kernel" and (action == "delete" or (action == "count"
+                                                               and not records))
     try:
-        return KernelWalker(m, records=records or chosen == "kernel",
+        return KernelWalker(m, records=records, keys_only=keys_only,
                             terms=None if predicate is None else len(predicate.terms))
     except BpfBatchError:
         if mode == "auto":
@@ -570,7 +582,8 @@ def exec_map(m: Map, where: str | Predicate, action: str = "count", *, mode: str
     _check_action(m, action, max_selected)
     cursor.check_batch_size(batch_size)
     predicate = compile_for(m, where, decode)
-    walker = open_walker(m, mode, records=sink is not None, predicate=predicate)
+    walker = open_walker(m, mode, records=sink is not None, predicate=predicate,
+                         action=action)
     if walker is None:
         return user_exec(m, predicate, action, sink=sink, max_selected=max_selected,
                          batch_size=batch_size)
