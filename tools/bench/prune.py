@@ -25,10 +25,11 @@ Prints medians and ratios (case / the whole-process prune).
 Then ``--every`` rounds, per kernel mode: the same table with 10 % of the flows expiring
 before each round (set untimed), one program for all rounds: rounds per second.
 
-Then the race table (``--adversary-seconds``, 0 skips it): per mode and kind of writer, prune
-rounds on a table of ``--adversary-filler`` expired flows (put back before each round) plus 64
-keys that ``tools/bench/refresher.py`` expires and refreshes in a tight loop in its own
-process; prints live deletions (refreshed entries that stayed deleted) per million deletions.
+Then the race table (``--adversary-seconds``, 0 skips it): per map type (hash, LRU hash and
+their per-CPU variants), mode and kind of writer, prune rounds on a table of
+``--adversary-filler`` expired flows (put back before each round) plus 64 keys that
+``tools/bench/refresher.py`` expires and refreshes in a tight loop in its own process; prints
+live deletions (refreshed entries that stayed deleted) per million deletions.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--every-rounds", type=int, default=10)
     parser.add_argument("--hash", action="store_true", help="a plain hash instead of the LRU")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
-    parser.add_argument("--adversary-seconds", type=float, default=5.0)
+    parser.add_argument("--adversary-seconds", type=float, default=3.0)
     parser.add_argument("--adversary-filler", type=int, default=100_000)
     parser.add_argument("--adversary-gap", type=int, default=200,
                         help="bpf_loop turns between the in-place writer's two writes")
@@ -131,14 +132,16 @@ def main(argv: list[str]) -> int:
     try:
         predicate = walker.compile_for(m, WHERE)
         with tempfile.TemporaryDirectory() as tmp, \
-                walker.KernelWalker(m, records=True, terms=len(predicate.terms)) as kernel:
+                walker.open_walker(m, "kernel", records=False, predicate=predicate) as kernel, \
+                walker.open_walker(m, "kernel-fast", records=False,
+                                   predicate=predicate) as kernel_fast:
             peer = build_c("prune_floor.c", Path(tmp))
             ident = [str(m.info.id), str(table.offset), str(cutoff)]
             cases = {
                 WHOLE: Command([*BPFBATCH, "prune", "--map-id", str(m.info.id), "--field",
                                 "last_seen_ns", "--older-than", "10m"], setup=table.refill),
                 KERNEL: InProcess(lambda: kernel.run(predicate, "delete"), table.refill),
-                KERNEL_FAST: InProcess(lambda: kernel.run(predicate, "delete", fast=True),
+                KERNEL_FAST: InProcess(lambda: kernel_fast.run(predicate, "delete", fast=True),
                                        table.refill),
                 "bpfbatch user-space emulation (round)": InProcess(
                     lambda: walker.user_exec(m, predicate, "delete"), table.refill),
@@ -150,8 +153,8 @@ def main(argv: list[str]) -> int:
             samples = interleave(cases, rounds=args.rounds, warmup=0)
             table.refill()  # checks the last run
             table.filled = False  # every_rounds leaves 90 %, not half
-            every = {fast: every_rounds(table, kernel, predicate, args.every_rounds, fast)
-                     for fast in (False, True)}
+            every = {fast: every_rounds(table, w, predicate, args.every_rounds, fast)
+                     for fast, w in ((False, kernel), (True, kernel_fast))}
         kind = "hash" if args.hash else "LRU hash (progs/flowtable.bpf.c)"
         rows = summarize(samples, WHOLE)
         report(f"prune {args.entries:,}-entry flow table, 50 % expired, {kind}", rows, WHOLE,
@@ -168,7 +171,8 @@ def main(argv: list[str]) -> int:
     finally:
         table.close()
     if args.adversary_seconds > 0:
-        adversary_table(args.adversary_seconds, args.adversary_filler, args.adversary_gap)
+        for filler in (args.adversary_filler, 0):
+            adversary_table(args.adversary_seconds, filler, args.adversary_gap)
     return 0
 
 
@@ -190,50 +194,67 @@ def every_rounds(table: Table, kernel: walker.KernelWalker, predicate, rounds: i
     return float(np.median(times))
 
 
+#: The map types of the race table.
+RACE_TYPES = (MapType.HASH, MapType.LRU_HASH, MapType.PERCPU_HASH, MapType.LRU_PERCPU_HASH)
+
+
 def adversary_table(seconds: float, filler: int, gap: int) -> None:
-    """Live deletions per million deletions, per mode and kind of writer, under the
-    expire-then-refresh refresher."""
-    print(f"\nprune under an expire-then-refresh writer ({ADVERSARY_KEYS} keys, "
-          f"{filler:,} expired flows per round, {seconds:g} s per row, plain hash)")
-    print(f"{'mode':<12} {'writer':<18} {'rounds':>7} {'deletions':>10} {'kept':>6} "
-          f"{'live':>6} {'live per 1M deletions':>22} {'in the window':>14}")
+    """Live deletions per million deletions, per map type, mode and kind of writer, under
+    the expire-then-refresh refresher. ``filler`` 0 is the tight race of the tests: rounds
+    1 ms apart on the refreshed keys alone, so nearly every deletion is of a key the
+    refresher is writing."""
+    what = (f"{filler:,} expired flows per round" if filler else
+            "no other flow, rounds 1 ms apart (the tests' tight race)")
+    print(f"\nprune under an expire-then-refresh writer ({ADVERSARY_KEYS} keys, {what}, "
+          f"{seconds:g} s per row)")
+    print(f"{'map':<15} {'mode':<12} {'writer':<15} {'rounds':>7} {'deletions':>10} "
+          f"{'kept':>6} {'live':>5} {'live per 1M deletions':>22} {'in the window':>14}")
     writers = [("replace", 0), ("inplace", 0), ("inplace", gap)]
-    for mode in ("kernel", "kernel-fast", "user"):
-        for writer, turns in writers:
-            rounds, deleted, kept, counts = _adversary_run(mode, writer, turns, seconds,
-                                                           filler)
-            label = f"{writer}" + (f" gap {turns}" if writer == "inplace" else "")
-            live = counts["live"]
-            print(f"{mode:<12} {label:<18} {rounds:>7} {deleted:>10,} {kept:>6} {live:>6} "
-                  f"{live / max(deleted, 1) * 1e6:>22,.1f} {counts['window']:>14}",
-                  flush=True)
+    for map_type in RACE_TYPES:
+        for mode in ("kernel", "kernel-fast", "user"):
+            for writer, turns in writers:
+                rounds, deleted, kept, counts = _adversary_run(map_type, mode, writer, turns,
+                                                               seconds, filler)
+                label = f"{writer}" + (f" gap {turns}" if writer == "inplace" else "")
+                live = counts["live"]
+                print(f"{map_type.label:<15} {mode:<12} {label:<15} {rounds:>7} {deleted:>10,} "
+                      f"{kept:>6} {live:>5} {live / max(deleted, 1) * 1e6:>22,.1f} "
+                      f"{counts['window']:>14}", flush=True)
 
 
-def _adversary_run(mode: str, writer: str, gap: int, seconds: float, filler: int
-                   ) -> tuple[int, int, int, dict]:
+def _adversary_run(map_type: MapType, mode: str, writer: str, gap: int, seconds: float,
+                   filler: int) -> tuple[int, int, int, dict]:
     """(rounds, deletions, kept, the refresher's counts) of ``seconds`` of prune rounds."""
     with BtfBuilder() as b:
         u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
         value = b.struct("flow", [("packets", u64), ("last_seen_ns", u64)])
-        m = Map.create(MapType.HASH, 4, 16, ADVERSARY_KEYS + filler, name="bb_bench_adv",
+        # room to spare: an LRU hash evicts before it is full (its free lists are per CPU)
+        m = Map.create(map_type, 4, 16, 2 * (ADVERSARY_KEYS + filler), name="bb_bench_adv",
                        btf_fd=b.load(), btf_key_type_id=u32, btf_value_type_id=value)
     with m:
-        fresh = np.zeros((ADVERSARY_KEYS, 2), np.uint64)
-        fresh[:, 1] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-        writes.update(m, np.arange(ADVERSARY_KEYS, dtype=np.uint32), fresh, ADVERSARY_KEYS)
+        words = m.info.value_stride // 8  # every CPU's {packets, last_seen_ns}
+        fresh = np.zeros((ADVERSARY_KEYS, words), np.uint64)
+        keys = np.arange(ADVERSARY_KEYS, dtype=np.uint32)
+        writes.update(m, keys, fresh, ADVERSARY_KEYS)  # the refresher finds them
         filler_keys = np.arange(ADVERSARY_KEYS, ADVERSARY_KEYS + filler, dtype=np.uint32)
-        expired = np.ones((filler, 2), np.uint64)
+        expired = np.ones((filler, words), np.uint64)
+        refill = filler > 0
         predicate = walker.compile_for(m, "last_seen_ns < now - 1s")
-        kernel = walker.open_walker(m, mode, records=mode == "kernel", predicate=predicate)
+        kernel = walker.open_walker(m, mode, records=False, predicate=predicate)
         refresher = subprocess.Popen([sys.executable, "-m", "tools.bench.refresher",
                                       str(m.info.id), str(ADVERSARY_KEYS), writer, str(gap)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         rounds = deleted = kept = 0
         try:
             assert refresher.stdout.readline() == "ready\n"
+            # fresh now: the refresher's start-up (it builds its program) may take longer
+            # than the cutoff, and a key it has not written yet is not its to lose
+            fresh[:, 1::2] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            writes.update(m, keys, fresh, ADVERSARY_KEYS)
             end = time.monotonic() + seconds
             while time.monotonic() < end:
-                writes.update(m, filler_keys, expired, filler)
+                if refill:
+                    writes.update(m, filler_keys, expired, filler)
                 if kernel is None:
                     result = walker.user_exec(m, predicate, "delete")
                 else:
@@ -241,6 +262,8 @@ def _adversary_run(mode: str, writer: str, gap: int, seconds: float, filler: int
                 rounds += 1
                 deleted += result.deleted
                 kept += result.kept
+                if not filler:
+                    time.sleep(0.001)
         finally:
             refresher.stdin.close()
             counts = json.loads(refresher.stdout.readline())
