@@ -313,20 +313,15 @@ def test_a_filter_puts_back_a_write_after_its_last_judgement(built, map_type):
     assert_written_put_back(m, left, flows, written, writes_per_element=1)
 
 
-@pytest.mark.parametrize("writer", ["replace", "inplace"])
-@pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)
-def test_the_default_delete_puts_back_a_write_landing_before_it(built, map_type, writer,
-                                                                monkeypatch):
-    """The default delete (``--mode kernel``): the program selected the small flows; before
-    the runner takes them, a writer refreshes the odd ones, replacing each element
-    (``bpf_map_update_elem``, BPF_EXIST) or writing it in place through the pointer a BPF
-    program looked up. ``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` returns what it deleted, the
-    re-judgement sees the write and the element goes back as it is now. Without the
-    re-judgement (``_Deleter.run`` deleting every key), this fails."""
+def default_delete_after_a_write(built, map_type, writer, monkeypatch):
+    """The default delete (``--mode kernel``) of the small flows, where, after the program
+    selected them and before the runner takes them, a writer refreshes the odd ones, replacing
+    each element (``bpf_map_update_elem``, BPF_EXIST) or writing it in place through the
+    pointer a BPF program looked up. Returns (the map, closed; the result, records handed over,
+    what is left, the flows, the refreshed keys)."""
     refresher = walker.Filter(built / "refresh_odd.bpf.o", "refresh_odd")
     m, flows = per_cpu_flow_table(map_type)
-    chosen = small(flows)
-    written = {k for k, v in chosen.items() if VALUE.unpack(v)[0] & 1}
+    written = {k for k, v in small(flows).items() if VALUE.unpack(v)[0] & 1}
     copies = m.info.value_stride // VALUE.size
     run = walker._Deleter.run
 
@@ -344,10 +339,48 @@ def test_the_default_delete_puts_back_a_write_landing_before_it(built, map_type,
         records = Records(m)
         result = walker.exec_map(m, "packets < 10 and last_seen_ns != 12345", "delete",
                                  mode="kernel", sink=records)
-        left = contents(m)
+        return m, result, records, contents(m), flows, written
+
+
+@pytest.mark.parametrize("writer", ["replace", "inplace"])
+@pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)
+def test_the_default_delete_puts_back_a_write_landing_before_it(built, map_type, writer,
+                                                                monkeypatch):
+    """``BPF_MAP_LOOKUP_AND_DELETE_ELEM`` returns what it deleted, the re-judgement sees the
+    write and the element goes back as it is now (:func:`default_delete_after_a_write`)."""
+    m, result, records, left, flows, written = default_delete_after_a_write(
+        built, map_type, writer, monkeypatch)
+    chosen = small(flows)
+    copies = m.info.value_stride // VALUE.size
     assert result.mode == "kernel" and result.passes == 1
     assert result.deleted == len(chosen) - len(written)
     assert result.kept == len(written) and result.superseded == 0
     assert records.got == {k: v * copies for k, v in chosen.items() if k not in written}
     assert_written_put_back(m, left, flows, written,
                             writes_per_element=1 if writer == "inplace" else None)
+
+
+class _Everything:
+    """A predicate that holds for every element: the re-judgement of a mutant."""
+
+    def evaluate(self, values, now, **_):
+        return np.ones(len(values), bool)
+
+
+@pytest.mark.parametrize("writer", ["replace", "inplace"])
+def test_without_the_re_judgement_the_default_delete_loses_the_writes(built, writer,
+                                                                     monkeypatch):
+    """The mutant the test above must kill: ``_Deleter`` judging nothing again (every key it
+    takes stays deleted) loses every refreshed flow, and the test above would fail on it."""
+    init = walker._Deleter.__init__
+
+    def without_re_judgement(self, m, predicate):
+        init(self, m, predicate)
+        self.predicate = _Everything()
+
+    monkeypatch.setattr(walker._Deleter, "__init__", without_re_judgement)
+    _, result, _, left, flows, written = default_delete_after_a_write(
+        built, MapType.HASH, writer, monkeypatch)
+    assert written and result.kept == 0
+    assert not written & set(left)  # every refreshed flow is gone: live deletions
+    assert result.deleted == len(small(flows))
