@@ -145,10 +145,11 @@ static __always_inline bool bpfbatch_same(const __u8 *a, const __u8 *b, __u32 si
 
 /* After the delete: whether the element now holds something else than the record taken
  * before it was judged, i.e. a writer wrote it since (in place, through a pointer it looked
- * up before the delete; or, per-CPU maps, an update, which writes in place there). A plain
- * map's element handed to another key meanwhile does not count: that is a reuse of memory
- * already ours, not a write to our key. */
-static __always_inline bool bpfbatch_written(const __u8 *rec)
+ * up before the delete; or, per-CPU maps, an update, which writes in place there). An
+ * element handed to another key meanwhile does not count: that is a reuse of memory already
+ * ours, not a write to our key (putting it back would give our key the other one's values).
+ * `elem_key`: the key of the element the walk visited. */
+static __always_inline bool bpfbatch_written(const __u8 *rec, const void *elem_key)
 {
 	__u32 n = nr_cpus ? nr_cpus : 1;
 
@@ -159,10 +160,10 @@ static __always_inline bool bpfbatch_written(const __u8 *rec)
 	}
 	return false;
 changed:
-	if (nr_cpus)
-		return true;
+	/* A per-CPU element's key is where the walk found it (its values are elsewhere); a
+	 * plain one's sits right before its value. */
 	bpf_probe_read_kernel(bpfbatch_live_key, key_size,
-			      (const void *)(bpfbatch_slot[0] - key_stride));
+			      nr_cpus ? elem_key : (const void *)(bpfbatch_slot[0] - key_stride));
 	for (__u32 i = 0; i < key_size && i < MAP_EXEC_MAX_KEY_SIZE; i++)
 		if (bpfbatch_live_key[i] != rec[i])
 			return false;
@@ -249,7 +250,7 @@ static __always_inline long bpfbatch_delete(struct map_exec_args *run, const voi
 	bpf_preempt_enable();
 	if (err)
 		return 0;	/* someone else deleted it first */
-	if (bpfbatch_written(rec)) {
+	if (bpfbatch_written(rec, key)) {
 		err = bpfbatch_put_back(rec);
 		if (!err) {
 			run->put_back++;
