@@ -208,7 +208,8 @@ def adversary_table(seconds: float, filler: int, gap: int) -> None:
     print(f"\nprune under an expire-then-refresh writer ({ADVERSARY_KEYS} keys, {what}, "
           f"{seconds:g} s per row)")
     print(f"{'map':<15} {'mode':<12} {'writer':<15} {'rounds':>7} {'deletions':>10} "
-          f"{'kept':>6} {'live':>5} {'live per 1M deletions':>22} {'in the window':>14}")
+          f"{'kept':>6} {'live':>5} {'live per 1M deletions':>22} {'in the window':>14} "
+          f"{'aged':>5}")
     writers = [("replace", 0), ("inplace", 0), ("inplace", gap)]
     for map_type in RACE_TYPES:
         for mode in ("kernel", "kernel-fast", "user"):
@@ -219,7 +220,7 @@ def adversary_table(seconds: float, filler: int, gap: int) -> None:
                 live = counts["live"]
                 print(f"{map_type.label:<15} {mode:<12} {label:<15} {rounds:>7} {deleted:>10,} "
                       f"{kept:>6} {live:>5} {live / max(deleted, 1) * 1e6:>22,.1f} "
-                      f"{counts['window']:>14}", flush=True)
+                      f"{counts['window']:>14} {counts['aged']:>5}", flush=True)
 
 
 def _adversary_run(map_type: MapType, mode: str, writer: str, gap: int, seconds: float,

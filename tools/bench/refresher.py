@@ -30,6 +30,10 @@ It counts, until stdin closes:
   element already deleted (looked up again after the write, the key no longer led to it): the
   window every mode leaves, a write through a pointer looked up before the delete; counted
   apart so that a prune's own losses (``live``) are judged without it;
+- ``aged``: a key found gone whose last fresh write is older than :data:`CUTOFF_S`, the
+  prunes' ``--older-than``: it expired, and deleting it was the prune's job (the refresher
+  fell behind: on a loaded machine, or while it waited :data:`GRACE_S` for another key, which
+  once made the 63 others age out and count as 'live');
 - ``cycles``: expire-then-refresh pairs written.
 
 A deleted key is re-created (``BPF_NOEXIST``) so the table stays full. Prints one JSON line.
@@ -60,6 +64,8 @@ from bpfbatch.loader import PROGS_DIR, BpfObject
 #: how often the refresher looks for it meanwhile.
 GRACE_S = 1.0
 LOOK_S = 0.0002
+#: The cutoff the prunes racing this refresher use (tests and bench: ``--older-than 1s``).
+CUTOFF_S = 1.0
 WRITERS = ("replace", "inplace")
 BPF_SOURCE = Path(__file__).parent / "bpf" / "refresher.bpf.c"
 
@@ -76,6 +82,12 @@ class Flows:
         self.fresh = np.zeros((cpus, 2), np.uint64)
         self.scratch = np.zeros((cpus, 2), np.uint64)
         self.key = ctypes.c_uint32()
+        #: When each key was last written fresh (at the latest), CLOCK_MONOTONIC seconds.
+        self.fresh_at: dict[int, float] = {}
+
+    def aged(self, key: int) -> bool:
+        """Whether ``key``'s last fresh write is older than the prunes' cutoff."""
+        return time.monotonic() - self.fresh_at.get(key, 0.0) > CUTOFF_S
 
     def write(self, key: int, value: np.ndarray, flags: int) -> int:
         self.key.value = key
@@ -109,12 +121,15 @@ def replace_writer(flows: Flows, keys: int, counts: dict, stopped) -> None:
         key = i % keys
         i += 1
         if flows.write(key, flows.expired, BPF_EXIST) == -errno.ENOENT:
-            if not flows.came_back(key):
+            if flows.aged(key):
+                counts["aged"] += 1
+            elif not flows.came_back(key):
                 counts["live"] += 1
             flows.write(key, flows.expired, BPF_NOEXIST)
         if flows.write(key, flows.refresh_value(), BPF_EXIST) == -errno.ENOENT:
             counts["expired_deleted"] += 1
             flows.write(key, flows.refresh_value(), BPF_NOEXIST)
+        flows.fresh_at[key] = time.monotonic()
         counts["cycles"] += 1
 
 
@@ -144,11 +159,16 @@ def inplace_writer(flows: Flows, keys: int, gap: int, counts: dict, stopped) -> 
                 ret = lib.bpf_prog_test_run_opts(fd, ctypes.byref(run))
                 if ret < 0:
                     raise OSError(-ret, "run the refresher program")
+                ran = time.monotonic()  # every key the run found was written fresh by now
                 missing = int(args["missing"][0])
+                flows.fresh_at.update((k, ran) for k in range(keys) if not missing >> k & 1)
                 for key in (k for k in range(keys) if missing >> k & 1):
-                    if not flows.came_back(key):
+                    if flows.aged(key):
+                        counts["aged"] += 1
+                    elif not flows.came_back(key):
                         counts["window" if window >> key & 1 else "live"] += 1
                     flows.write(key, flows.refresh_value(), BPF_NOEXIST)
+                    flows.fresh_at[key] = time.monotonic()
                 # the marks of this run's writes; a key missing in it was re-created above
                 window = int(args["window"][0])
         counts["cycles"] = int(args["cycles"][0])
@@ -163,7 +183,7 @@ def main() -> None:
                          "(inplace: at most 64 keys)")
     m = Map.open_id(map_id)
     flows = Flows(m)
-    counts = {"live": 0, "window": 0, "expired_deleted": 0, "cycles": 0}
+    counts = {"live": 0, "window": 0, "aged": 0, "expired_deleted": 0, "cycles": 0}
 
     def stopped() -> bool:
         return bool(select.select([sys.stdin], [], [], 0)[0])
