@@ -2,6 +2,7 @@
 dumps and deletes exactly what the equivalent --where expression does on the same map, through
 the API and the CLI; every misuse is one line naming the option, file or program."""
 
+import errno
 import json
 import shutil
 import struct
@@ -13,8 +14,9 @@ import numpy as np
 import pytest
 
 from bpfbatch import Map
-from bpfbatch._sys.abi import BPF_EXIST, MapType
+from bpfbatch._sys.abi import BPF_EXIST, BPF_NOEXIST, MapType
 from bpfbatch.btf import BtfBuilder
+from bpfbatch.errors import KernelError
 from bpfbatch.exec import walker
 from bpfbatch.map import cursor, probes
 
@@ -384,3 +386,38 @@ def test_without_the_re_judgement_the_default_delete_loses_the_writes(built, wri
     assert written and result.kept == 0
     assert not written & set(left)  # every refreshed flow is gone: live deletions
     assert result.deleted == len(small(flows))
+
+
+def test_a_put_back_that_fails_is_an_error_naming_the_key(monkeypatch):
+    """A refreshed flow the default delete took must go back; when the map has no room for
+    it any more (writers filled it between the delete and the put-back), the delete stops
+    with an error naming the key it lost, never a silent loss."""
+    m, flows = per_cpu_flow_table(MapType.HASH)
+    written = {k for k, v in small(flows).items() if VALUE.unpack(v)[0] & 1}
+    run, put_back = walker._Deleter.run, walker._Deleter._put_back
+
+    def write_then_delete(self, keys, now, result):
+        for k in written:
+            packets, size, first, _ = VALUE.unpack(flows[k])
+            m.update(k, VALUE.pack(packets, size, first, 12345), flags=BPF_EXIST)
+        return run(self, keys, now, result)
+
+    def fill_then_put_back(self, key, value, result):
+        for port in range(m.info.max_entries):  # new flows until the map is full
+            try:
+                m.update(KEY.pack(0x0a000009, 0x0a000002, port, 53, 17), VALUE.pack(1, 1, 1, 1),
+                         flags=BPF_NOEXIST)
+            except KernelError as e:
+                if e.errno == errno.E2BIG:
+                    break
+                assert e.errno == errno.EEXIST
+        return put_back(self, key, value, result)
+
+    monkeypatch.setattr(walker._Deleter, "run", write_then_delete)
+    monkeypatch.setattr(walker._Deleter, "_put_back", fill_then_put_back)
+    with m, pytest.raises(KernelError) as failed:
+        walker.exec_map(m, "packets < 10 and last_seen_ns != 12345", "delete", mode="kernel")
+    message = str(failed.value)
+    lost = message.split("(key ")[1].split(";")[0]
+    assert bytes.fromhex(lost) in written and "it is lost" in message
+    assert failed.value.errno == errno.E2BIG
