@@ -186,8 +186,9 @@ def unexplained_losses(counts: dict, writer: str) -> int:
 @pytest.mark.parametrize("writer", WRITERS)
 @pytest.mark.parametrize("map_type", HASH_TYPES, ids=lambda t: t.label)
 def test_default_prune_under_either_writer_deletes_no_live_entry(map_type, writer):
-    """The default prune (``--mode kernel``: the program selects, each key is taken with
-    LOOKUP_AND_DELETE, judged again, put back when refreshed) against a BPF program refreshing
+    """The default prune (``--mode kernel`` on a plain or LRU hash: the program selects, each
+    key is taken with LOOKUP_AND_DELETE, judged again, put back when refreshed; ``kernel-fast``
+    on a per-CPU one, whose updates write in place) against a BPF program refreshing
     in place through the pointer it looked up, and against ``bpf_map_update_elem`` replacing
     the element from another process: no live entry is lost. (What remains: an in-place
     write through a pointer looked up before the delete, landing after it: the refresher
