@@ -195,3 +195,22 @@ def test_prune_predicate_refuses_what_it_cannot_compare():
             prune.prune_predicate(m, "packet", 10)
         with pytest.raises(InputError, match="^older_than_ns: must be positive"):
             prune.prune_predicate(m, "last_seen_ns", 0)
+
+
+@pytest.mark.skipif(not probes.syscall_program(), reason="no syscall programs")
+@pytest.mark.parametrize("map_type, mode", [(MapType.LRU_PERCPU_HASH, "kernel-fast"),
+                                            (MapType.LRU_HASH, "kernel")],
+                         ids=["per-CPU", "plain"])
+def test_the_default_mode_deletes_in_the_program_only_on_per_cpu_maps(map_type, mode):
+    """``auto`` deletes in the program where updates write in place (per-CPU maps), and with
+    lookup-and-delete where they replace the element."""
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        value = b.struct("flow", [("packets", u64), ("last_seen_ns", u64)])
+        m = Map.create(map_type, 4, 16, 64, name="bb_prune_auto", btf_fd=b.load(),
+                       btf_key_type_id=u32, btf_value_type_id=value)
+    with m:
+        values = np.ones((10, m.info.value_stride // 8), np.uint64)  # last seen at boot
+        writes.update(m, np.arange(10, dtype=np.uint32), values, 10)
+        [r] = prune.prune_rounds(m, prune.prune_predicate(m, "last_seen_ns", 10**9))
+        assert (r.result.mode, r.result.deleted) == (mode, 10)
