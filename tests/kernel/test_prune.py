@@ -161,11 +161,12 @@ def test_cli_prune_errors_name_the_option(lab):
         assert (proc.returncode, proc.stderr) == (2, message)  # usage errors: the options
 
 
-def percpu_table() -> Map:
+def percpu_table(map_type: MapType = MapType.LRU_PERCPU_HASH) -> Map:
+    """64 entries of ``u32 → {u64 packets; u64 last_seen_ns}`` (per CPU by default)."""
     with BtfBuilder() as b:
         u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
         value = b.struct("flow", [("packets", u64), ("last_seen_ns", u64)])
-        return Map.create(MapType.LRU_PERCPU_HASH, 4, 16, 64, name="bb_prune_pcpu",
+        return Map.create(map_type, 4, 16, 64, name="bb_prune_pcpu",
                           btf_fd=b.load(), btf_key_type_id=u32, btf_value_type_id=value)
 
 
@@ -204,12 +205,7 @@ def test_prune_predicate_refuses_what_it_cannot_compare():
 def test_the_default_mode_deletes_in_the_program_only_on_per_cpu_maps(map_type, mode):
     """``auto`` deletes in the program where updates write in place (per-CPU maps), and with
     lookup-and-delete where they replace the element."""
-    with BtfBuilder() as b:
-        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
-        value = b.struct("flow", [("packets", u64), ("last_seen_ns", u64)])
-        m = Map.create(map_type, 4, 16, 64, name="bb_prune_auto", btf_fd=b.load(),
-                       btf_key_type_id=u32, btf_value_type_id=value)
-    with m:
+    with percpu_table(map_type) as m:
         values = np.ones((10, m.info.value_stride // 8), np.uint64)  # last seen at boot
         writes.update(m, np.arange(10, dtype=np.uint32), values, 10)
         [r] = prune.prune_rounds(m, prune.prune_predicate(m, "last_seen_ns", 10**9))
