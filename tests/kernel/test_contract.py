@@ -381,7 +381,7 @@ def test_migrate_interrupted_says_what_it_wrote_into_to(tmp_path):
             argv = bpfbatch_argv("migrate", "id", src.info.id, "id", dst.info.id,
                                  "--batch-size", 2048)
             rc, err = run_with_signal(argv, tmp_path / "migrate.out", dst, sig, delay)
-            said = _count_said(err, sig, rc, "entries written into TO")
+            said = _count_said(err, sig, rc, "entries copied")
             held = sum(b.count for b in cursor.BatchCursor(dst))
             assert held == (n if said is None else said), err
 
