@@ -26,6 +26,7 @@ or, where that is not one, the value the field stores as the undecoded view prin
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 
 from ..errors import InputError
@@ -34,7 +35,7 @@ from .codec import BtfCodec, Codec, PerCpuCodec
 from .decoders import Decoder, get, parse_decode_option
 from .encode import encoder
 from .fill import blank, can_fill, fill
-from .jsontext import Leaf, json_texts
+from .jsontext import IntLeaf, Leaf, RecordText, json_column, json_texts
 from .layout import LeafKind, Node, leaf_kind
 from .template import emit
 from .values import dtype as layout_dtype
@@ -160,6 +161,22 @@ class _DisplayLeaf(Leaf):
 
     def column(self, rows):
         return json_texts(self.decoder.format(rows[:, self.offset:self.offset + self.size]))
+
+    def texts(self, rows, suffix):
+        field = rows[:, self.offset:self.offset + self.size]
+        if self.decoder.kind == "ipv4":  # "a.b.c.d": a record text of the four bytes
+            return _dotted_quad().aligned([field], suffix)
+        return json_column(self.decoder.format(field), suffix)
+
+
+@functools.cache
+def _dotted_quad() -> RecordText:
+    """An IPv4 address's JSON text from its 4 bytes (what ``json_texts`` gives the ipv4
+    decoder's display value)."""
+    out = RecordText().text(b'"')
+    for i in range(4):
+        out.text(b"." if i else b"").leaf(IntLeaf(i, "u1"))
+    return out.text(b'"')
 
 
 def view(info, decode: str | Iterable[str] | None = None, *, btf=None,

@@ -1,9 +1,13 @@
 """JSON text of whole batches of records: :class:`RecordText` and its :class:`Leaf` columns.
 
-A record text is the text of one record as a ``%``-format whose placeholders are leaves;
-each leaf reads its field from every row of a batch (a ``count × size`` uint8 array with one
-numpy operation, or the :class:`~.columns.ByteRows` of a small dump in a loop), so a batch
-renders with a single ``%`` and the type is never walked per record.
+A record text is the text of one record: literals, and leaves that each read their field
+from every row of a batch (a ``count × size`` uint8 array with one numpy operation, or the
+:class:`~.columns.ByteRows` of a small dump in a loop), so the type is never walked per
+record. A small batch renders as a ``%``-format whose placeholders are the leaves, with a
+single ``%``; a large one without a Python object per field: each leaf gives its column's
+texts as a numpy block (integers turned into ASCII digits four at a time), and the rows are
+assembled from the blocks and the literals by windowed copies
+(:meth:`RecordText._text_rows`), byte for byte what the ``%`` gives.
 :mod:`bpfbatch.records.template` builds the record texts of a layout tree; this module
 knows nothing of BTF. :func:`json_string` writes a string as standard JSON, or as bpftool
 v7.1 does (``exact``).
@@ -12,12 +16,22 @@ v7.1 does (``exact``).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from json.encoder import encode_basestring_ascii
 
 from .._numpy import np
-from .columns import ByteRows, any_set, bits, byte_list, char_array_text, raw_bytes, scalar_list
+from .columns import (
+    ByteRows,
+    any_set,
+    bits,
+    byte_list,
+    char_array_text,
+    raw_bytes,
+    scalar_list,
+    scalars,
+)
 
 # bpftool v7.1's jsonw_puts: C escapes only, and a backslash comes out as "\n" (a bug of
 # that json_writer.c, reproduced for byte-identical output).
@@ -70,6 +84,15 @@ class Leaf:
     def column(self, rows: np.ndarray) -> list:
         raise NotImplementedError
 
+    def texts(self, rows: np.ndarray, suffix: bytes) -> tuple[np.ndarray, np.ndarray | int]:
+        """The column's texts, each followed by ``suffix``, right-aligned (see
+        :func:`_aligned`); by default built from :meth:`column`, a leaf that can do it in
+        numpy operations does."""
+        column = self.column(rows)
+        if self.placeholder != b"%s":
+            column = list(map(self.placeholder.__mod__, column))
+        return _aligned(column, suffix)
+
 
 class IntLeaf(Leaf):
     placeholder = b"%d"
@@ -80,6 +103,86 @@ class IntLeaf(Leaf):
 
     def column(self, rows):
         return scalar_list(rows, self.offset, self.dtype)
+
+    def texts(self, rows, suffix):
+        return _decimal(scalars(rows, self.offset, self.dtype), suffix)
+
+
+def _aligned(texts: list[bytes], suffix: bytes) -> tuple[np.ndarray, np.ndarray | int]:
+    """``(block, pad)``: a ``count × width`` uint8 block whose row ``i`` ends with
+    ``texts[i] + suffix``, and the bytes before it (``pad[i]``, whatever they hold: the
+    record text writes over them)."""
+    lengths = np.fromiter(map(len, texts), np.intp, len(texts))
+    return _aligned_packed(np.frombuffer(b"".join(texts), np.uint8), lengths, suffix)
+
+
+def _aligned_packed(packed: np.ndarray, lengths: np.ndarray, suffix: bytes):
+    """:func:`_aligned` of texts given one after the other in ``packed``, with their
+    ``lengths``: each row is a window of them ending where its text ends (one gather)."""
+    width = int(lengths.max(initial=0))
+    block = np.empty((len(lengths), width + len(suffix)), np.uint8)
+    if width:
+        joined = np.concatenate([np.zeros(width, np.uint8), packed])
+        block[:, :width] = _windows(joined, width)[np.cumsum(lengths)]
+    block[:, width:] = np.frombuffer(suffix, np.uint8)
+    return block, width - lengths
+
+
+def json_column(values: list, suffix: bytes) -> tuple[np.ndarray, np.ndarray | int]:
+    """:func:`json_texts` of ``values``, each followed by ``suffix``, as :func:`_aligned`
+    gives them: a column of only ``int`` values (a byte-order decoder's) in numpy
+    operations."""
+    if values and set(map(type, values)) <= {int}:
+        try:
+            column = np.array(values)
+        except OverflowError:  # beyond 64 bits
+            column = None
+        if column is not None and column.dtype.kind in "iu":
+            return _decimal(column, suffix)
+    return _aligned(json_texts(values), suffix)
+
+
+def _windows(data: np.ndarray, width: int) -> np.ndarray:
+    """Every ``width``-byte window of the 1-d ``data`` (a view: row ``i`` starts at byte
+    ``i``); writing to a row writes ``data``."""
+    return np.lib.stride_tricks.sliding_window_view(data, width, writeable=True)
+
+
+@functools.cache
+def _decimal_tables():
+    """(the ASCII of 0000..9999 as uint32 words, the powers of ten up to 10**19)."""
+    quads = np.frombuffer(b"".join(b"%04d" % i for i in range(10000)), "<u4")
+    return quads, np.array([10 ** k for k in range(1, 20)], np.uint64)
+
+
+def _decimal(column: np.ndarray, suffix: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column's ``%d`` texts as :func:`_aligned` gives them, in numpy
+    operations: four digits at a time from a table, as many groups as the largest
+    magnitude needs, and a ``-`` before the negative ones."""
+    quads, powers = _decimal_tables()
+    magnitude = column.astype(np.uint64)  # two's complement: negatives negated below
+    negative = column < 0 if column.dtype.kind == "i" else None
+    if negative is not None:
+        if negative.any():
+            np.negative(magnitude, out=magnitude, where=negative)
+        else:
+            negative = None
+    digits = np.searchsorted(powers, magnitude, side="right") + 1
+    groups = -(-(int(digits.max(initial=1)) + (negative is not None)) // 4)
+    width = 4 * groups
+    words = np.empty((len(column), groups + -(-len(suffix) // 4)), "<u4")
+    for k in range(groups - 1, -1, -1):
+        rest = magnitude // np.uint64(10000)
+        words[:, k] = quads[magnitude - rest * np.uint64(10000)]
+        magnitude = rest
+    block = words.view(np.uint8)[:, :width + len(suffix)]
+    block[:, width:] = np.frombuffer(suffix, np.uint8)
+    pad = width - digits
+    if negative is not None:
+        pad -= negative
+        rows = np.flatnonzero(negative)
+        block[rows, pad[rows]] = ord("-")
+    return block, pad
 
 
 class HexIntLeaf(Leaf):
@@ -181,38 +284,68 @@ def _hex_digits():
     return digits[np.arange(256) >> 4], digits[np.arange(256) & 15]
 
 
-def _fixed_column(items: list):
-    """A run of literals and raw byte lists rendered as one ``%s`` column: a uint8 block
+class _FixedRun:
+    """A run of literals and raw byte lists as one column of fixed width: a uint8 block
     pre-filled with the run's text, whose hex digits are overwritten per batch (a small
     batch's rows, :class:`ByteRows`, are joined row by row instead)."""
-    pattern = b"".join(item if isinstance(item, bytes) else item[1].pattern() for item in items)
-    digits = []  # (column of the first high digit, source, leaf)
-    pos = 0
-    for item in items:
-        if isinstance(item, bytes):
-            pos += len(item)
-        else:
-            digits.append((pos + 3, item[0], item[1]))
-            pos += len(item[1].pattern())
-    cache: dict[int, np.ndarray] = {}
 
-    def column(sources, count):
-        if isinstance(sources[0], ByteRows):
-            return _joined_rows(items, sources, count)
-        block = cache.get(count)
-        if block is None:
-            cache.clear()
-            block = cache[count] = np.tile(np.frombuffer(pattern, dtype=np.uint8), (count, 1))
+    def __init__(self, items: list):
+        self.items = items
+        self.pattern = b"".join(item if isinstance(item, bytes) else item[1].pattern()
+                                for item in items)
+        self.digits = []  # (column of the first high digit, source, leaf)
+        pos = 0
+        for item in items:
+            if isinstance(item, bytes):
+                pos += len(item)
+            else:
+                self.digits.append((pos + 3, item[0], item[1]))
+                pos += len(item[1].pattern())
+        self._block: np.ndarray | None = None
+
+    def texts(self, sources, count, suffix: bytes = b"") -> tuple[np.ndarray, int]:
+        """The run's block for ``count`` numpy rows, each followed by ``suffix`` (valid until
+        the next call), no pad."""
+        block = self._block
+        if block is None or block.shape != (count, len(self.pattern) + len(suffix)) or \
+                block[0, len(self.pattern):].tobytes() != suffix:
+            block = self._block = np.tile(np.frombuffer(self.pattern + suffix, np.uint8),
+                                          (count, 1))
         high, low = _hex_digits()
-        for first, source, leaf in digits:
+        for first, source, leaf in self.digits:
             data = sources[source][:, leaf.offset:leaf.offset + leaf.size]
             end = first + 7 * leaf.size
             block[:, first:end:7] = high[data]
             block[:, first + 1:end:7] = low[data]
+        return block, 0
+
+    def column(self, sources, count) -> list[bytes]:
+        if isinstance(sources[0], ByteRows):
+            return _joined_rows(self.items, sources, count)
+        if not self.pattern:
+            return [b""] * count
         # The record text never contains NUL, which numpy's S dtype would strip.
-        return block.view(f"S{len(pattern)}")[:, 0].tolist() if len(pattern) else \
-            [b""] * count
-    return column
+        return self.texts(sources, count)[0].view(f"S{len(self.pattern)}")[:, 0].tolist()
+
+
+class _LeafColumn:
+    """A value leaf as a column of a record text, reading from source ``source``."""
+
+    def __init__(self, source: int, leaf: Leaf):
+        self.source, self.leaf = source, leaf
+
+    def texts(self, sources, count, suffix: bytes):
+        return self.leaf.texts(sources[self.source], suffix)
+
+    def column(self, sources, count):
+        return self.leaf.column(sources[self.source])
+
+
+#: Below this many rows a batch renders with ``%`` (numpy's fixed cost per column would
+#: outweigh it); above, rows are assembled by :meth:`RecordText._text_rows`, this many at
+#: a time (its buffers stay in the caches).
+_BLOCK_ROWS = 64
+_CHUNK_ROWS = 1 << 15
 
 
 def _joined_rows(items: list, sources: list[ByteRows], count: int) -> list[bytes]:
@@ -228,6 +361,27 @@ def _hex_list(raw: bytes) -> bytes:
     return b'"0x' + raw.hex("|").encode().replace(b"|", b'","0x') + b'"' if raw else b""
 
 
+#: The most a row's window in :meth:`RecordText._packed` reaches past its text.
+_SPILL = 32
+
+
+def _bucketed(lengths: np.ndarray) -> int:
+    """The rounding of row lengths that :meth:`RecordText._packed` copies rows by: up to a
+    multiple of the returned step (a power of two, at most 32 and at most the shortest
+    row), so a few widths cover rows of many lengths. A row's window then spills up to
+    ``step - 1`` bytes into the next row, all inside that row's first ``step`` bytes, which
+    are written again once every window is."""
+    shortest = int(lengths.min())
+    return 1 << min(_SPILL.bit_length() - 1, shortest.bit_length() - 1) if shortest else 1
+
+
+def _chunks(sources: list[np.ndarray]):
+    """The sources' rows, :data:`_CHUNK_ROWS` at a time."""
+    count = sources[0].shape[0]
+    for at in range(0, count, _CHUNK_ROWS):
+        yield [rows[at:at + _CHUNK_ROWS] for rows in sources]
+
+
 class RecordText:
     """Text built from literals and leaves; each leaf reads from one of several sources
     (e.g. 0 = key rows, 1 = value rows).
@@ -235,13 +389,15 @@ class RecordText:
     Compiled on first use into one ``%``-format per row and a list of columns: each value
     leaf is a column read vectorised from the batch; each run of literals and raw byte lists
     (fixed width) is one ``%s`` column built as a numpy block. :meth:`render_joined` formats
-    a whole batch with a single ``%`` over the interleaved columns.
+    a small batch with a single ``%`` over the interleaved columns, and assembles a large
+    one (numpy rows, at least :data:`_BLOCK_ROWS`) from the columns' text blocks.
     """
 
     def __init__(self):
         self._items: list = []  # bytes literals and (source, leaf) pairs, in order
         self._compiled: tuple | None = None
         self._joined: tuple[int, bytes, bytes] | None = None  # (count, sep, batch format)
+        self._scratch: np.ndarray | None = None  # the rows of _text_rows, reused
         #: False when bpftool stops printing inside this text (an unsupported kind).
         self.complete = True
 
@@ -275,36 +431,55 @@ class RecordText:
         out.complete = self.complete
         return out
 
-    def _compile(self) -> tuple[bytes, list]:
+    def _compile(self) -> tuple[bytes, list, bytes, list]:
+        """``(format, columns, head, segments)``: the ``%``-format of a row and its
+        columns; the same row as the literal ``head`` then ``(column, literal)`` segments."""
         if self._compiled is None:
             fmt, columns, run = [], [], []
+            segments, literal = [], [b""]  # the literal after the last column
 
             def close_run():
                 if any(not isinstance(item, bytes) for item in run):
                     fmt.append(b"%s")
-                    columns.append(_fixed_column(list(run)))
+                    add(_FixedRun(list(run)))
                 else:
                     fmt.extend(item.replace(b"%", b"%%") for item in run)
+                    literal[-1] += b"".join(run)
                 run.clear()
+
+            def add(column):
+                columns.append(column)
+                segments.append(column)
+                literal.append(b"")
 
             for item in self._items:
                 if isinstance(item, bytes) or isinstance(item[1], HexBytesLeaf):
                     run.append(item)
                     continue
                 close_run()
-                source, leaf = item
-                fmt.append(leaf.placeholder)
-                columns.append(lambda sources, count, s=source, f=leaf.column: f(sources[s]))
+                fmt.append(item[1].placeholder)
+                add(_LeafColumn(*item))
             close_run()
-            self._compiled = (b"".join(fmt), columns)
+            self._compiled = (b"".join(fmt), columns, literal[0],
+                              list(zip(segments, literal[1:])))
         return self._compiled
 
     def _columns(self, sources) -> list[list]:
         count = sources[0].shape[0]
-        return [column(sources, count) for column in self._compile()[1]]
+        return [column.column(sources, count) for column in self._compile()[1]]
+
+    def assembles(self, sources) -> bool:
+        """Whether a batch renders by :meth:`_text_rows` (numpy rows, enough of them), so
+        that :meth:`render_ends` gives its ends."""
+        return (not isinstance(sources[0], ByteRows) and sources[0].shape[0] >= _BLOCK_ROWS
+                and bool(self._compile()[1]))
 
     def render(self, sources: list[np.ndarray]) -> list[bytes]:
         """One text per row; every source has the same number of rows."""
+        if self.assembles(sources):
+            text, ends = self.render_ends(sources, b"")
+            ends = ends.tolist()
+            return [text[start:end] for start, end in zip([0, *ends], ends)]
         fmt = self._compile()[0]
         columns = self._columns(sources)
         if not columns:
@@ -312,7 +487,22 @@ class RecordText:
         return [fmt % row for row in zip(*columns)]
 
     def render_joined(self, sources: list[np.ndarray], sep: bytes) -> bytes:
-        """All rows' texts joined by ``sep``: one ``%`` for the whole batch."""
+        """All rows' texts joined by ``sep``."""
+        return self.render_ends(sources, sep)[0]
+
+    def render_ends(self, sources: list[np.ndarray], sep: bytes, end: bytes = b""):
+        """All rows' texts joined by ``sep``, then ``end``, and where each row's text ends
+        in it (before the ``sep`` after it): a numpy array; ``None`` for a batch formatted
+        with one ``%`` (a small one: the caller finds the ends if it needs them)."""
+        if self.assembles(sources):
+            pieces, ends, at = [], [], 0
+            for rows in _chunks(sources):
+                packed, lengths = self._packed(rows, sep)
+                pieces.append(packed)
+                ends.append(np.cumsum(lengths) + at)
+                at += len(packed)
+            pieces[-1] = pieces[-1][:len(pieces[-1]) - len(sep)]  # no sep after the last
+            return b"".join([*pieces, end]), np.concatenate(ends) - len(sep)
         count = sources[0].shape[0]
         fmt = self._compile()[0]
         if self._joined is None or self._joined[:2] != (count, sep):
@@ -321,4 +511,67 @@ class RecordText:
         args: list = [None] * (count * len(columns))
         for i, column in enumerate(columns):
             args[i::len(columns)] = column
-        return self._joined[2] % tuple(args)
+        text = self._joined[2] % tuple(args)
+        return (text + end if end else text), None
+
+    def aligned(self, sources, suffix: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's text followed by ``suffix``, right-aligned as :meth:`Leaf.texts`
+        gives a column's: a record text used as the text of one field."""
+        packed, lengths = self._packed(sources, suffix)
+        return _aligned_packed(packed, lengths, b"")
+
+    def _packed(self, sources, tail: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's text followed by ``tail``, one after the other in a uint8 array, and
+        their lengths. The rows of :meth:`_text_rows` are copied out by length, all rows of
+        one length at once as windows of that width, which never overlap; see
+        :func:`_bucketed`."""
+        rows, lengths = self._text_rows(sources, tail)
+        ends = np.cumsum(lengths)
+        step = _bucketed(lengths)
+        out = np.empty(int(ends[-1]) + step, np.uint8)  # the last window may spill too
+        starts = ends - lengths
+        widths = -(-lengths // step) * step  # each row's window: its length, rounded up
+        order = np.argsort(widths, kind="stable")
+        ordered = widths[order]
+        bounds = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), len(order)]
+        for first, last in zip(bounds, bounds[1:]):
+            width = int(ordered[first])
+            chosen = order[first:last] if last - first < len(order) else slice(None)
+            _windows(out, width)[starts[chosen]] = \
+                rows[chosen, :width]
+        if step > 1:  # each row's first bytes again, over what the row before spilled
+            _windows(out, step)[starts] = rows[:, :step]
+        return out[:int(ends[-1])], lengths
+    def _text_rows(self, sources, tail: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's text followed by ``tail``: a uint8 array whose row ``i`` begins with
+        it, and its length.
+
+        Each segment (a column and the literal after it) is a block of right-aligned texts
+        (:meth:`Leaf.texts`). Rows are laid out ``margin + width`` bytes apart; the segments
+        are written last to first, each row's block placed so that its text starts where
+        the texts before it in the row end (one windowed assignment per segment). A block's
+        pad then falls on the segments before it, written afterwards, or on the margin,
+        before the row."""
+        _, _, head, segments = self._compile()
+        count = sources[0].shape[0]
+        blocks, lengths = [], []
+        for i, (column, literal) in enumerate(segments):
+            block, pad = column.texts(sources, count,
+                                      literal + (tail if i == len(segments) - 1 else b""))
+            blocks.append((block, pad))
+            lengths.append(block.shape[1] - pad)
+        width = len(head) + sum(block.shape[1] for block, _ in blocks)
+        margin = max(int(np.max(pad, initial=0)) for _, pad in blocks)
+        stride = margin + width + _SPILL  # room for a window rounded up (see _packed)
+        buf = self._scratch
+        if buf is None or len(buf) < count * stride:  # kept: new pages cost a fault each
+            buf = self._scratch = np.empty(count * stride, np.uint8)
+        buf = buf[:count * stride]
+        starts = list(itertools.accumulate(lengths, initial=len(head) + margin + np.arange(
+            count) * stride))
+        for (block, pad), start in zip(reversed(blocks), reversed(starts[:-1])):
+            if block.shape[1]:
+                _windows(buf, block.shape[1])[start - pad] = block
+        rows = buf.reshape(count, stride)[:, margin:]
+        rows[:, :len(head)] = np.frombuffer(head, np.uint8)
+        return rows, starts[-1] - (margin + np.arange(count) * stride)

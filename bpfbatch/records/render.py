@@ -146,27 +146,31 @@ class _JsonArray(Renderer):
         return self.end if self.count else self.empty
 
 
-def _joined(template: RecordText, keys, values, sep: bytes, *, shift: int = 0
-            ) -> tuple[bytes, Sequence[int]]:
-    """The rows' texts joined by ``sep``, and where each one ends (plus ``shift``: what
-    precedes the text, or follows each row). JSON text holds no raw newline, so the rows are
-    joined by one first and located by it; a row that does hold one (never seen, but not ours
-    to rule out) makes the batch render row by row."""
+def _joined(template: RecordText, keys, values, sep: bytes, *, shift: int = 0,
+            end: bytes = b"") -> tuple[bytes, Sequence[int]]:
+    """The rows' texts joined by ``sep``, then ``end``, and where each one ends (plus
+    ``shift``: what precedes the text, or follows each row). A large batch's ends come with
+    its text; a small one's rows are joined by a newline first (JSON text holds none) and
+    located by it, and a row that does hold one (never seen, but not ours to rule out) makes
+    the batch render row by row."""
     count = len(keys)
+    if template.assembles([keys, values]):
+        text, ends = template.render_ends([keys, values], sep, end)
+        return text, ends + shift
     text = template.render_joined([keys, values], b"\n")
     newlines = _newlines(text, numpy=not isinstance(keys, ByteRows))
     if len(newlines) != count - 1:
         parts = [template.render_joined([keys[i:i + 1], values[i:i + 1]], b"")
                  for i in range(count)]
-        ends = [end + i * len(sep) + shift
-                for i, end in enumerate(itertools.accumulate(len(p) for p in parts))]
-        return sep.join(parts), ends
+        ends = [stop + i * len(sep) + shift
+                for i, stop in enumerate(itertools.accumulate(len(p) for p in parts))]
+        return sep.join(parts) + end, ends
     grow = len(sep) - 1  # each separator's bytes beyond the newline it replaces
     if isinstance(newlines, list):
-        ends = [end + i * grow + shift for i, end in enumerate([*newlines, len(text)])]
+        ends = [stop + i * grow + shift for i, stop in enumerate([*newlines, len(text)])]
     else:
         ends = np.append(newlines, len(text)) + np.arange(count) * grow + shift
-    return (text if sep == b"\n" else text.replace(b"\n", sep)), ends
+    return (text if sep == b"\n" else text.replace(b"\n", sep)) + end, ends
 
 
 def _newlines(text: bytes, *, numpy: bool):
@@ -239,8 +243,7 @@ class JsonLines(TypedJson):
     """One typed entry per line, no enclosing array."""
 
     def _render(self, count, keys, values):
-        text, ends = _joined(self.template, keys, values, b"\n", shift=1)
-        return Rendered(text + b"\n", ends)
+        return Rendered(*_joined(self.template, keys, values, b"\n", shift=1, end=b"\n"))
 
     def trailer(self):
         return b""
