@@ -116,6 +116,13 @@ def _aligned(texts: list[bytes], suffix: bytes) -> tuple[np.ndarray, np.ndarray 
     return _aligned_packed(np.frombuffer(b"".join(texts), np.uint8), lengths, suffix)
 
 
+def _looked_up(index: np.ndarray, table: list[bytes], suffix: bytes):
+    """:func:`_aligned` of ``table[i]`` for each ``i`` of ``index``: the table's texts
+    aligned once, then gathered."""
+    block, pad = _aligned(table, suffix)
+    return block[index], pad[index]
+
+
 def _aligned_packed(packed: np.ndarray, lengths: np.ndarray, suffix: bytes):
     """:func:`_aligned` of texts given one after the other in ``packed``, with their
     ``lengths``: each row is a window of them ending where its text ends (one gather)."""
@@ -207,8 +214,14 @@ class BoolLeaf(Leaf):
         self.width = width
 
     def column(self, rows):
-        width = max(0, min(self.width, rows.shape[1] - self.offset))
-        return [_BOOL_TEXT[v] for v in any_set(rows, self.offset, width)]
+        return [_BOOL_TEXT[v] for v in any_set(rows, self.offset, self._width(rows))]
+
+    def texts(self, rows, suffix):
+        chosen = rows[:, self.offset:self.offset + self._width(rows)].any(axis=1)
+        return _looked_up(chosen.view(np.uint8), _BOOL_TEXT, suffix)
+
+    def _width(self, rows) -> int:
+        return max(0, min(self.width, rows.shape[1] - self.offset))
 
 
 class CharLeaf(Leaf):
@@ -220,6 +233,9 @@ class CharLeaf(Leaf):
         table = self.table
         return [table[b] for b in byte_list(rows, self.offset)]
 
+    def texts(self, rows, suffix):
+        return _looked_up(rows[:, self.offset], self.table, suffix)
+
 
 class EnumLeaf(Leaf):
     def __init__(self, offset: int, dtype: str, names: dict[int, bytes]):
@@ -230,6 +246,13 @@ class EnumLeaf(Leaf):
     def column(self, rows):
         get = self.names.get
         return [get(v) or b"%d" % v for v in scalar_list(rows, self.offset, self.dtype)]
+
+    def texts(self, rows, suffix):
+        """Each value's text looked up among the batch's distinct values."""
+        distinct, index = np.unique(scalars(rows, self.offset, self.dtype),
+                                    return_inverse=True)
+        get = self.names.get
+        return _looked_up(index, [get(v) or b"%d" % v for v in distinct.tolist()], suffix)
 
 
 class FloatLeaf(Leaf):
