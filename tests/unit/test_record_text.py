@@ -124,7 +124,7 @@ def reference(node, value):
     return value
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_large_batches_render_what_json_dumps_and_the_row_path_give(codecs, data):
     codec = codecs[data.draw(st.integers(0, len(codecs) - 1), label="layout")]
