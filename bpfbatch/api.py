@@ -163,11 +163,11 @@ class Map(MapHandle):
 
     def to_arrow(self, *, batch_size: int = DEFAULT_BATCH, decode=None) -> pyarrow.Table:
         """The map as a ``pyarrow.Table``, one column per BTF leaf field with the types and
-        dotted names of ``dump -o parquet`` (see :mod:`bpfbatch.records.columnar`); one
+        dotted names of ``dump -o parquet`` (see :mod:`bpfbatch.formats.columnar`); one
         record batch per cursor batch. ``decode`` as :meth:`items` takes it: by default,
         as ``dump -o parquet``, the automatically decoded fields hold what the map stores
         and fields named ``FIELD=KIND`` their display values. Needs the ``arrow`` extra."""
-        from .records.columnar import Columns
+        from .formats.columnar import Columns
         from .records.codec import rows
         columns = Columns(*self.codecs(decode))
         key_size, value_size = self.info.key_size, self.info.value_stride

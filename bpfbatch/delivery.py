@@ -37,7 +37,7 @@ Here: :class:`Delivery` runs the critical sections and keeps the counts a comman
 a sink raises :class:`Undelivered` with the number of records it delivered completely;
 :class:`PutBack` is what the map layer's put-back did (:func:`bpfbatch.map.whole.put_back`).
 Writing to a real file descriptor, record boundaries included, is
-:mod:`bpfbatch.records.writer`'s; :func:`bpfbatch.records.pipeline.delivery` joins the two.
+:mod:`bpfbatch.formats.writer`'s; :func:`bpfbatch.formats.pipeline.delivery` joins the two.
 This module sits below both the map and the records layers, which both use it.
 """
 

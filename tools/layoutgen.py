@@ -37,7 +37,7 @@ from bpfbatch.btf import INT_BOOL, INT_CHAR, MODIFIERS, Btf, Kind
 from bpfbatch.loader import BpfObject
 from bpfbatch.map.cursor import BatchCursor
 from bpfbatch.records.codec import map_codecs
-from bpfbatch.records.render import make_renderer
+from bpfbatch.formats.render import make_renderer
 
 CLANG = "clang-16"
 ENTRIES = 6  # elements per map: enough for several random records, cheap to dump

@@ -130,7 +130,7 @@ def _write(d, output: str, against: bool, written: interrupts.Tally) -> None:
     """The output, each piece whole: a signal lands between two lines (json: before or
     after the one document)."""
     from ..compare import render
-    from ..records.pipeline import stdout
+    from ..formats.pipeline import stdout
 
     out = stdout()
     if output == "json":

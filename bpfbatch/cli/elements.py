@@ -99,7 +99,7 @@ def _print_one(m, key: bytes, value: bytes, output: str, decode: list[str] | Non
     """One element in ``output``; bpftool-json as ``bpftool -j map lookup`` prints one (an
     object, not dump's array of one), pretty with ``-p``."""
     from ..map.cursor import Batch
-    from ..records import pipeline
+    from ..formats import pipeline
 
     buffer = io.BytesIO()
     out = pipeline.Output(output, m.info, buffer, decode=decode or [])
@@ -197,7 +197,7 @@ def _byte_list(raw: bytes) -> list[str]:
 def _key_text(m, raw: bytes, decode: list[str] | None):
     """``raw`` as ``dump -o jsonl`` prints a key (decoders applied)."""
     from ..map.cursor import Batch
-    from ..records import pipeline
+    from ..formats import pipeline
 
     buffer = io.BytesIO()
     out = pipeline.Output("jsonl", m.info, buffer, decode=decode or [])
@@ -263,7 +263,7 @@ def pop(map_id: MapId = None, pinned: Pinned = None, name: Name = None,
     from ..errors import Interrupted
     from ..map import whole
     from ..map.cursor import Batch
-    from ..records import pipeline
+    from ..formats import pipeline
 
     delivery = None
 

@@ -84,7 +84,7 @@ def exec_command(
     from .. import interrupts
     from ..exec import walker
     from ..map import whole
-    from ..records import pipeline
+    from ..formats import pipeline
 
     user_filter = _user_filter(where, filter_obj, filter_prog, mode)
     if output is not None:

@@ -62,7 +62,7 @@ def load(file: str, map_id: int | None, pinned: str | None, name: str | None,
     check_batch_size(batch_size)
     from ..map import whole
     from ..map.whole import Existing, LoadError, RecordError
-    from ..records import read
+    from ..formats import read
 
     if if_absent and if_present:
         raise InputError("choose one of --if-absent and --if-present", obj="--if-absent")

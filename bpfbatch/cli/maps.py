@@ -152,7 +152,7 @@ def _print_records(records: list[dict], output: str, texts) -> None:
             writer.writeheader()
             writer.writerows(rows)
             return
-        from ..records.table import simple
+        from ..formats.table import simple
 
         print(simple([[row[h] for h in headers] for row in rows],
                      [_SHOW_COLUMNS.get(h, h) for h in headers],
@@ -183,7 +183,7 @@ def count(map_id: int | None, pinned: str | None, name: str | None, batch_size: 
     with open_map(map_id, pinned, name, read_only=True) as m:
         require(m.info, "count")
         if recursive:
-            from ..records import nested
+            from ..formats import nested
 
             _require_maps_of_maps(m)
             total = nested.count(m, batch_size=batch_size)
@@ -220,7 +220,7 @@ def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
     if recursive:
         return _dump_recursive(map_id, pinned, name, output, batch_size, limit, decode,
                                sum_cpus)
-    from ..records import pipeline
+    from ..formats import pipeline
 
     pretty = options.PRETTY and output == "bpftool-json"  # -p: bpftool's layout, in memory
     out = None
@@ -251,7 +251,7 @@ def dump(map_id: int | None, pinned: str | None, name: str | None, output: str,
 
 def _print_pretty(data: bytes) -> None:
     """``-p``: bpftool's layout of the JSON ``data``, written whole (signals held back)."""
-    from ..records import pipeline
+    from ..formats import pipeline
     from .bpftool import pretty_text
 
     with interrupts.deferred():
@@ -262,8 +262,8 @@ def _dump_recursive(map_id: int | None, pinned: str | None, name: str | None, ou
                     batch_size: int, limit: int | None, decode: list[str] | None,
                     sum_cpus: bool) -> None:
     """``dump --recursive``: each outer entry with its inner map's elements
-    (:mod:`bpfbatch.records.nested`)."""
-    from ..records import nested, pipeline
+    (:mod:`bpfbatch.formats.nested`)."""
+    from ..formats import nested, pipeline
 
     if output not in nested.FORMATS:
         raise InputError(f"--recursive writes {', '.join(nested.FORMATS)}, not {output}",

@@ -116,7 +116,7 @@ NAME = Option("name", "--name", help="Exact map name; must match one map.",
 #: ``MAP``: the three ways to name a map, one of which :func:`open_map` wants.
 MAP = (MAP_ID, PINNED, NAME)
 
-#: The renderers' names (records.render.RENDERERS, spelled out so that starting a command does
+#: The renderers' names (formats.render.RENDERERS, spelled out so that starting a command does
 #: not import the codecs; tests/unit check the two agree).
 OUTPUT_FORMATS = "table, json, jsonl, csv, bpftool-json, parquet or arrow"
 OUTPUT = Option("output", "-o", "--output", default="json", help=OUTPUT_FORMATS,
@@ -231,6 +231,6 @@ def record_codecs(info, decode: list[str] | None, *, default_zero: bool = False)
 
 def check_output(fmt: str) -> str:
     """``fmt`` if it is a renderer's name, else one line naming ``--output``."""
-    from ..records.render import check_format
+    from ..formats.render import check_format
 
     return check_format(fmt, "--output")

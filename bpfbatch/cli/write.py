@@ -41,7 +41,7 @@ def delete(
     key [hex] BYTES' deletes one key, as bpftool map delete does (a missing key is an error,
     as there)."""
     check_batch_size(batch_size)
-    from ..records import read
+    from ..formats import read
     from .bpftool import uses_keywords
     from .elements import delete_element
 
@@ -114,7 +114,7 @@ def drain(
     check_output(output)
     from ..errors import Interrupted
     from ..map import whole
-    from ..records import pipeline
+    from ..formats import pipeline
 
     with interrupts.stopping(lambda: "0 entries delivered"):
         out = pipeline.stdout(fsync=fsync)

@@ -2,7 +2,7 @@
 
 Both sides become key and value rows (``(n, size)`` uint8): a map through batch lookups
 (:func:`~bpfbatch.map.cursor.read_all`; two maps side by side when the process may use two
-CPUs), a file through the readers ``load`` uses (:func:`~bpfbatch.records.read.read_records`:
+CPUs), a file through the readers ``load`` uses (:func:`~bpfbatch.formats.read.read_records`:
 JSONL, JSON, CSV, bpftool's JSON, Parquet, Arrow, the format from the name or the content),
 encoded by the view of the map that gives the layout (:func:`~bpfbatch.records.decoding.view`,
 decoders included). So a key compares equal whatever form each side wrote it in — a file's
@@ -155,7 +155,7 @@ def _map_side(m: MapHandle, batch_size: int) -> _Side:
 
 
 def _file_side(path, info, codecs, fmt: str | None) -> _Side:
-    from ..records.read import read_records
+    from ..formats.read import read_records
 
     path = os.fspath(path)
     records = read_records(path, info, fmt=fmt, codecs=codecs)

@@ -22,7 +22,7 @@ import json
 import math
 from collections.abc import Iterator
 
-from ..records.table import simple
+from ..formats.table import simple
 
 #: The op words of each phrasing.
 DIFF_WORDS = {"added": "added", "removed": "removed", "changed": "changed", "same": "same"}

@@ -141,7 +141,7 @@ class EventReader:
         """The Arrow columns of the records' view, built once (untyped: by the first
         batch's record size)."""
         if self._columns is None:
-            from ..records.columnar import Columns
+            from ..formats.columnar import Columns
             from ..records.decoding import view
             from .types import event_info
 

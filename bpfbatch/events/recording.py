@@ -45,7 +45,7 @@ class Recorder:
     def __init__(self, stream: EventStream, info, fmt: str, *, record_type=None,
                  path: str | None = None, rotate_size: int | None = None, decode=None,
                  fsync: bool = False):
-        from ..records.render import RENDERERS
+        from ..formats.render import RENDERERS
 
         self.stream, self.fmt = stream, fmt
         self._map_info, self._type, self._decode = info, record_type, decode or []
@@ -148,8 +148,8 @@ class Recorder:
         return rows[:n] if n < len(rows) else rows
 
     def _open_file(self) -> None:
-        from ..records import pipeline
-        from ..records.writer import FdWriter
+        from ..formats import pipeline
+        from ..formats.writer import FdWriter
 
         if self._path is None:
             self._writer, self._name = pipeline.stdout(fsync=self._fsync), "stdout"
@@ -165,7 +165,7 @@ class Recorder:
         self._writer = FdWriter(fd, fsync=self._fsync, name=name)
 
     def _start_output(self) -> None:
-        from ..records import pipeline
+        from ..formats import pipeline
 
         if self.deferred:
             self._sink = pipeline.Output(self.fmt, self._info, self._writer, decode=self._decode)

@@ -137,9 +137,9 @@ class Config:
 def load(path: str, *, listen: str | None = None, batch_size: int | None = None) -> Config:
     """The configuration in ``path``; ``listen`` (``--listen``) and ``batch_size``
     (``--batch-size``) override the file's. A pipe
-    or a device is read up to ``load``'s bound (:data:`~bpfbatch.records.read.
+    or a device is read up to ``load``'s bound (:data:`~bpfbatch.formats.read.
     MAX_STREAM_BYTES`), so ``--config /dev/zero`` is refused instead of filling memory."""
-    from ..records.read import _read_bytes
+    from ..formats.read import _read_bytes
 
     try:
         text = _read_bytes(path, path).decode()

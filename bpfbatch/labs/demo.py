@@ -21,7 +21,7 @@ from .._sys.abi import MapType
 from ..api import Map
 from ..btf import Btf, BtfBuilder
 from ..map import cursor, writes
-from ..records import pipeline
+from ..formats import pipeline
 from ..records.codec import map_codecs
 
 C_DECLARATION = """\

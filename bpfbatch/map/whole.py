@@ -148,7 +148,7 @@ def drain(map: MapHandle, sink: Callable[[Batch], None], *, batch_size: int = cu
 
     This is the door for a consumer that is not a file (the exporter's drain mode: a sink
     that adds each batch to its counters); one that wants decoded pairs uses
-    :meth:`bpfbatch.Map.drain`, a command printing records :func:`bpfbatch.records.pipeline.
+    :meth:`bpfbatch.Map.drain`, a command printing records :func:`bpfbatch.formats.pipeline.
     delivery`.
 
     A queue or stack is drained in pop order; a batch that could not be delivered is pushed

@@ -2,7 +2,7 @@
 
 A map is read whole with the batch cursor (:func:`bpfbatch.map.cursor.read_all`) — again at
 every catch-up pass. A file is read once, the way ``load`` reads it
-(:func:`bpfbatch.records.read.read_records`: JSONL, JSON, CSV, bpftool JSON, Parquet, Arrow),
+(:func:`bpfbatch.formats.read.read_records`: JSONL, JSON, CSV, bpftool JSON, Parquet, Arrow),
 as records of the *source* layout: the types given for it (``--btf OBJ --key-type T
 --value-type T``, the old program's object), else TO's own layout. Both ends expose their
 layout trees (:func:`trees`), which the plan matches.
@@ -48,7 +48,7 @@ class Source:
         """Every record: ``(keys, values)`` as ``count × size`` uint8 rows."""
         if self.map is not None:
             return cursor.read_all(self.map, batch_size=batch_size)
-        from ..records.read import read_records
+        from ..formats.read import read_records
 
         records = read_records(self.path, self.info, fmt=self.fmt,
                                codecs=view(self.info, self.decode))

@@ -6,7 +6,7 @@ in every typed output (``json``, ``jsonl``, ``csv``, ``table``) and their ``enco
 same display values back, so ``load`` reads what ``dump`` wrote with the same decoding. The
 ``bpftool-json`` output keeps bpftool's bytes (``exact`` mode never decodes); numpy views keep
 the raw field (a decoder changes what is shown, not the record); the Arrow columns hold the
-display values and name the decoder (:mod:`~bpfbatch.records.columnar`).
+display values and name the decoder (:mod:`~bpfbatch.formats.columnar`).
 
 Field paths are the ``--where`` paths: value fields bare or under ``value.`` (nested structs
 by dots), key fields under ``key.``; ``key``/``value`` alone name a whole key or value.

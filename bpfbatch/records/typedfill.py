@@ -4,7 +4,7 @@ counterpart of :func:`~bpfbatch.records.fill.fill`.
 The general fill takes whatever ``json`` made of the text, so each column is first scanned
 for its Python types (a ``true`` must not pass for 1), converted, then range-checked. The
 values here come from msgspec decoding against types compiled from the same layout
-(:mod:`~bpfbatch.records.typedjson`): an integer is an exact ``int``, an array a tuple of
+(:mod:`~bpfbatch.formats.typedjson`): an integer is an exact ``int``, an array a tuple of
 the right length. What is left to check of an integer column is its range, and
 ``array.array`` checks it while it converts the column, in one C pass (an ``OverflowError``
 for a value beyond the field's width or signedness). Integers, enums and arrays of

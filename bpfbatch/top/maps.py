@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ..map.handle import MapInfo, iter_infos
 from ..map.inventory import Row, inventory
-from ..records.table import simple
+from ..formats.table import simple
 
 COLUMNS = ("id", "type", "name", "entries", "max_entries", "fill%", "+/s", "memlock",
            "programs", "reason")

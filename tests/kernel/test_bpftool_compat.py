@@ -23,7 +23,7 @@ from bpfbatch.errors import NotFoundError
 from bpfbatch.loader import BpfObject
 from bpfbatch.map.cursor import Batch, BatchCursor, read_ahead
 from bpfbatch.records.codec import map_codecs
-from bpfbatch.records.render import make_renderer
+from bpfbatch.formats.render import make_renderer
 from tools.layoutgen import bpftool_spelling, formatted_as_value_rule
 
 pytestmark = pytest.mark.skipif(not shutil.which("bpftool"), reason="needs bpftool")

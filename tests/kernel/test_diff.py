@@ -28,9 +28,9 @@ from bpfbatch import diff
 from bpfbatch.errors import InputError
 from bpfbatch.map import whole
 from bpfbatch.map.cursor import BatchCursor
-from bpfbatch.records import pipeline
+from bpfbatch.formats import pipeline
 from bpfbatch.records.decoding import view
-from bpfbatch.records.read import read_records
+from bpfbatch.formats.read import read_records
 from fault_helpers import bpfbatch_argv
 from tools import layoutgen
 

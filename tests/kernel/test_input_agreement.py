@@ -25,7 +25,7 @@ from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import InputError
-from bpfbatch.records.read import read_records
+from bpfbatch.formats.read import read_records
 
 TEXT = ("jsonl", "json", "csv")
 COLUMNAR = ("parquet", "arrow")

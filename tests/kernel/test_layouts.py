@@ -21,7 +21,7 @@ import pytest
 
 from bpfbatch.map import whole
 from bpfbatch.records import columns
-from bpfbatch.records.read import read_records
+from bpfbatch.formats.read import read_records
 from bpfbatch.btf import INT_BOOL, MODIFIERS, Btf, Kind
 from tools import layoutgen
 

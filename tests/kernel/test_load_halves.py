@@ -1,5 +1,5 @@
 """``bpfbatch load`` of a large JSONL file, whose second half a forked child encodes
-(:mod:`bpfbatch.records.halves`): loads what bpftool then reads back, and a signal while both
+(:mod:`bpfbatch.formats.halves`): loads what bpftool then reads back, and a signal while both
 halves are parsed stops the load with one line, nothing applied, and no child left."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import cursor, whole
-from bpfbatch.records import halves
+from bpfbatch.formats import halves
 
 ENTRIES = 200_000  # ~45 MB of JSONL: above halves.MIN_BYTES
 

@@ -20,7 +20,7 @@ from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import InputError, NotFoundError
-from bpfbatch.records import nested
+from bpfbatch.formats import nested
 
 PREFIX = f"bb_mim{os.getpid():x}"
 

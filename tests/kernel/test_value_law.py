@@ -33,10 +33,10 @@ import pytest
 from bpfbatch.errors import InputError
 from bpfbatch.map import whole, writes
 from bpfbatch.map.cursor import BatchCursor
-from bpfbatch.records import pipeline
+from bpfbatch.formats import pipeline
 from bpfbatch.records.decoding import Decoded, view
 from bpfbatch.records.layout import LeafKind, leaf_columns, leaf_kind
-from bpfbatch.records.read import read_records
+from bpfbatch.formats.read import read_records
 from tools import layoutgen
 
 pytestmark = pytest.mark.skipif(not (shutil.which("bpftool") and shutil.which(layoutgen.CLANG)),

@@ -15,7 +15,7 @@ from bpfbatch.records import columns
 from bpfbatch.records.codec import PerCpuCodec, RawCodec
 from bpfbatch.records.columns import (ByteRows, any_set, batch_rows, bits, byte_list, raw_bytes,
                                       scalar_list)
-from bpfbatch.records.render import RENDERERS, make_renderer
+from bpfbatch.formats.render import RENDERERS, make_renderer
 from tests.unit.test_codecs_batch import compile_types, flow, mixed, with_union
 
 DTYPES = ["<u1", "<i1", "<u2", "<i2", "<u4", "<i4", "<u8", "<i8", "<e", "<f", "<d"]

@@ -15,7 +15,7 @@ from bpfbatch.cli.app import app
 from bpfbatch.cli.argv import COMMANDS
 from bpfbatch.cli.options import DEFAULT_BATCH, OUTPUT_FORMATS
 from bpfbatch.map import handle
-from bpfbatch.records import render
+from bpfbatch.formats import render
 
 
 def test_output_help_lists_exactly_the_renderers():

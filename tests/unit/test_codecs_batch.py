@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.errors import InputError
-from bpfbatch.records import read
+from bpfbatch.formats import read
 from bpfbatch.records.codec import BtfCodec, PerCpuCodec, RawCodec
 from bpfbatch.records.layout import Array, Bool, Char, CharArray, Enum, Float, Int, Struct
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.errors import InputError
 from bpfbatch.records.codec import BtfCodec
-from bpfbatch.records.columnar import Columns
+from bpfbatch.formats.columnar import Columns
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -96,7 +96,7 @@ def test_a_parquet_load_imports_no_pandas(tmp_path):
         "import sys\n"
         "import numpy as np\n"
         "import test_columnar_buffers as t\n"
-        "from bpfbatch.records.columnar import read_packed\n"
+        "from bpfbatch.formats.columnar import read_packed\n"
         f"count, _, _ = read_packed({str(tmp_path / 't.parquet')!r}, 'parquet', 'in',\n"
         "                           t.KEY, t.VALUE)\n"
         f"empty, _, _ = read_packed({str(tmp_path / 'empty.parquet')!r}, 'parquet', 'in',\n"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpfbatch.errors import InputError
-from bpfbatch.records import columnar
+from bpfbatch.formats import columnar
 from bpfbatch.records.decoders import get
 
 SETTINGS = settings(max_examples=300, derandomize=True, deadline=None)

@@ -21,8 +21,8 @@ from bpfbatch._sys.abi import MapType
 from bpfbatch.delivery import Delivery, DeliveryError, PutBack, Undelivered
 from bpfbatch.errors import BpfBatchError, OutputError
 from bpfbatch.records.codec import map_codecs
-from bpfbatch.records.render import RENDERERS, make_renderer
-from bpfbatch.records.writer import FdWriter, RecordSink
+from bpfbatch.formats.render import RENDERERS, make_renderer
+from bpfbatch.formats.writer import FdWriter, RecordSink
 from test_formats import BTF, batch, entries, info
 
 

@@ -14,7 +14,7 @@ from bpfbatch.errors import InputError, KernelError
 from bpfbatch.map.cursor import Batch, read_ahead
 from bpfbatch.map.handle import MapInfo
 from bpfbatch.records.codec import PerCpuCodec, RawCodec, map_codecs
-from bpfbatch.records.render import RENDERERS, make_renderer
+from bpfbatch.formats.render import RENDERERS, make_renderer
 
 
 def _types():

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpfbatch.errors import InputError
-from bpfbatch.records import halves, read
+from bpfbatch.formats import halves, read
 
 from test_typedjson import FLOWS, GOOD_FLOWS, INFO, _dumped_flows, _flow_line, _outcome
 

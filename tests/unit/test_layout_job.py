@@ -9,7 +9,8 @@ import typing
 
 import pytest
 
-from bpfbatch.records import cpusum, decoding, encode, fill, layout, template, typedjson, values
+from bpfbatch.formats import typedjson
+from bpfbatch.records import cpusum, decoding, encode, fill, layout, template, values
 
 
 def _first_hint(func):

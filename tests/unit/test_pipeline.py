@@ -10,7 +10,7 @@ from bpfbatch._sys.abi import MapType
 from bpfbatch.errors import InputError
 from bpfbatch.map.cursor import Batch
 from bpfbatch.map.handle import MapInfo
-from bpfbatch.records import pipeline
+from bpfbatch.formats import pipeline
 
 RAW = MapInfo(id=7, type=MapType.HASH, name="p", key_size=4, value_size=8, max_entries=64,
               flags=0, btf_id=0, btf_key_type_id=0, btf_value_type_id=0)

@@ -1,11 +1,11 @@
-"""records.table draws tabulate's simple table itself for plain one-line cells: the output
+"""formats.table draws tabulate's simple table itself for plain one-line cells: the output
 must be tabulate's, byte for byte, for any table (the rest it hands to tabulate)."""
 
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 from tabulate import tabulate
 
-from bpfbatch.records import table
+from bpfbatch.formats import table
 
 #: Cells as the renderers hand them over: numbers, booleans and text — plain, or padded,
 #: multi-line, wide, with escape sequences or tabulate's separating-line mark — and None.

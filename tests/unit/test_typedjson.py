@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.errors import InputError
-from bpfbatch.records import read, typedjson
+from bpfbatch.formats import read, typedjson
 from bpfbatch.records.codec import BtfCodec, PerCpuCodec
 from bpfbatch.records.decoding import decoded_codecs
 

@@ -19,7 +19,7 @@ import pytest
 from bpfbatch.exec.predicate import compile_predicate
 from bpfbatch.btf import Btf, BtfBuilder
 from bpfbatch.records.codec import BtfCodec, RawCodec
-from bpfbatch.records.read import read_records
+from bpfbatch.formats.read import read_records
 from bpfbatch.errors import InputError
 
 
@@ -121,7 +121,7 @@ def test_format_is_detected_from_the_content(tmp_path):
 def _child(code: str, **kw) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter with this package, bounded in time and memory."""
     prelude = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))"
-               "\nfrom types import SimpleNamespace\nfrom bpfbatch.records.read import read_records\n"
+               "\nfrom types import SimpleNamespace\nfrom bpfbatch.formats.read import read_records\n"
                "RAW = SimpleNamespace(key_size=4, value_size=4, percpu=False, btf_id=0, "
                "btf_key_type_id=0, btf_value_type_id=0)\n")
     try:

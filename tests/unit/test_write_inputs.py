@@ -20,7 +20,7 @@ from bpfbatch.cli.app import app
 from bpfbatch.cli.options import as_flags
 from bpfbatch.errors import InputError
 from bpfbatch.labs import covertable
-from bpfbatch.records import read, render
+from bpfbatch.formats import read, render
 from bpfbatch.records.codec import BtfCodec, PerCpuCodec, RawCodec
 
 RAW = SimpleNamespace(key_size=4, value_size=8, percpu=False, btf_id=0, btf_key_type_id=0,

@@ -37,8 +37,8 @@ from bpfbatch.btf import BtfBuilder
 from bpfbatch.cli.options import record_codecs
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import cursor, whole, writes
-from bpfbatch.records import read
-from bpfbatch.records.typedjson import typed_lines
+from bpfbatch.formats import read
+from bpfbatch.formats.typedjson import typed_lines
 
 from . import harness
 
@@ -79,10 +79,10 @@ def write_inputs(m: Map, tmp: Path, stem: str) -> tuple[Path, Path, Path]:
 def split(m: Map, path: Path, rounds: int) -> list[str]:
     """Median seconds of the JSONL load's steps in this process, with the CLI's codecs,
     pinned to one CPU: parse is the parser alone over every piece of the file (the typed
-    parse when the layout has one, see :mod:`bpfbatch.records.typedjson`), encode the rest
-    of :func:`~bpfbatch.records.read.read_records`, then the batch update syscalls. Last,
+    parse when the layout has one, see :mod:`bpfbatch.formats.typedjson`), encode the rest
+    of :func:`~bpfbatch.formats.read.read_records`, then the batch update syscalls. Last,
     ``read_records`` as the CLI runs it here: in two halves at once when the file is large
-    and a second CPU is allowed (:mod:`bpfbatch.records.halves`)."""
+    and a second CPU is allowed (:mod:`bpfbatch.formats.halves`)."""
     times: dict[str, list[float]] = {"parse": [], "encode": [], "syscalls": [], "halves": []}
     codecs = record_codecs(m.info, None)
     allowed = os.sched_getaffinity(0)

@@ -103,7 +103,7 @@ class FdWriter:
 
 
 class RecordSink:
-    """Render a batch (a :class:`~bpfbatch.records.render.Renderer`) and write it to an
+    """Render a batch (a :class:`~bpfbatch.formats.render.Renderer`) and write it to an
     :class:`FdWriter`; a refusal names the records that were completely written.
 
     ``whole``: the output is this one batch (``pop``'s one element), written with its

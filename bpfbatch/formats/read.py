@@ -3,7 +3,7 @@ buffers out, ready for one batch write.
 
 The whole input is parsed and encoded before anything touches the map, so bad input changes
 nothing; every error names ``file:line`` (and the field, from the codec). The accepted shapes
-are what :mod:`bpfbatch.records.render` prints, so a dump loads back unchanged:
+are what :mod:`bpfbatch.formats.render` prints, so a dump loads back unchanged:
 
 - ``jsonl``: one ``{"key": K, "value": V}`` per line (per-CPU maps: ``"values": [{"cpu": 0,
   "value": V}, …]``, or one ``"value"`` for every CPU); ``K``/``V`` typed from the map's BTF,
@@ -16,7 +16,7 @@ are what :mod:`bpfbatch.records.render` prints, so a dump loads back unchanged:
 - ``bpftool-json``: what ``bpftool -j map dump`` prints; its raw ``key``/``value`` byte lists
   are used (``formatted`` is ignored), so it loads into any map of the same sizes.
 - ``parquet``, ``arrow`` (an IPC stream): the columns ``dump -o parquet|arrow`` writes (see
-  :mod:`bpfbatch.records.columnar`), written into the records column by column; an error
+  :mod:`bpfbatch.formats.columnar`), written into the records column by column; an error
   names the column and the record, counted from 1 (``file:N``).
 
 Records are parsed and encoded in chunks (JSONL: pieces of the file, so it is never held
@@ -46,15 +46,15 @@ from typing import BinaryIO
 
 from .._numpy import np
 from ..errors import InputError
-from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
-from .encode import overflows_double
-from .layout import LeafKind, Node, leaf_columns, leaf_kind
+from ..records.codec import BtfCodec, Codec, PerCpuCodec, RawCodec
+from ..records.encode import overflows_double
+from ..records.layout import LeafKind, Node, leaf_columns, leaf_kind
 from .typedjson import RecordLines, TypedLines, record_lines, typed_lines
 
 READ_FORMATS = ("jsonl", "json", "csv", "bpftool-json", "parquet", "arrow")
 _BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv",
               ".parquet": "parquet", ".arrow": "arrow", ".arrows": "arrow"}
-#: Columnar formats, read by :mod:`bpfbatch.records.columnar` without a record in Python.
+#: Columnar formats, read by :mod:`bpfbatch.formats.columnar` without a record in Python.
 _COLUMNAR = ("parquet", "arrow")
 
 
@@ -110,10 +110,10 @@ def sniff_format(data: bytes) -> str:
 def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
                  codecs: tuple[Codec, Codec] | None = None) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
-    ``info``, with ``codecs`` (default: the map's view, :func:`~.decoding.view`). The format
-    is ``fmt``, else the file name's (a text format's content decides between the JSON
-    ones: bpftool's dump in a ``.json`` file reads as ``bpftool-json``), else the
-    content's. Raises :class:`InputError` naming ``file:line`` on the first bad record; a
+    ``info``, with ``codecs`` (default: the map's view,
+    :func:`~bpfbatch.records.decoding.view`). The format is ``fmt``, else the file name's (a
+    text format's content decides between the JSON ones: bpftool's dump in a ``.json`` file
+    reads as ``bpftool-json``), else the content's. Raises :class:`InputError` naming ``file:line`` on the first bad record; a
     record that leaves a struct field out is one unless the codecs were built with
     ``default_zero``; an input not of its format's shape says which format was read and
     that ``--format`` chooses."""
@@ -132,7 +132,7 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
     if fmt not in READ_FORMATS:
         raise InputError(f"unknown format '{fmt}' (use {', '.join(READ_FORMATS)})", obj="fmt")
     if codecs is None:
-        from .decoding import view
+        from ..records.decoding import view
 
         codecs = view(info)
     try:
@@ -438,7 +438,7 @@ def _raw_codecs(info) -> tuple[Codec, Codec]:
 
 
 # -- JSON ----------------------------------------------------------------------------------
-# Layouts msgspec can type take the typed path first (:mod:`bpfbatch.records.typedjson`:
+# Layouts msgspec can type take the typed path first (:mod:`bpfbatch.formats.typedjson`:
 # parse and shape check in C, no dict per record); this general parse reads the rest, and
 # every block the typed path declines. orjson was left out: it reads integers beyond 64
 # bits as floats.
@@ -455,7 +455,7 @@ _CHUNK = 4096
 
 @dataclasses.dataclass(frozen=True)
 class Packed:
-    """A chunk's records already encoded (by :mod:`~bpfbatch.records.typedjson`)."""
+    """A chunk's records already encoded (by :mod:`~bpfbatch.formats.typedjson`)."""
 
     keys: bytes
     values: bytes
@@ -497,7 +497,7 @@ def _jsonl_chunks(pieces: Iterator[bytes], source: str, typed: TypedLines | None
 def _jsonl_chunks_of(stream: BinaryIO, source: str, typed: TypedLines | None
                      ) -> Iterator[Chunk]:
     """The chunks of a JSONL input (see :func:`_jsonl_stream`): a large regular file with a
-    typed layout in two halves at once (:mod:`~bpfbatch.records.halves`), anything else
+    typed layout in two halves at once (:mod:`~bpfbatch.formats.halves`), anything else
     piece after piece."""
     if typed is not None:
         from . import halves
@@ -510,7 +510,7 @@ def _jsonl_chunks_of(stream: BinaryIO, source: str, typed: TypedLines | None
 def typed_piece(piece: bytes, first: int, typed: TypedLines
                 ) -> tuple[Sequence[int], list[str] | None, int, Packed | None]:
     """``(line numbers, lines, next line number, packed)`` of a piece whose first line is
-    ``first``, encoded by ``typed`` (see :mod:`~bpfbatch.records.typedjson`): in one parse
+    ``first``, encoded by ``typed`` (see :mod:`~bpfbatch.formats.typedjson`): in one parse
     when the piece is one record a line and nothing else (then ``lines`` is ``None``: they
     were not split), else line by line; ``packed`` is ``None`` when it declines."""
     numbers, lines, end, block = typed_block(piece, first)
@@ -755,7 +755,7 @@ def _column_parsers(header: list[str], key_codec: Codec, value_codec: Codec,
                     where: str) -> list[Callable[[str], object]]:
     """How each column's cells are read: by the BTF node the CSV renderer flattened into that
     column (a raw side's cells stay hex text)."""
-    from .decoding import undecoded
+    from ..records.decoding import undecoded
 
     leaves, shown = {}, {}
     for side, codec in (("key", key_codec), ("value", value_codec)):

@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import BpfBatchError, InputError
-from .codec import BtfCodec, Codec, PerCpuCodec
-from .columns import rows, store
-from .decoders import get
-from .decoding import Decoded
-from .fill import fill
-from .layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
+from ..records.codec import BtfCodec, Codec, PerCpuCodec
+from ..records.columns import rows, store
+from ..records.decoders import get
+from ..records.decoding import Decoded
+from ..records.fill import fill
+from ..records.layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
 from .read import FormatError
-from .values import dtype as layout_dtype
+from ..records.values import dtype as layout_dtype
 
 if TYPE_CHECKING:
     import pyarrow as pa

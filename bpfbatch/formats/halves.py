@@ -1,6 +1,6 @@
 """A large JSONL file read in two halves at once: the second half by a forked child.
 
-The typed path (:mod:`~bpfbatch.records.typedjson`) spends a 1M-record load in msgspec and
+The typed path (:mod:`~bpfbatch.formats.typedjson`) spends a 1M-record load in msgspec and
 in the Python objects it makes, which one process works through piece after piece. With a
 second CPU, a child process encodes the second half of a regular file while this one reads
 the first, and hands its packed records over in a memfd.
@@ -52,7 +52,7 @@ def worth_splitting(stream: BinaryIO) -> bool:
 
 
 def chunks(stream: BinaryIO, source: str, typed: TypedLines) -> Generator[Chunk, None, int]:
-    """The chunks of :func:`~bpfbatch.records.read._jsonl_chunks` over the whole of
+    """The chunks of :func:`~bpfbatch.formats.read._jsonl_chunks` over the whole of
     ``stream`` (a regular file, closed at the end), the second half encoded by a child
     meanwhile (see the module doc). Both read the file this process opened (and checked),
     each at its own offsets."""

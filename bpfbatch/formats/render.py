@@ -32,12 +32,12 @@ from collections.abc import Sequence
 
 from ..errors import InputError
 from .._numpy import np
-from .codec import BtfCodec, Codec, PerCpuCodec, RawCodec
-from .columns import ByteRows, batch_rows, is_small
-from .jsontext import RecordText, json_string
-from .layout import LeafKind, Node, leaf_columns, leaf_kind
+from ..records.codec import BtfCodec, Codec, PerCpuCodec, RawCodec
+from ..records.columns import ByteRows, batch_rows, is_small
+from ..records.jsontext import RecordText, json_string
+from ..records.layout import LeafKind, Node, leaf_columns, leaf_kind
 from .table import aligned_row, simple
-from .values import values as layout_values
+from ..records.values import values as layout_values
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ class Renderer:
     #: Whether the records :meth:`render` reports as ended can be read from the output as
     #: soon as their bytes are written, before :meth:`trailer`. A deleting command needs it.
     delivers_prefix = True
-    #: Whether a small batch is read as :class:`~.columns.ByteRows` (pyarrow takes arrays).
+    #: Whether a small batch is read as :class:`~bpfbatch.records.columns.ByteRows` (pyarrow
+    #: takes arrays).
     reads_byte_rows = True
 
     def __init__(self, info, key: Codec, value: Codec, out: BinaryIO | None):
@@ -93,9 +94,10 @@ class Renderer:
         return rendered
 
     def _rows(self, batch) -> tuple:
-        """The batch's key rows and value rows: both :class:`~.columns.ByteRows` while the
-        output so far, this batch included, is small (:func:`~.columns.is_small`), both numpy
-        arrays from then on. A small dump never imports numpy; a large one reads at most
+        """The batch's key rows and value rows: both
+        :class:`~bpfbatch.records.columns.ByteRows` while the output so far, this batch
+        included, is small (:func:`~bpfbatch.records.columns.is_small`), both numpy arrays
+        from then on. A small dump never imports numpy; a large one reads at most
         the small size without it, then pays the import once for all its batches."""
         count, key_size, value_size = batch.count, self.key.size, self.value.size
         self._bytes_read += count * (key_size + value_size)
@@ -378,7 +380,7 @@ class Table(_Flat):
 
 class _Columnar(Renderer):
     """Arrow record batches, one per batch, typed by the rule of
-    :mod:`bpfbatch.records.columnar`; binary, so never written to a terminal.
+    :mod:`bpfbatch.formats.columnar`; binary, so never written to a terminal.
 
     pyarrow's writer writes into a :class:`_Spool`, from which :meth:`render` takes the bytes
     one batch produced, so a columnar batch is written like any other format's: one write, and

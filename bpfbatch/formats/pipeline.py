@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from .. import interrupts
 from ..delivery import Delivery, PutBackFn
 from ..errors import InputError, OutputError
-from .decoding import decode_options, view
+from ..records.decoding import decode_options, view
 from .render import RENDERERS, Renderer, check_format, make_renderer
 from .writer import FdWriter, RecordSink
 
@@ -44,7 +44,7 @@ def _display_codecs(fmt: str, info, btf, decode: Iterable[str] | None, sum_cpus:
         if fmt == "bpftool-json":
             raise InputError("bpftool-json is bpftool's output byte for byte; use "
                              "another format to sum", obj="--sum")
-        from .cpusum import summed  # only --sum needs it: not imported by every dump
+        from ..records.cpusum import summed  # only --sum needs it: not imported by every dump
 
         value_codec = summed(value_codec)
     return key_codec, value_codec

@@ -1,7 +1,7 @@
 """The typed JSONL fast path: lines parsed by msgspec against types built from the map's
 layout, and written column by column into the packed records.
 
-The general reader (:mod:`bpfbatch.records.read`) parses JSON into dicts with the standard
+The general reader (:mod:`bpfbatch.formats.read`) parses JSON into dicts with the standard
 library and then encodes them; on a million records the parse alone is most of a load. Here
 each record's shape is a msgspec ``Struct`` compiled from the key and value layouts (field
 names, nested structs, fixed-length tuples of scalars; ``int`` for integers, ``int`` or one of
@@ -32,12 +32,12 @@ from typing import Literal, NamedTuple, Union
 import msgspec
 from msgspec.structs import astuple
 
-from . import layout
+from ..records import layout
 from .._numpy import np
-from .codec import BtfCodec, Codec
-from .decoding import Decoded
-from .fill import can_fill
-from .typedfill import write_column
+from ..records.codec import BtfCodec, Codec
+from ..records.decoding import Decoded
+from ..records.fill import can_fill
+from ..records.typedfill import write_column
 
 __all__ = ["RecordLines", "TypedLines", "record_lines", "typed_lines"]
 

@@ -31,8 +31,8 @@ from ..errors import NotFoundError
 from ..interrupts import Tally
 from ..map import cursor
 from ..map.handle import MapHandle
-from .columns import batch_rows
-from .codec import map_codecs
+from ..records.columns import batch_rows
+from ..records.codec import map_codecs
 from .pipeline import Output, run
 from .render import make_renderer
 
