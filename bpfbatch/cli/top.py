@@ -36,29 +36,28 @@ def _check(interval: float, count: int | None, rows: int) -> None:
         raise InputError(f"must be positive, got {rows}", obj="-r/--maxrows")
 
 
-def _every_interval(interval: float, count: int | None, show: Callable[[], None]) -> None:
-    """``show()`` an interval's table every ``interval`` seconds (:func:`screen.ticks`), each
-    printed whole with the signals held back; a signal ends the command after the partial
-    interval, saying how many were shown, with 128 + the signal."""
+def _every_interval(interval: float, count: int | None, *, name: str, sample: Callable,
+                    lines: Callable, lost: Callable, noclear: bool, summary: bool) -> None:
+    """Every ``interval`` seconds (:func:`screen.ticks`), take a ``sample()`` and print the
+    screen header and ``lines(sample)``, whole with the signals held back; an interval that
+    lost events adds one stderr line, ``lost(sample)`` saying what (only this interval's
+    losses, so a past overflow is not repeated every interval). A signal ends the command
+    after the partial interval, saying how many were shown, with 128 + the signal."""
     shown = 0
     with interrupts.stopping(lambda: f"{shown} interval{'s' if shown != 1 else ''}"):
         for _ in screen.ticks(interval, count):
             with interrupts.deferred():
-                show()
+                taken = sample()
+                sys.stdout.write("\n" if noclear else screen.CLEAR)
+                if summary:
+                    print(screen.loadavg_line())
+                for line in lines(taken):
+                    print(line)
+                sys.stdout.flush()
+                if taken.dropped_events:
+                    print(f"{name}: {taken.dropped_events} events not counted in this "
+                          f"interval: {lost(taken)}", file=sys.stderr)
                 shown += 1
-
-
-def _header(noclear: bool, summary: bool) -> None:
-    sys.stdout.write("\n" if noclear else screen.CLEAR)
-    if summary:
-        print(screen.loadavg_line())
-
-
-def _warn_dropped(tool: str, events: int, what: str) -> None:
-    """One stderr line for an interval that lost events (``events`` counts this interval's
-    only, so a past overflow is not repeated every interval)."""
-    if events:
-        print(f"{tool}: {events} events not counted in this interval: {what}", file=sys.stderr)
 
 
 @top.command("tcp")
@@ -83,16 +82,12 @@ def tcp(
     screen.check_choice(sort, tcptop.SORT_KEYS, "-s/--sort")
     family = 4 if ipv4 else 6 if ipv6 else None
     with tcptop.TcpTop(pid=pid, family=family) as tool:
-        def show() -> None:
-            sample = tool.sample()
-            _header(noclear, not nosummary)
-            for line in tcptop.report(sample, sort=sort, rows=rows):
-                print(line)
-            sys.stdout.flush()
-            _warn_dropped("tcptop", sample.dropped_events,
-                          f"flow map full or program skipped ({sample.dropped_bytes} bytes known)")
-
-        _every_interval(interval, count, show)
+        _every_interval(
+            interval, count, name="tcptop", sample=tool.sample,
+            lines=lambda sample: tcptop.report(sample, sort=sort, rows=rows),
+            lost=lambda sample: f"flow map full or program skipped ({sample.dropped_bytes} "
+                                "bytes known)",
+            noclear=noclear, summary=not nosummary)
 
 
 @top.command("slab")
@@ -114,16 +109,11 @@ def slab(
 
     screen.check_choice(sort, slabratetop.SORT_KEYS, "-s/--sort")
     with slabratetop.SlabRateTop(pid=pid) as tool:
-        def show() -> None:
-            sample = tool.sample()
-            _header(noclear, True)
-            for line in slabratetop.table(sample.caches, sort=sort, rows=rows):
-                print(line)
-            sys.stdout.flush()
-            _warn_dropped("slabratetop", sample.dropped_events,
-                          "cache map full or program skipped")
-
-        _every_interval(interval, count, show)
+        _every_interval(
+            interval, count, name="slabratetop", sample=tool.sample,
+            lines=lambda sample: slabratetop.table(sample.caches, sort=sort, rows=rows),
+            lost=lambda sample: "cache map full or program skipped",
+            noclear=noclear, summary=True)
 
 
 @top.command("maps")
