@@ -188,17 +188,25 @@ def signalled(proc: subprocess.Popen, m: Map | None, sig: int, delay: float, sta
               ) -> tuple[int, str]:
     """Signal ``proc`` ``delay`` after it opened ``m`` (or after ``started()`` holds); its exit
     status and stderr (killed if it outlives the test)."""
-    try:
+    with reaped(proc):
         if started is None:
             signal_after_open(proc, m.info.id, sig, delay)
         else:
             signal_after(proc, started, sig, delay)
         _, stderr = proc.communicate(timeout=120)
+    return proc.returncode, stderr.decode(errors="replace")
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen):
+    """``proc`` for the block, killed and waited for if it outlives it: a failed assertion or
+    a timeout inside never leaves a process running into the next test."""
+    try:
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return proc.returncode, stderr.decode(errors="replace")
 
 
 def run_with_signal(argv: list[str], out_path: Path, m: Map, sig: int, delay: float

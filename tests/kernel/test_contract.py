@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from bpfbatch.map import cursor, whole
-from fault_helpers import bpfbatch_argv, fill, run_with_signal, typed_map
+from fault_helpers import bpfbatch_argv, fill, reaped, run_with_signal, typed_map
 from tc_helpers import veth_netns
 
 SIGS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -408,16 +408,11 @@ def _until_line(proc: subprocess.Popen, stream, fragment: bytes) -> None:
 
 
 def _after_line(argv, fragment, sig, delay, *, on_stdout=False):
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
+    with reaped(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)) as proc:
         _until_line(proc, proc.stdout if on_stdout else proc.stderr, fragment)
         time.sleep(delay)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return proc.returncode, out.decode(), err.decode()
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from fault_helpers import reaped
 from test_cli_maps import bpfbatch
 
 from bpfbatch import Map
@@ -110,7 +111,7 @@ def test_maps_filling_between_refreshes(maps, sig):
                              f"{PREFIX}*", "0.1", "1000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen, added = [], 0
-    try:
+    with reaped(proc):
         assert proc.stdout.readline().startswith("Tracing...")
         while len(seen) < 8:
             lines = [proc.stdout.readline() for _ in range(4 + len(maps))]  # blank, loadavg,
@@ -123,10 +124,6 @@ def test_maps_filling_between_refreshes(maps, sig):
                 added += 40
         proc.send_signal(sig)
         rest, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     printed = len(seen) + len(refreshes(rest.splitlines()))
     assert proc.returncode == 128 + sig
     assert err == f"bpfbatch: interrupted ({signal.Signals(sig).name}) after {printed} " \
