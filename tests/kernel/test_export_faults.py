@@ -65,6 +65,13 @@ labels = [{{ name = "k", field = "key" }}]
         keys = np.arange(N, dtype=np.uint32)
         writes.update(self.map, keys, _values(keys), N)
 
+    def serve(self, **client) -> tuple[subprocess.Popen, Client]:
+        """The map filled, an exporter serving it, and a :class:`Client` of it (not started:
+        ``client`` are its options)."""
+        self.fill()
+        proc, port, _ = self.start()
+        return proc, Client(port, **client)
+
     def start(self) -> tuple[subprocess.Popen, int, list[str]]:
         """An exporter, its port, and what it said before serving."""
         proc = subprocess.Popen([sys.executable, "-m", "bpfbatch", "export", "--config",
@@ -154,9 +161,7 @@ def judge(rig: Rig, body: bytes | None, *, may_lose: int = 0,
 def scrape_seconds(rig) -> float:
     """How long one scrape of the full map takes here, from the request to the client's
     close (the moments of the sweeps are fractions of it)."""
-    rig.fill()
-    proc, port, _ = rig.start()
-    client = Client(port)
+    proc, client = rig.serve()
     start = time.monotonic()
     client.run()
     took = time.monotonic() - start
@@ -164,6 +169,16 @@ def scrape_seconds(rig) -> float:
     proc.communicate(timeout=60)
     assert judge(rig, client.body) == (N, 0)
     return took
+
+
+def into_a_scrape(rig: Rig, seconds: float) -> tuple[subprocess.Popen, Client]:
+    """An exporter and the client whose scrape it has served for ``seconds``: the moment
+    of a sweep, where a fault lands."""
+    proc, client = rig.serve()
+    client.start()
+    client.sent.wait(30)
+    time.sleep(seconds)
+    return proc, client
 
 
 _SWEEP = (0.0, 0.1, 0.3, 0.5, 0.7, 0.85, 1.0, 1.3)
@@ -175,12 +190,7 @@ _LAST = re.compile(r"interrupted \((SIG\w+)\) after (\d+) scrapes; (\d+) drained
                          ids=lambda s: signal.Signals(s).name)
 @pytest.mark.parametrize("at", _SWEEP)
 def test_a_signal_during_a_scrape_lets_it_deliver_or_put_back(rig, scrape_seconds, signum, at):
-    rig.fill()
-    proc, port, _ = rig.start()
-    client = Client(port)
-    client.start()
-    client.sent.wait(30)
-    time.sleep(at * scrape_seconds)
+    proc, client = into_a_scrape(rig, at * scrape_seconds)
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=120)
     client.join(60)
@@ -196,12 +206,7 @@ def test_a_signal_during_a_scrape_lets_it_deliver_or_put_back(rig, scrape_second
 
 @pytest.mark.parametrize("at", _SWEEP)
 def test_sigkill_loses_at_most_one_batch_and_the_next_start_puts_back(rig, scrape_seconds, at):
-    rig.fill()
-    proc, port, _ = rig.start()
-    client = Client(port)
-    client.start()
-    client.sent.wait(30)
-    time.sleep(at * scrape_seconds)
+    proc, client = into_a_scrape(rig, at * scrape_seconds)
     proc.kill()
     proc.communicate(timeout=60)
     client.join(60)
@@ -214,9 +219,7 @@ def test_sigkill_loses_at_most_one_batch_and_the_next_start_puts_back(rig, scrap
 
 
 def test_a_client_that_leaves_mid_body_gets_every_entry_put_back(rig):
-    rig.fill()
-    proc, port, _ = rig.start()
-    client = Client(port, read=64 << 10)
+    proc, client = rig.serve(read=64 << 10)
     client.run()  # 64 KiB of a body of a few MiB, then close with the rest unread
     proc.send_signal(signal.SIGTERM)  # lands once the scrape is settled
     _, err = proc.communicate(timeout=120)
