@@ -108,7 +108,8 @@ def drain(
     delivered or put back: each batch is taken, written to the last byte (and with --fsync
     synced) with SIGINT/SIGTERM/SIGHUP deferred; if the output fails (closed pipe, full disk)
     the records not completely written go back into the map and the command fails saying how
-    many were delivered and put back. A signal stops it after the batch in hand. SIGKILL
+    many were delivered and put back. A signal stops it after the batch in hand, and the
+    output is closed (JSON's ']'): a whole document of what was delivered. SIGKILL
     can lose at most one batch: --batch-size bounds it."""
     check_batch_size(batch_size)
     check_output(output)
@@ -127,6 +128,11 @@ def drain(
                 delivery.close()
             except Interrupted as exc:
                 exc.obj = m.info.label
+                # The trailer, as dump writes it, so that what was delivered is a whole
+                # document (JSON's "]", Arrow's end of stream); a second signal meanwhile
+                # changes nothing of what the first one stopped.
+                with contextlib.suppress(BpfBatchError, Interrupted):
+                    delivery.close()
                 exc.message = (f"after {delivery.delivered} entries delivered, "
                                f"{_count(m)} left in the map")
                 raise
