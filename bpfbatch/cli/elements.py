@@ -102,13 +102,11 @@ def _print_one(m, key: bytes, value: bytes, output: str, decode: list[str] | Non
     from ..formats import pipeline
 
     buffer = io.BytesIO()
-    out = pipeline.Output(output, m.info, buffer, decode=decode or [])
+    out = pipeline.Output(output, m.info, buffer, decode=decode or [], element=True)
     out.write(Batch(1, memoryview(key), memoryview(value)))
     out.close()
     data = buffer.getvalue()
-    if output == "bpftool-json":  # dump's [entry]: the entry's bytes, as bpftool's lookup
-        data = _bpftool_text(data.strip()[1:-1] + b"\n")
-    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.write(_bpftool_text(data) if output == "bpftool-json" else data)
     sys.stdout.buffer.flush()
 
 

@@ -59,13 +59,17 @@ class Output:
     ``sum_cpus``: a per-CPU map's values shown summed over the CPUs
     (:mod:`~bpfbatch.records.cpusum`). ``decode``: the view, as
     :func:`~bpfbatch.records.decoding.view` takes it (``None``: the automatic decoders;
-    ``"none"``: every field as the map stores it; ``FIELD=KIND`` options)."""
+    ``"none"``: every field as the map stores it; ``FIELD=KIND`` options). ``element``: the
+    output is one element (``lookup``, ``peek``), printed as bpftool prints one
+    (:func:`~.render.make_renderer`)."""
 
     def __init__(self, fmt: str, info, out: BinaryIO, *, flush_each: bool = False, btf=None,
-                 decode: Iterable[str] | None = None, sum_cpus: bool = False):
+                 decode: Iterable[str] | None = None, sum_cpus: bool = False,
+                 element: bool = False):
         key_codec, value_codec = _display_codecs(fmt, info, btf, decode, sum_cpus)
         self.info = info
-        self.renderer: Renderer = make_renderer(fmt, info, key_codec, value_codec, out)
+        self.renderer: Renderer = make_renderer(fmt, info, key_codec, value_codec, out,
+                                                element=element)
         self._out = out
         self._flush_each = flush_each
         self._closed = False
@@ -115,11 +119,12 @@ def delivery(fmt: str, info, put_back: PutBackFn, writer: FdWriter, *, btf=None,
     to ``put_back``. Feed it with :meth:`~bpfbatch.delivery.Delivery.drain` (a draining
     cursor) or :meth:`~bpfbatch.delivery.Delivery.take` (a sink that deleted the batch
     itself); end it with :meth:`~bpfbatch.delivery.Delivery.close`. ``decode`` as for
-    :class:`Output`. ``whole``: the output is the one batch given to ``take``, delivered with
-    its trailer (see :class:`~.writer.RecordSink`; any format, ``parquet`` included)."""
+    :class:`Output`. ``whole``: the output is the one element given to ``take`` (``pop``),
+    delivered with its trailer (see :class:`~.writer.RecordSink`; any format, ``parquet``
+    included) and printed as bpftool prints one element (:func:`~.render.make_renderer`)."""
     key_codec, value_codec = _display_codecs(fmt, info, btf, decode, False)
-    sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, writer), writer,
-                      whole=whole)
+    sink = RecordSink(make_renderer(fmt, info, key_codec, value_codec, writer, element=whole),
+                      writer, whole=whole)
     return Delivery(sink, put_back, label=info.label)
 
 

@@ -224,6 +224,15 @@ class BpftoolJson(_JsonArray):
         return out.text(b"}")
 
 
+class BpftoolElement(BpftoolJson):
+    """One element as ``bpftool -j map lookup``, ``peek`` and ``pop`` print it: the object
+    alone on its line, not dump's array of one."""
+
+    open = b""
+    end = b"\n"
+    empty = b""
+
+
 def _error_entry(key: bytes, errno: int) -> bytes:
     """``{"key":[…],"value":{"error":"<strerror>"}}`` (bpftool's ``print_entry_error``)."""
     hexes = b",".join(b'"0x%02x"' % b for b in key)
@@ -483,6 +492,11 @@ def check_format(fmt: str, source: str = "fmt") -> str:
     return fmt
 
 
-def make_renderer(fmt: str, info, key: Codec, value: Codec, out: BinaryIO) -> Renderer:
-    """The renderer for output format ``fmt`` (one of :data:`RENDERERS`)."""
+def make_renderer(fmt: str, info, key: Codec, value: Codec, out: BinaryIO, *,
+                  element: bool = False) -> Renderer:
+    """The renderer for output format ``fmt`` (one of :data:`RENDERERS`). ``element``: the
+    output is one element, which bpftool prints as an object, not as a dump of one
+    (:class:`BpftoolElement`); the other formats print it as a dump of one."""
+    if element and check_format(fmt) == "bpftool-json":
+        return BpftoolElement(info, key, value, out)
     return RENDERERS[check_format(fmt)](info, key, value, out)

@@ -116,3 +116,26 @@ def test_push_peek_pop(map_type, order):
     finally:
         os.unlink(path)
         m.close()
+
+
+@pytest.mark.parametrize("map_type", [MapType.QUEUE, MapType.STACK])
+def test_j_peek_and_pop_print_what_bpftool_prints(map_type):
+    """``-j peek`` and ``-j pop`` print bpftool's bytes: the object alone on its line (pop
+    once printed dump's array of one). The same value pushed twice, so bpftool's pop and
+    ours each take one of the two."""
+    m = Map.create(map_type, 0, 4, 8, name=f"bb_qj_{os.getpid():x}")
+    path = f"/sys/fs/bpf/bb_qj_{TAG}"
+    m.pin(path)
+    try:
+        for _ in range(2):
+            subprocess.run(["bpftool", "map", "push", "pinned", path, "value", "7", "0", "0", "1"],
+                           check=True)
+        for command in ("peek", "pop"):
+            theirs = subprocess.run(["bpftool", "-j", "map", command, "pinned", path],
+                                    capture_output=True, check=True).stdout
+            ours = bpfbatch("-j", command, "pinned", path, check=True).stdout.encode()
+            assert ours == theirs == b'{"key":[],"value":["0x07","0x00","0x00","0x01"]}\n'
+        assert m.lookup(b"") is None  # both pops took one
+    finally:
+        os.unlink(path)
+        m.close()
