@@ -27,6 +27,7 @@ import socketserver
 from http.server import BaseHTTPRequestHandler
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.metrics_core import Metric
 
 #: Where the metrics are served.
 PATH = "/metrics"
@@ -91,8 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self, families: list, *, confirm: bool) -> None:
         """Write the response; with ``confirm``, return only once the client closed the
         connection after reading it, and raise ``OSError`` otherwise."""
-        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
-        body = encoder(_Families(families))
+        body, content_type = exposition(families, self.headers.get("Accept", ""))
         gzipped = gzip_accepted(self.headers.get("Accept-Encoding", ""))
         if gzipped:
             body = gzip.compress(body)
@@ -113,6 +113,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)  # unbuffered: sendall, every byte or an OSError
+
+
+def exposition(families: list, accept: str) -> tuple[bytes, str]:
+    """A scrape's ``families`` as the body and content type a client's ``Accept`` asks for:
+    prometheus-client's text format, or OpenMetrics. There a histogram has a ``_count`` only
+    with its ``_sum`` (if and only if a Sum is present, the spec has the ``+Inf`` bucket's
+    value appear as ``_count`` too; prometheus-client's own parser refuses one without the
+    other), so a slot histogram, which knows no sum, gives its count as ``+Inf`` alone."""
+    encoder, content_type = choose_encoder(accept)
+    if content_type.startswith("application/openmetrics-text"):
+        families = [_count_only_with_sum(fam) for fam in families]
+    return encoder(_Families(families)), content_type
+
+
+def _count_only_with_sum(fam: Metric) -> Metric:
+    """``fam`` without its ``_count`` samples when it is a histogram without ``_sum``."""
+    names = {sample.name for sample in fam.samples}
+    if fam.type != "histogram" or f"{fam.name}_sum" in names:
+        return fam
+    kept = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+    kept.samples = [sample for sample in fam.samples if sample.name != f"{fam.name}_count"]
+    return kept
 
 
 def _why(exc: OSError) -> str:

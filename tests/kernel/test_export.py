@@ -4,6 +4,7 @@ process; the exposition is parsed with prometheus-client's parser."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import multiprocessing
@@ -16,6 +17,9 @@ from collections import Counter, defaultdict
 
 import numpy as np
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from bpfbatch import Map
@@ -23,7 +27,7 @@ from bpfbatch._sys.abi import BPF_NOEXIST, MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import KernelError
-from bpfbatch.export import config, server
+from bpfbatch.export import config, response, server
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 
 TAG = f"{os.getpid()}"
@@ -142,24 +146,53 @@ def _latency_map():
     return _typed_map(MapType.HASH, "h", key, lambda b: b.integer("__u64", 8))
 
 
-def test_log2_histogram_is_cumulative_with_inf_and_count(pins):
+@contextlib.contextmanager
+def _latency_exporter(pins):
+    """An exporter of a log2 latency histogram over :func:`_latency_map`, filled with
+    ``{(disk, slot): count}``: 15 on disk 0 (7 of them past the last slot), 4 on disk 1."""
     counts = {(0, 0): 1, (0, 1): 2, (0, 3): 5, (0, 9): 7, (1, 2): 4}  # slot 9 > max
     with _latency_map() as m:
         m.update_items([({"disk": d, "slot": s}, c) for (d, s), c in counts.items()])
         pin = pins(m, "hist")
-        got = scrape(exporter_for(f"""
+        yield exporter_for(f"""
 [[metric]]
 name = "io_latency_seconds"
 type = "histogram"
 map = {{ pinned = "{pin}" }}
 labels = [{{ name = "disk", field = "key.disk" }}]
 bucket = {{ field = "key.slot", type = "log2", max = 4, multiplier = 0.001 }}
-"""))
+""")
+
+
+def test_log2_histogram_is_cumulative_with_inf_and_count(pins):
+    with _latency_exporter(pins) as exporter:
+        got = scrape(exporter)
     buckets = got["io_latency_seconds_bucket"]
     le = ["0.0", "0.001", "0.003", "0.007", "0.015", "+Inf"]
     assert [buckets[(("disk", "0"), ("le", b))] for b in le] == [1, 3, 3, 8, 8, 15]
     assert [buckets[(("disk", "1"), ("le", b))] for b in le] == [0, 0, 4, 4, 4, 4]
     assert got["io_latency_seconds_count"] == {(("disk", "0"),): 15, (("disk", "1"),): 4}
+
+
+def test_a_histogram_in_openmetrics_passes_its_parser(pins):
+    """OpenMetrics has a histogram's ``_count`` only with its ``_sum``, and a slot histogram
+    knows no sum: what the exporter serves to a client asking for OpenMetrics is accepted by
+    prometheus-client's OpenMetrics parser (which refused a ``_count`` alone), with the count
+    in ``+Inf``; the text format keeps ``_count``."""
+    with _latency_exporter(pins) as exporter:
+        families = list(exporter.collect())
+        exporter.settle(True)
+    body, content_type = response.exposition(
+        families, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+    assert content_type.startswith("application/openmetrics-text")
+    [histogram] = [f for f in openmetrics_families(body.decode())
+                   if f.name == "io_latency_seconds"]
+    assert histogram.type == "histogram"
+    inf = {s.labels["disk"]: s.value for s in histogram.samples if s.labels.get("le") == "+Inf"}
+    assert inf == {"0": 15, "1": 4}
+    assert {s.name for s in histogram.samples} == {"io_latency_seconds_bucket"}
+    text, _ = response.exposition(families, "")
+    assert b"io_latency_seconds_count{disk=\"0\"} 15.0" in text
 
 
 def test_max_series_keeps_the_largest_and_counts_the_rest(pins):
