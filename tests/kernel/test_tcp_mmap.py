@@ -25,6 +25,7 @@ import pytest
 from bpfbatch.errors import BpfBatchError, KernelError
 from bpfbatch.tcp_mmap import Config, Server, send
 from bpfbatch.tcp_mmap.sender import _finish
+from fault_helpers import reaped
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "tcp_mmap.py"
 LOOPBACK_MSS = 4096 + 12  # one page of payload plus the TCP timestamp option
@@ -172,17 +173,13 @@ def _first_line(pipe, timeout: float = 30) -> str:
 
 def test_the_tool_end_to_end_over_ipv4():
     """Server through ``bpfbatch tcp-mmap``, client through tools/tcp_mmap.py."""
-    server = _command("-4", "-s", "-H", "127.0.0.1", "-p", "0", "--connections", "1", "-z",
-                      "-x", "-M", str(LOOPBACK_MSS))
-    try:
+    with reaped(_command("-4", "-s", "-H", "127.0.0.1", "-p", "0", "--connections", "1",
+                         "-z", "-x", "-M", str(LOOPBACK_MSS))) as server:
         port = re.fullmatch(r"listening on 127\.0\.0\.1:(\d+)\n", _first_line(server.stderr))[1]
         client_run = subprocess.run(
             [sys.executable, str(TOOL), "-4", "-H", "127.0.0.1", "-p", port, "-z", "-x", "-M",
              str(LOOPBACK_MSS), "-n", "32M"], capture_output=True, text=True, timeout=60)
         out, err = server.communicate(timeout=30)
-    finally:
-        server.kill()
-        server.wait()
     assert client_run.returncode == 0, client_run.stderr
     assert server.returncode == 0, err
     found = REPORT.search(out)
@@ -196,16 +193,12 @@ def test_interrupting_a_server_exits_130_without_a_traceback():
     """^C is how a server serving until interrupted is meant to end: status 130 and the CLI's
     one line, nothing else on stderr after the listening line (no traceback, no click
     "Aborted!")."""
-    server = _command("-s", "-H", "::1", "-p", "0")
-    try:
+    with reaped(_command("-s", "-H", "::1", "-p", "0")) as server:
         port = int(_first_line(server.stderr).rsplit(":", 1)[1])
         send(client(port, size=1 << 20))
         assert _first_line(server.stdout).startswith("received 1 MB ")  # served, still serving
         server.send_signal(signal.SIGINT)
         out, err = server.communicate(timeout=30)
-    finally:
-        server.kill()
-        server.wait()
     assert server.returncode == 130
     assert err == "bpfbatch: interrupted (SIGINT)\n"
 
@@ -260,17 +253,13 @@ def test_stop_ends_a_server_serving_until_interrupted():
 def test_a_reset_by_the_sender_fails_the_server_with_one_line(zerocopy):
     """The receiver's error names the peer; the tool exits 1 after its connections."""
     args = ["-s", "-H", "::1", "-p", "0", "--connections", "1"] + (["-z"] if zerocopy else [])
-    server = _tool(*args)
-    try:
+    with reaped(_tool(*args)) as server:
         port = int(_first_line(server.stderr).rsplit(":", 1)[1])
         with socket.create_connection(("::1", port)) as sock:
             sock.sendall(os.urandom(1 << 20))
             local = sock.getsockname()[1]
             _reset(sock.dup())
         out, err = server.communicate(timeout=30)
-    finally:
-        server.kill()
-        server.wait()
     assert server.returncode == 1
     assert out == ""
     [line] = err.splitlines()
@@ -285,17 +274,13 @@ def test_an_untranslated_receiver_failure_is_one_line_and_exit_1():
     def limit_address_space():
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    server = _tool("-s", "-H", "::1", "-p", "0", "--connections", "1", "-C", "1G",
-                   preexec_fn=limit_address_space)
-    try:
+    with reaped(_tool("-s", "-H", "::1", "-p", "0", "--connections", "1", "-C", "1G",
+                      preexec_fn=limit_address_space)) as server:
         port = int(_first_line(server.stderr).rsplit(":", 1)[1])
         with socket.create_connection(("::1", port)) as sock:
             sock.sendall(b"x" * 1000)
             local = sock.getsockname()[1]
         out, err = server.communicate(timeout=30)
-    finally:
-        server.kill()
-        server.wait()
     assert (server.returncode, out) == (1, "")
     assert err.splitlines() == [f"bpfbatch: error: [::1]:{local}: receive: kernel out of memory "
                                 f"(ENOMEM)"]
