@@ -76,8 +76,11 @@ def send_plan(plan: Plan, netns: str | None, *, force: bool, source: str,
                     _wait_released(netns, plan.released)
                 if not lines:
                     continue
-                report = session.send_batch([""] * offset + [line + "\n" for line in lines],
-                                            source)
+                if phase == 2:
+                    report = session.send_encoded(_encoded(plan, offset, netns, source), source)
+                else:
+                    report = session.send_batch([""] * offset + [line + "\n" for line in lines],
+                                                source)
             except Interrupted as exc:  # the phase's report is in its message: say the whole
                 caught = getattr(exc, "report", None)
                 exc.obj, exc.message = source, f"after {_summed(total, caught).summary()}"
@@ -90,6 +93,23 @@ def send_plan(plan: Plan, netns: str | None, *, force: bool, source: str,
             if report.stopped:
                 break
     return total
+
+
+def _encoded(plan: Plan, offset: int, netns: str | None, source: str) -> list[tuple[int, object]]:
+    """The adds phase as ``(plan line, message)``: the file's own adds as read when planning,
+    the changes and replaces encoded now (the rest left blank, so lines keep their numbers)."""
+    fresh = {}
+    if None in plan.add_messages:
+        texts = [""] * offset + [line + "\n" if message is None else ""
+                                 for line, message in zip(plan.adds, plan.add_messages)]
+        with entered(netns):
+            resolver = Resolver()
+        try:
+            fresh = dict(TemplateReader(resolver).read(texts, source))
+        finally:
+            resolver.close()
+    return [(offset + i, fresh[offset + i] if message is None else message)
+            for i, message in enumerate(plan.add_messages, 1)]
 
 
 def _summed(total: Report, more: Report | None) -> Report:

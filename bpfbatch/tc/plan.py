@@ -47,6 +47,9 @@ class Plan:
     #: (kind, index) of actions the deletes must wait for (bound to deleted filters).
     released: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     adds: list[str] = dataclasses.field(default_factory=list)
+    #: Per add, the desired line's message as the reader encoded it (None for a change or
+    #: replace, which is a line of its own and is encoded as it is sent).
+    add_messages: list = dataclasses.field(default_factory=list)
     unchanged: int = 0
 
     @property
@@ -178,8 +181,9 @@ def difference(desired: list[TcObject], live: Live) -> Plan:
     sent = set()  # a line naming several actions stands for each of them: sent once
     for i, obj in enumerate(desired):
         m = matched.get(i)
+        message = None
         if m is None or (m.kind, m.key) in gone or swept(m) or _instance(m) in deleted_instances:
-            line = obj.line
+            line, message = obj.line, obj.message
         elif same(obj, m):
             plan.unchanged += 1
             continue
@@ -191,6 +195,7 @@ def difference(desired: list[TcObject], live: Live) -> Plan:
         if line not in sent:
             sent.add(line)
             plan.adds.append(line)
+            plan.add_messages.append(message)
     return plan
 
 

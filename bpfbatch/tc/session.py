@@ -94,6 +94,12 @@ class Session:
         lines = TemplateReader(self._resolve, unencoded=coalescible).read(stream, name)
         return self._run(coalesce(lines, self._resolve, name), name)
 
+    def send_encoded(self, items: Iterable[tuple[int, object]], name: str) -> Report:
+        """Send what a :class:`~.templates.TemplateReader` gave: ``(line, Message or
+        LineError)`` pairs, in line order — for a caller that read the batch already (``tc
+        apply`` reads its file to compare it, then sends those messages, not the file again)."""
+        return self._run(items, name)
+
     def _run(self, items, source: str) -> Report:
         """Feed the sender; on a signal or any error, stop cleanly and say what was applied.
 

@@ -60,12 +60,14 @@ _RCVBUF = 32 << 20
 class TcObject(NamedTuple):
     """One qdisc, class, filter or standalone action: ``key`` identifies it, ``spec`` is what
     is compared. ``kind`` is ``qdisc``, ``class``, ``filter``, ``ht`` (a u32 hash table) or
-    ``action``. ``line``: the batch line that adds it (desired side), else None."""
+    ``action``. ``line``: the batch line that adds it (desired side), else None; ``message``:
+    that line as the reader encoded it, which an apply sends as it is (not encoded twice)."""
 
     kind: str
     key: tuple
     spec: tuple
     line: str | None = None
+    message: Message | None = None
 
 
 # --- decoding ------------------------------------------------------------------------------------
@@ -242,9 +244,9 @@ def _name_roots(objects: list[TcObject], roots: dict[tuple, int | None]) -> list
         if obj.kind == "filter":
             instance = obj.key[:5]
             sel, classid, link, flags, indev, actions = obj.spec
-            obj = TcObject(obj.kind, (*instance, named(instance, obj.key[5]), *obj.key[6:]),
-                           (sel, classid, None if link is None else named(instance, link), flags,
-                            indev, actions), obj.line)
+            obj = obj._replace(key=(*instance, named(instance, obj.key[5]), *obj.key[6:]),
+                               spec=(sel, classid, None if link is None else named(instance, link),
+                                     flags, indev, actions))
         out.append(obj)
     return out
 
@@ -270,7 +272,8 @@ def desired(reader_items: Iterable[tuple[int, object]], texts: dict[int, str],
         text = texts[line].strip()
         try:
             if msg_type == S.Msg.NEWACTION:
-                found = [obj._replace(line=text) for obj in decode_actions(body)]
+                found = [obj._replace(line=text, message=parsed)
+                         for obj in decode_actions(body)]
                 if any(obj.key[1] is None for obj in found):
                     raise InputError("standalone actions need an index")
                 objects += found
@@ -282,7 +285,7 @@ def desired(reader_items: Iterable[tuple[int, object]], texts: dict[int, str],
             if obj.kind == "filter" and obj.key[3] == 0:
                 raise InputError("filters need a prio (the kernel's choice cannot be compared)",
                                  obj=where)
-            objects.append(TcObject(obj.kind, obj.key, obj.spec, text))
+            objects.append(TcObject(obj.kind, obj.key, obj.spec, text, parsed))
     return _kernel_defaults(_name_roots(objects, {}))
 
 
