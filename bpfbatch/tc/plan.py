@@ -103,14 +103,22 @@ def difference(desired: list[TcObject], live: Live) -> Plan:
         if found is not None:
             matched[i] = found
             claimed.add((obj.kind, obj.key))
+    bucket_nodes: dict[tuple, list[TcObject]] | None = None  # live key nodes by table, bucket
     for i, obj in enumerate(desired):  # key nodes the kernel numbers: by content
         if obj.kind == "filter" and obj.key[7] is None:
-            for other in live.objects:
-                if (other.kind == "filter" and other.key[:7] == obj.key[:7]
-                        and ("filter", other.key) not in claimed and same(obj, other)):
+            if bucket_nodes is None:
+                bucket_nodes = {}
+                for other in live.objects:
+                    if other.kind == "filter":
+                        bucket_nodes.setdefault(other.key[:7], []).append(other)
+            for other in bucket_nodes.get(obj.key[:7], ()):
+                if ("filter", other.key) not in claimed and same(obj, other):
                     matched[i] = other
                     claimed.add(("filter", other.key))
                     break
+    if (len(matched) == len(desired) == len(claimed) == len(live.objects)
+            and all(same(obj, matched[i]) for i, obj in enumerate(desired))):
+        return Plan(unchanged=len(desired))  # the live state is the file's: nothing to send
 
     # what must go (and come back) whole
     rebuilt_instances = {obj.key[:5] for i, obj in enumerate(desired)
