@@ -97,6 +97,7 @@ _MSG_NEWTCLASS = int(S.Msg.NEWTCLASS)
 _MSG_NEWTFILTER = int(S.Msg.NEWTFILTER)
 _MSG_NEWACTION = int(S.Msg.NEWACTION)
 _MSG_GETACTION = int(S.Msg.GETACTION)
+_MSG_GETTFILTER = int(S.Msg.GETTFILTER)
 
 
 def _table(data, span: tuple[int, int] | None) -> dict[int, tuple[int, int]]:
@@ -464,7 +465,7 @@ def read_live(dumper: Dumper, devices: Iterable[str]) -> Live:
             objects.append(_live_class(decode(_MSG_NEWTCLASS, body)))
     # every block: each qdisc's and each class's
     parents = [(obj.key[0], obj.key[1]) for obj in objects if obj.kind in ("qdisc", "class")]
-    filter_answers = dumper.dump([(S.Msg.GETTFILTER, _tcmsg(ifindex, parent))
+    filter_answers = dumper.dump([(_MSG_GETTFILTER, _tcmsg(ifindex, parent))
                                   for ifindex, parent in parents])
     filters, roots = [], {}
     for (_ifindex, parent), bodies in zip(parents, filter_answers):
