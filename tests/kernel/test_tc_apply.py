@@ -130,6 +130,35 @@ def test_a_failing_line_stops_and_says_what_was_applied(tmp_path):
                              "vethA"]).stdout
 
 
+
+#: Lines tc refuses, each as line 3 of an otherwise good desired state.
+_REFUSED = ("class add dev vethA parent 1: classid 1:2 htb rate fast",
+            "filter add dev vethA parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.1/33 "
+            "flowid 1:1",
+            "class del dev vethA classid 1:10")
+
+
+def test_a_line_tc_refuses_sends_nothing(tmp_path):
+    """A FILE with a line tc would refuse: one line naming FILE:LINE, exit 1, and no message
+    at all — not even the deletes the rest of the file would have planned."""
+    rich = tmp_path / "rich.tc"
+    rich.write_text(RICH)
+    with veth_netns() as ns:
+        assert tc_batch(ns, rich).returncode == 0
+        before = state(ns)
+        for refused in _REFUSED:
+            path = tmp_path / "refused.tc"
+            path.write_text("qdisc add dev vethA root handle 1: htb\n"
+                            "class add dev vethA parent 1: classid 1:1 htb rate 1mbit\n"
+                            f"{refused}\n")
+            argv = _bpfbatch("tc", "apply", str(path), "-n", ns)
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+            assert proc.returncode == 1
+            [line] = proc.stderr.splitlines()
+            assert line.startswith(f"bpfbatch: error: {path}:3: "), line
+            assert _sent(argv) == 0
+        assert state(ns) == before
+
 # --- property: apply A then B == tc -b B on a fresh device ---------------------------------------
 
 CLASSES = range(1, 6)
