@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from ..errors import BpfBatchError, InputError, Interrupted
+from ..interrupts import deferred
 from . import render
 from .grammar import read_commands
 from .netns import entered
@@ -66,32 +67,40 @@ def plan_for(lines: Iterable[str], source: str, netns: str | None, devices: list
 def send_plan(plan: Plan, netns: str | None, *, force: bool, source: str,
               on_failure: Callable | None = None) -> Report:
     """Send the plan's phases through one session; the report counts every line sent, and
-    a stop in one phase stops the whole apply."""
+    a stop in one phase stops the whole apply. A signal, wherever it lands (in a phase, while
+    waiting between two, as the session closes), says what every phase before it applied."""
     total = Report(source)
     offset = 0
-    with Session(netns=netns, force=force, on_failure=on_failure) as session:
-        for phase, lines in enumerate((plan.deletes, plan.action_deletes, plan.adds)):
-            try:
+    try:
+        with Session(netns=netns, force=force, on_failure=on_failure) as session:
+            for phase, lines in enumerate((plan.deletes, plan.action_deletes, plan.adds)):
                 if phase == 1 and plan.released and lines:
                     _wait_released(netns, plan.released)
                 if not lines:
                     continue
-                if phase == 2:
-                    report = session.send_encoded(_encoded(plan, offset, netns, source), source)
-                else:
-                    report = session.send_batch([""] * offset + [line + "\n" for line in lines],
-                                                source)
-            except Interrupted as exc:  # the phase's report is in its message: say the whole
-                caught = getattr(exc, "report", None)
-                exc.obj, exc.message = source, f"after {_summed(total, caught).summary()}"
-                raise
-            except BatchInterrupted as exc:
-                _add(total, exc.report)
-                raise BatchInterrupted(exc.__cause__ or exc, total) from exc
-            _add(total, report)
-            offset += len(lines)
-            if report.stopped:
-                break
+                try:
+                    if phase == 2:
+                        report = session.send_encoded(_encoded(plan, offset, netns, source),
+                                                      source)
+                    else:
+                        report = session.send_batch(
+                            [""] * offset + [line + "\n" for line in lines], source)
+                except Interrupted as exc:  # the phase's report is part of the whole
+                    with deferred():
+                        _add(total, getattr(exc, "report", None))
+                    raise
+                except BatchInterrupted as exc:
+                    with deferred():
+                        _add(total, exc.report)
+                    raise BatchInterrupted(exc.__cause__ or exc, total) from exc
+                with deferred():  # counted whole, or not yet: the report says one or the other
+                    _add(total, report)
+                    offset += len(lines)
+                if report.stopped:
+                    break
+    except Interrupted as exc:
+        exc.obj, exc.message = source, f"after {total.summary()}"
+        raise
     return total
 
 
@@ -112,13 +121,9 @@ def _encoded(plan: Plan, offset: int, netns: str | None, source: str) -> list[tu
             for i, message in enumerate(plan.add_messages, 1)]
 
 
-def _summed(total: Report, more: Report | None) -> Report:
-    if more is not None:
-        _add(total, more)
-    return total
-
-
-def _add(total: Report, report: Report) -> None:
+def _add(total: Report, report: Report | None) -> None:
+    if report is None:
+        return
     total.commands += report.commands
     total.applied += report.applied
     total.failed += report.failed

@@ -9,9 +9,12 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
+import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -263,3 +266,80 @@ def test_a_signal_says_what_was_applied(tmp_path):
                             r"commands; (\d+) applied, up to line \d+.*", line)
         assert said, line
         assert classes == int(said.group(2)) - 1
+
+
+# --- a signal between deletes and adds -----------------------------------------------------------
+
+#: Classes the device holds (1:1000...) and classes the desired state wants instead (1:3000...):
+#: the plan deletes every old one, then adds every new one.
+_OLD, _NEW = 0x1000, 0x3000
+_SWAPPED = 500
+
+
+def _classes(first: int) -> str:
+    return "".join(f"class add dev vethA parent 1: classid 1:{first + i:x} htb rate {i + 1}kbit\n"
+                   for i in range(_SWAPPED))
+
+
+def _class_counts(netns: str) -> tuple[int, int]:
+    """(old classes, new classes) the kernel holds, by one netlink dump."""
+    from bpfbatch.tc import specs as S
+    from bpfbatch.tc.state import GETTCLASS, Dumper
+
+    with Dumper(netns) as dumper:
+        index = next(i for i, name in dumper.names.items() if name == "vethA")
+        [bodies] = dumper.dump([(GETTCLASS, S.TCMSG.pack(0, index, 0, 0, 0))])
+    minors = [S.TCMSG.unpack_from(body, 0)[2] & 0xFFFF for body in bodies]
+    return (sum(_OLD <= m < _OLD + _SWAPPED for m in minors),
+            sum(_NEW <= m < _NEW + _SWAPPED for m in minors))
+
+
+def _wait_until(netns: str, proc: subprocess.Popen, moment: str) -> None:
+    """Until ``moment``: at once; ``deleting`` (some old classes gone); ``adding`` (some new
+    class there); or a number of seconds. A moment missed (the apply got past it) is fine:
+    the promise holds at every moment."""
+    if moment == "at once":
+        return
+    if moment[0].isdigit():
+        time.sleep(float(moment))
+        return
+    while proc.poll() is None:
+        old, new = _class_counts(netns)
+        if moment == "deleting" and old < _SWAPPED or moment == "adding" and new:
+            return
+
+
+@pytest.mark.parametrize("moment", ["at once", "0.3", "deleting", "adding", "1.0"])
+def test_a_signal_between_deletes_and_adds_says_what_the_kernel_holds(tmp_path, moment):
+    """SIGTERM at a moment of an apply that deletes 500 classes then adds 500: exit 143 and
+    one line whose "N applied" is exactly the plan's first N lines in the kernel (min(N,
+    500) old classes gone, the rest of N new ones there); exit 0 and the whole state; or,
+    before the interpreter reached the command, death by the signal and nothing sent."""
+    old, new = tmp_path / "old.tc", tmp_path / "new.tc"
+    head = "qdisc add dev vethA root handle 1: htb\n"
+    old.write_text(head + _classes(_OLD))
+    new.write_text(head + _classes(_NEW))
+    with veth_netns() as ns:
+        assert tc_batch(ns, old).returncode == 0
+        proc = subprocess.Popen(_bpfbatch("tc", "apply", str(new), "-n", ns),
+                                stderr=subprocess.PIPE, text=True)
+        _wait_until(ns, proc, moment)
+        proc.terminate()
+        _, err = proc.communicate()
+        kept, added = _class_counts(ns)
+        if proc.returncode == -signal.SIGTERM:  # still starting Python: no handler yet
+            assert (kept, added) == (_SWAPPED, 0)
+            return
+        if proc.returncode == 0:  # done before the signal: all of it
+            assert (kept, added) == (0, _SWAPPED)
+            return
+        assert proc.returncode == 143, err
+        [line] = err.splitlines()
+        # before the command began (the CLI still starting) the line names no file: nothing
+        said = re.fullmatch(r"bpfbatch: interrupted \(SIGTERM\)|bpfbatch: .*new\.tc.*: "
+                            r"interrupted \(SIGTERM\) (?:after (\d+) commands; (\d+) applied, "
+                            r"up to line \d+.*|before any line was sent)", line)
+        assert said, line
+        applied = int(said.group(2) or 0)
+        assert (kept, added) == (_SWAPPED - min(applied, _SWAPPED),
+                                 max(0, applied - _SWAPPED)), line
