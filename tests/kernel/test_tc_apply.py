@@ -276,9 +276,9 @@ _OLD, _NEW = 0x1000, 0x3000
 _SWAPPED = 500
 
 
-def _classes(first: int) -> str:
+def _classes(first: int, count: int = _SWAPPED) -> str:
     return "".join(f"class add dev vethA parent 1: classid 1:{first + i:x} htb rate {i + 1}kbit\n"
-                   for i in range(_SWAPPED))
+                   for i in range(count))
 
 
 def _class_counts(netns: str) -> tuple[int, int]:
@@ -343,3 +343,48 @@ def test_a_signal_between_deletes_and_adds_says_what_the_kernel_holds(tmp_path, 
         applied = int(said.group(2) or 0)
         assert (kept, added) == (_SWAPPED - min(applied, _SWAPPED),
                                  max(0, applied - _SWAPPED)), line
+
+
+# --- another process changing the device during an apply ----------------------------------------
+
+
+#: Classes on either side of the apply another process meddles with.
+_MEDDLED = 200
+
+
+def test_a_device_changed_during_an_apply_converges_on_the_next(tmp_path):
+    """The promise when another process changes the device while an apply runs: the apply
+    plans from one dump, so it either ends (exit 0) or stops at the first line the change
+    made fail (EEXIST, ENOENT: exit 1, one line saying what was applied) — never a traceback,
+    never a second line; and the next apply, once the other process is done, leaves exactly
+    what ``tc -b FILE`` leaves on a fresh device. Here the other process adds classes the
+    file wants (other rates) and classes it does not, then deletes them, over and over."""
+    old, new = tmp_path / "old.tc", tmp_path / "new.tc"
+    head = "qdisc add dev vethA root handle 1: htb\n"
+    old.write_text(head + _classes(_OLD, _MEDDLED))
+    new.write_text(head + _classes(_NEW, _MEDDLED))
+    meddled = [c for c in range(_NEW, _NEW + _MEDDLED, 10)] + list(range(0x6000, 0x6014))
+    adds, deletes = tmp_path / "meddle-add.tc", tmp_path / "meddle-del.tc"
+    adds.write_text("".join(f"class add dev vethA parent 1: classid 1:{c:x} htb rate 7kbit\n"
+                            for c in meddled))
+    deletes.write_text("".join(f"class del dev vethA classid 1:{c:x}\n" for c in meddled))
+    with veth_netns() as ns, veth_netns() as fresh:
+        assert tc_batch(ns, old).returncode == 0
+        assert tc_batch(fresh, new).returncode == 0
+        proc = subprocess.Popen(_bpfbatch("tc", "apply", str(new), "-n", ns),
+                                stderr=subprocess.PIPE, text=True)
+        while proc.poll() is None:
+            tc_batch(ns, adds, "-force")
+            tc_batch(ns, deletes, "-force")
+        _, err = proc.communicate()
+        [line] = err.splitlines()
+        if proc.returncode:
+            assert proc.returncode == 1 and re.fullmatch(
+                r"bpfbatch: error: .*new\.tc: apply: .* applied.*\((EEXIST|ENOENT)\)", line), line
+        else:
+            assert line.endswith("objects unchanged"), line
+        tc_batch(ns, adds, "-force")  # once more, now that nothing else runs
+        settled = subprocess.run(_bpfbatch("tc", "apply", str(new), "-n", ns),
+                                 capture_output=True, text=True, check=False)
+        assert settled.returncode == 0, settled.stderr
+        assert state(ns) == state(fresh)
