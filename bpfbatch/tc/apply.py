@@ -5,7 +5,9 @@ batch file that gives it back (:mod:`.render`, every line checked by encoding it
 The plan's phases go through one session: the deletes, then — only when deleted filters held
 actions that are to be deleted — a wait until the kernel has released them (it does so after
 an RCU grace period), the action deletes, and the changes and adds. Lines are numbered across
-the phases as ``--plan`` prints them, so a report's "up to line N" names a printed line.
+the phases as ``--plan`` prints them, so a report's "up to line N" names a printed line. The
+file's own adds are sent as the reader encoded them while planning (a first apply costs what
+``tc -b`` of the file costs, not that twice); only changes and replaces are encoded anew.
 """
 
 from __future__ import annotations
