@@ -146,11 +146,11 @@ def tc_apply(
 ) -> None:
     """Bring devices to the state FILE describes, sending only the difference: deletes,
     in-place changes, adds. Unchanged qdiscs, classes, filters and actions are not touched."""
-    from ..tc.apply import plan_for, send_plan
-
     with raised_as_interrupted():
         done: list = []
         try:
+            from ..tc.apply import plan_for, send_plan  # a signal while importing: nothing sent
+
             with _opened(batch) as (lines, name):
                 difference, _live = plan_for(lines, name, netns, dev or [])
             if plan:
