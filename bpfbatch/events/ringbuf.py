@@ -24,7 +24,7 @@ stream keeps its own read position, where the next pass starts.
 The kernel wakes a poller when a record is submitted while the consumer has caught up with it
 (and ``poll`` reports readable whenever the positions differ), so waiting is an epoll on the
 map's fd, which is also the stream's :meth:`fileno`. One consumer per ring: the kernel does
-not arbitrate between two.
+not arbitrate between two, so the stream claims the map first (:mod:`.claim`).
 """
 
 from __future__ import annotations
@@ -52,20 +52,24 @@ class RingbufStream(EventStream):
     """A reader of one ring buffer map (``source``: a :class:`~bpfbatch.Map`, not owned)."""
 
     def __init__(self, source):
-        super().__init__()
         info = source.info
+        super().__init__(info)
         self.label = info.label
         self.size = info.max_entries
         self._mask = self.size - 1
         page = mmap.PAGESIZE
         fd = source.fd
-        self._cons_map = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
-                                   offset=0)
         try:
-            self._data_map = mmap.mmap(fd, page + 2 * self.size, mmap.MAP_SHARED,
-                                       mmap.PROT_READ, offset=page)
+            self._cons_map = mmap.mmap(fd, page, mmap.MAP_SHARED,
+                                       mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+            try:
+                self._data_map = mmap.mmap(fd, page + 2 * self.size, mmap.MAP_SHARED,
+                                           mmap.PROT_READ, offset=page)
+            except BaseException:
+                self._cons_map.close()
+                raise
         except BaseException:
-            self._cons_map.close()
+            self._claim.release()
             raise
         self._consumer = np.frombuffer(self._cons_map, np.uint64, 1)
         self._producer = np.frombuffer(self._data_map, np.uint64, 1)
