@@ -25,6 +25,9 @@ a poll set and the consumer position(s). It hands out :class:`Batch` objects:
 - **Poll set.** :meth:`EventStream.fileno` is one file descriptor that is readable when
   records are waiting (taken and not yet committed ones included) (an epoll fd over the map's fds): hand it to ``selectors``, ``asyncio``'s
   ``add_reader`` or ``select``, then call ``poll(0)``.
+- **One reader per map.** The kernel keeps one consumer position per ring (one ring per CPU
+  slot for perf): a stream claims its map when it opens (:mod:`.claim`), and a second
+  reader, in any process, is refused (``EBUSY``) until the first closes or dies.
 - **Loss and lag** are in :attr:`EventStream.stats` (a :class:`StreamStats`; the perf reader
   adds records lost per CPU): the consumer never loses a record, but the producer may fail to
   write one when the ring is full, which only the producer can count (for a ring buffer) or
