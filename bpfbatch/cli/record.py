@@ -56,8 +56,10 @@ def record(map_id: int | None, pinned: str | None, name: str | None, record_type
     position: a signal stops it after the batch in hand is written and committed; a full disk
     or a closed pipe leaves every event not completely written in the ring, for the next
     record; SIGKILL repeats at most the batch it hit, never loses one. Parquet needs -w: a
-    file's events are committed once its footer is written. Records print as drain prints a
-    queue's elements ({"key":[],"value":...}). A perf event array's rings are the reader's
+    file's events are committed once its footer is written (so SIGKILL repeats at most the
+    file it hit). One reader per map: a second record on the same map is refused (EBUSY)
+    while the first runs. Records print as drain prints a queue's elements
+    ({"key":[],"value":...}). A perf event array's rings are the reader's
     own, one per CPU: what is in them when record exits is gone with them (the kernel's lost
     records are counted per CPU); --order-by merges the CPUs by a timestamp field within each
     pass."""

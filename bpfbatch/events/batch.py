@@ -25,6 +25,9 @@ a poll set and the consumer position(s). It hands out :class:`Batch` objects:
 - **Poll set.** :meth:`EventStream.fileno` is one file descriptor that is readable when
   records are waiting (taken and not yet committed ones included) (an epoll fd over the map's fds): hand it to ``selectors``, ``asyncio``'s
   ``add_reader`` or ``select``, then call ``poll(0)``.
+- **One reader per map.** The kernel keeps one consumer position per ring (one ring per CPU
+  slot for perf): a stream claims its map when it opens (:mod:`.claim`), and a second
+  reader, in any process, is refused (``EBUSY``) until the first closes or dies.
 - **Loss and lag** are in :attr:`EventStream.stats` (a :class:`StreamStats`; the perf reader
   adds records lost per CPU): the consumer never loses a record, but the producer may fail to
   write one when the ring is full, which only the producer can count (for a ring buffer) or
@@ -176,14 +179,19 @@ class Batch:
 class EventStream:
     """One event map's reader (the module's contract). Subclasses implement :meth:`_take`
     (one pass, no wait), :meth:`_wait` (block until readable or the timeout) and
-    :meth:`_release`; this class adds the loop, the poll set's file descriptor and the
-    lifetime. Use as a context manager, or call :meth:`close`."""
+    :meth:`_release`; this class adds the loop, the poll set's file descriptor, the lifetime
+    and the map's claim (one reader per map, :mod:`.claim`: taken first, by
+    ``super().__init__(info)``; a subclass whose ``__init__`` then fails calls
+    :meth:`close`). Use as a context manager, or call :meth:`close`."""
 
     #: How errors and the exit line name the stream's map.
     label: str = "event stream"
 
-    def __init__(self):
+    def __init__(self, info):
+        from .claim import Claim
+
         self.stats = StreamStats()
+        self._claim = Claim(info)
         self._closed = False
 
     # -- what a reader implements ----------------------------------------------------------
@@ -240,11 +248,15 @@ class EventStream:
             quiet_since = time.monotonic()
 
     def close(self) -> None:
-        """Unmap and close what the stream opened; the map itself stays open (not owned).
-        Uncommitted records stay in the ring. Safe to call twice."""
+        """Unmap and close what the stream opened and give up the map's claim; the map
+        itself stays open (not owned). Uncommitted records stay in the ring. Safe to call
+        twice, and on a stream whose ``__init__`` failed after the claim."""
         if not self._closed:
             self._closed = True
-            self._release()
+            try:
+                self._release()
+            finally:
+                self._claim.release()
 
     def __enter__(self):
         return self

@@ -127,12 +127,11 @@ def _table_map(table) -> Map:
     return Map(table.map_fd, owned=False)
 
 
-def _register(table, reader: _Reader) -> None:
-    readers = _opened.setdefault(table.bpf, {})
-    old = readers.pop(table.map_fd, None)
-    if old is not None:
-        old.stream.close()
-    readers[table.map_fd] = reader
+def _register(table, reader) -> None:
+    """Open ``reader()`` for ``table`` in place of the one opened before (closed first: a
+    map has one reader at a time, :mod:`.claim`)."""
+    close_buffer(table)
+    _opened.setdefault(table.bpf, {})[table.map_fd] = reader()
 
 
 def open_perf_buffer(table, callback, page_cnt: int = 8, lost_cb=None,
@@ -142,14 +141,15 @@ def open_perf_buffer(table, callback, page_cnt: int = 8, lost_cb=None,
     :func:`perf_buffer_poll`."""
     from .perf import PerfStream
 
-    stream = PerfStream(_table_map(table), page_count=page_cnt, wakeup_events=wakeup_events)
-    _register(table, _Reader(stream, callback, lost_cb))
+    _register(table, lambda: _Reader(PerfStream(_table_map(table), page_count=page_cnt,
+                                                wakeup_events=wakeup_events),
+                                     callback, lost_cb))
 
 
 def open_ring_buffer(table, callback, ctx=None) -> None:
     """bcc's ``table.open_ring_buffer(callback, ctx)``, read by :func:`ring_buffer_poll`
     and :func:`ring_buffer_consume`."""
-    _register(table, _Reader(open_stream(_table_map(table)), callback, ctx=ctx))
+    _register(table, lambda: _Reader(open_stream(_table_map(table)), callback, ctx=ctx))
 
 
 def close_buffer(table) -> None:

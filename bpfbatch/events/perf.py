@@ -92,7 +92,6 @@ class PerfStream(EventStream):
 
     def __init__(self, source: Map, *, page_count: int = DEFAULT_PAGE_COUNT,
                  wakeup_events: int = 1, order_by: str | None = None, dtype=None):
-        super().__init__()
         self.label = source.info.label
         if source.info.type != abi.MapType.PERF_EVENT_ARRAY:
             raise InputError(f"not a perf event array (it is {source.info.type_name})",
@@ -102,16 +101,21 @@ class PerfStream(EventStream):
                              obj=self.label)
         self._order = None if order_by is None else \
             order_field(order_by, dtype, f"{self.label}: order_by")
+        super().__init__(source.info)
         self.rings: list[PerfRing] = []
         self._by_cpu: dict[int, PerfRing] = {}
-        self._map = source.dup()  # the entries stored through it live as long as its file
+        try:
+            self._map = source.dup()  # the entries stored through it live as long as its file
+        except BaseException:
+            self._claim.release()
+            raise
         self._epoll = select.epoll()
         try:
             for cpu in online_cpus():
                 if cpu < source.info.max_entries:
                     self._add(cpu, page_count, wakeup_events)
         except BaseException:
-            self._release()
+            self.close()
             raise
 
     def _add(self, cpu: int, page_count: int, wakeup_events: int) -> None:

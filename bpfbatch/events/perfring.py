@@ -32,6 +32,7 @@ import struct
 from .._numpy import np
 from .._sys import abi
 from ..errors import BpfBatchError
+from .runs import layout, run_length
 
 _HEADER = struct.Struct("<IHH")
 _LOST = struct.Struct("<Q")
@@ -140,8 +141,11 @@ class PerfRing:
         runs, losses = self._walk(data)
         self._read = head
         starts, steps, counts = zip(*runs) if runs else ((), (), ())
-        return Pass(self.cpu, data, _offsets(starts, steps, counts), _sizes(steps, counts),
-                    losses, tail, head, runs)
+        # each sample's raw data follows its 12-byte head; its size counts the padding to 8
+        # bytes, as the kernel does
+        offsets, sizes = layout([start + SAMPLE_HEAD for start in starts], steps, counts,
+                                [step - SAMPLE_HEAD for step in steps])
+        return Pass(self.cpu, data, offsets, sizes, losses, tail, head, runs)
 
     def commit(self, position: int) -> int:
         """Give the bytes before ring ``position`` back to the kernel (after every read of
@@ -186,7 +190,9 @@ class PerfRing:
                                     f"at {o} of {n}", obj=self.label)
             if kind == abi.PERF_RECORD_SAMPLE:
                 streak = streak + 1 if steps and steps[-1] == size else 0
-                count = _run(data, o, size, n) if streak >= _STREAK else 1
+                count = 1 if streak < _STREAK else run_length(
+                    np.ndarray(((n - o) // size,), "<u8", buffer=data, offset=o,
+                               strides=(size,)), _TYPE_AND_SIZE)
                 if steps and steps[-1] == size and starts[-1] + counts[-1] * size == o:
                     counts[-1] += count
                 else:
@@ -202,32 +208,3 @@ class PerfRing:
             streak = 0
             o += size  # other records (none for a BPF output event) are skipped
         return list(zip(starts, steps, counts)), losses
-
-
-def _run(data, at: int, size: int, n: int) -> int:
-    """How many records from ``at`` on are samples of ``size`` bytes (at least one)."""
-    fit = (n - at) // size
-    heads = np.ndarray((fit,), "<u8", buffer=data, offset=at, strides=(size,))
-    differ = np.flatnonzero((heads & np.uint64(_TYPE_AND_SIZE)) != heads[0] & np.uint64(
-        _TYPE_AND_SIZE))
-    return int(differ[0]) if differ.size else fit
-
-
-def _offsets(starts, steps, counts) -> np.ndarray:
-    """The raw data offset of every sample of the runs."""
-    if not counts:
-        return np.zeros(0, np.int64)
-    if len(counts) == 1:
-        return np.arange(starts[0] + SAMPLE_HEAD, starts[0] + counts[0] * steps[0],
-                         steps[0], dtype=np.int64)
-    counts_a = np.asarray(counts, np.int64)
-    first = np.repeat(np.asarray(starts, np.int64) + SAMPLE_HEAD, counts_a)
-    index = np.arange(int(counts_a.sum()), dtype=np.int64) - np.repeat(
-        np.cumsum(counts_a) - counts_a, counts_a)
-    return first + index * np.repeat(np.asarray(steps, np.int64), counts_a)
-
-
-def _sizes(steps, counts) -> np.ndarray:
-    """The raw size of every sample of the runs (its record's size less the 12 bytes before
-    the data; the padding to 8 bytes included, as the kernel counts it)."""
-    return np.repeat(np.asarray(steps, np.int64) - SAMPLE_HEAD, np.asarray(counts, np.int64))

@@ -62,7 +62,8 @@ class Recorder:
         self._pending: tuple[Batch, int] | None = None  # deferred: written, not committed
         self._in_hand: tuple[Batch, int, int] | None = None  # (batch, stop, count) in delivery
         self._in_file = 0  # records in the current file (deferred: none committed yet)
-        self._open_file()
+        with interrupts.deferred():
+            self._open_file()  # now: a path that cannot be written is said before any poll
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -75,8 +76,6 @@ class Recorder:
         rows = self._rows(batch, n)
         done = 0
         while done < n:
-            if self._writer is None:
-                self._open_file()
             stop = n if self._rotate is None else min(n, done + self._room())
             self._write_piece(batch, rows[done:stop], stop)
             done = stop
@@ -89,7 +88,9 @@ class Recorder:
 
         count = len(rows)
         elements = Elements(count, b"", memoryview(rows).cast("B"))
-        with interrupts.deferred():
+        with interrupts.deferred():  # a file is opened only with records to write in it
+            if self._writer is None:
+                self._open_file()
             if self._sink is None:
                 self._start_output()
             if self.deferred:
@@ -106,9 +107,9 @@ class Recorder:
             self.recorded += count
 
     def _room(self) -> int:
-        """Records that fit the current file before ``rotate_size``, at the bytes per
-        record seen so far (64 before any)."""
-        size = os.fstat(self._writer.fd).st_size
+        """Records that fit the current file (the next one, when none is open) before
+        ``rotate_size``, at the bytes per record seen so far (64 before any)."""
+        size = 0 if self._writer is None else os.fstat(self._writer.fd).st_size
         per_record = size / self._in_file if self._in_file else 64
         return max(1, int((self._rotate - size) / max(per_record, 1)))
 
@@ -125,6 +126,7 @@ class Recorder:
             if self.deferred:
                 self._sink = None
                 self._discard_torn()
+                self._close_writer()
             with contextlib.suppress(BpfBatchError, OSError):
                 self._finish_file()
 
@@ -200,6 +202,19 @@ class Recorder:
                 self._finish_file()  # the next piece opens the next file
 
     def _finish_file(self) -> None:
+        """End the current file (its trailer; deferred: then commit its records). A
+        deferred file without a record (the first, when none came) still gets a complete
+        document when the type is known; else, with no schema to write, it is removed."""
+        if self._sink is None and self.deferred and self._writer is not None \
+                and self._path is not None:
+            if self._info is None and self._type is not None:
+                from .types import event_info
+
+                self._info = event_info(self._map_info, self._type, None)
+            if self._info is None:
+                self._discard_torn()
+            else:
+                self._start_output()
         sink, self._sink = self._sink, None
         try:
             if sink is not None:
@@ -214,10 +229,13 @@ class Recorder:
                 self._discard_torn()
             raise
         finally:
-            if self._path is not None and self._writer is not None:
-                with contextlib.suppress(OSError):
-                    os.close(self._writer.fd)
-            self._writer, self._in_file = None, 0
+            self._close_writer()
+
+    def _close_writer(self) -> None:
+        if self._path is not None and self._writer is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._writer.fd)
+        self._writer, self._in_file = None, 0
 
     def _discard_torn(self) -> None:
         """Remove the current deferred file, incomplete: none of its records was committed,

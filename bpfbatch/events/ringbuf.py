@@ -17,14 +17,14 @@ with the records around it.
 The pass reads the producer position once (x86 orders loads, so the headers read after it
 are at least as new), then walks the headers. Records that share one header (same length,
 neither bit set) follow each other at one stride, so a run of them is found by comparing the
-headers as one strided numpy array, not one at a time: a stream of fixed-size events is one
-comparison per pass. The consumer position is written only by :meth:`Batch.commit`; the
+headers as one strided numpy array (:func:`.runs.run_length`), not one at a time: a stream of
+fixed-size events is a handful of comparisons per pass. The consumer position is written only by :meth:`Batch.commit`; the
 stream keeps its own read position, where the next pass starts.
 
 The kernel wakes a poller when a record is submitted while the consumer has caught up with it
 (and ``poll`` reports readable whenever the positions differ), so waiting is an epoll on the
 map's fd, which is also the stream's :meth:`fileno`. One consumer per ring: the kernel does
-not arbitrate between two.
+not arbitrate between two, so the stream claims the map first (:mod:`.claim`).
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ import time
 
 import numpy as np
 
+from ..errors import BpfBatchError
 from .batch import Batch, EventStream
+from .runs import layout, run_length
 
 #: Header bits of ``len`` (``include/uapi/linux/bpf.h``).
 BUSY_BIT = 1 << 31
 DISCARD_BIT = 1 << 30
 HEADER_SIZE = 8  # BPF_RINGBUF_HDR_SZ
 _LEN_MASK = DISCARD_BIT - 1
-#: Headers compared per step when looking for the end of a run (grows by 4x per step).
-_FIRST_PROBE = 64
 #: How often a wait looks for new records while taken ones keep the fd readable (s).
 _RECHECK = 0.005
 
@@ -52,20 +52,28 @@ class RingbufStream(EventStream):
     """A reader of one ring buffer map (``source``: a :class:`~bpfbatch.Map`, not owned)."""
 
     def __init__(self, source):
-        super().__init__()
         info = source.info
+        super().__init__(info)
         self.label = info.label
         self.size = info.max_entries
         self._mask = self.size - 1
         page = mmap.PAGESIZE
         fd = source.fd
-        self._cons_map = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE,
-                                   offset=0)
         try:
-            self._data_map = mmap.mmap(fd, page + 2 * self.size, mmap.MAP_SHARED,
-                                       mmap.PROT_READ, offset=page)
+            self._cons_map = mmap.mmap(fd, page, mmap.MAP_SHARED,
+                                       mmap.PROT_READ | mmap.PROT_WRITE, offset=0)
+            try:
+                self._data_map = mmap.mmap(fd, page + 2 * self.size, mmap.MAP_SHARED,
+                                           mmap.PROT_READ, offset=page)
+            except BaseException:
+                self._cons_map.close()
+                raise
+        except OSError as exc:
+            self._claim.release()
+            raise BpfBatchError(f"map the ring ({self.size} bytes): {exc.strerror}",
+                                obj=self.label, errno=exc.errno) from None
         except BaseException:
-            self._cons_map.close()
+            self._claim.release()
             raise
         self._consumer = np.frombuffer(self._cons_map, np.uint64, 1)
         self._producer = np.frombuffer(self._data_map, np.uint64, 1)
@@ -124,27 +132,12 @@ class RingbufStream(EventStream):
                 break
             length = header & _LEN_MASK
             stride = (length + HEADER_SIZE + 7) & ~7
-            count = self._run(base + at, header, stride, (waiting - at) // stride)
+            most = (waiting - at) // stride
+            count = run_length(headers[(base + at) >> 2::stride >> 2][:most])
             if not header & DISCARD_BIT:
                 runs.append((at + HEADER_SIZE, length, stride, count))
             at += count * stride
         return runs, at
-
-    def _run(self, start: int, header: int, stride: int, most: int) -> int:
-        """How many records from ``start`` on (at most ``most``) carry ``header``."""
-        headers, step = self._headers, stride >> 2
-        if most < 2 or int(headers[(start + stride) >> 2]) != header:
-            return 1
-        count, probe = 1, _FIRST_PROBE
-        while count < most:
-            first = (start >> 2) + count * step
-            n = min(probe, most - count)
-            same = headers[first:first + n * step:step] == header
-            if not same.all():
-                return count + int(same.argmin())
-            count += n
-            probe *= 4
-        return count
 
     def _advance(self, to: int) -> None:
         """Commit: the consumer position moves to ``to``, unless a later batch's commit moved
@@ -167,14 +160,8 @@ def _batch(data: np.ndarray, runs: list, start: int, end: int, advance) -> Batch
     """A :class:`Batch` over ``data`` (the pass from position ``start``, ``end`` bytes) from
     the runs :meth:`RingbufStream._walk` found; its commit advances the consumer past the
     first ``k`` records (all of them: to the pass's end, discarded records after them too)."""
-    if len(runs) == 1:
-        offset, length, stride, count = runs[0]
-        offsets = np.arange(offset, offset + count * stride, stride, dtype=np.int64)
-        sizes = np.full(count, length, np.uint32)
-    else:
-        offsets = np.concatenate([np.arange(o, o + n * s, s, dtype=np.int64)
-                                  for o, _, s, n in runs])
-        sizes = np.concatenate([np.full(n, length, np.uint32) for _, length, _, n in runs])
+    firsts, lengths, strides, counts = zip(*runs)
+    offsets, sizes = layout(firsts, strides, counts, lengths)
 
     def commit(k: int) -> None:
         if k == len(offsets):
@@ -187,4 +174,4 @@ def _batch(data: np.ndarray, runs: list, start: int, end: int, advance) -> Batch
 
 
 _EMPTY = np.zeros(0, np.int64)
-_EMPTY_SIZES = np.zeros(0, np.uint32)
+_EMPTY_SIZES = np.zeros(0, np.int64)

@@ -329,3 +329,19 @@ def test_a_one_record_batch_is_copied_out_of_the_ring(producer, output):
             while len(batch := stream.poll(0)):
                 batch.commit()
         assert kept["seq"].tolist() == [0]
+
+
+def test_a_second_perf_reader_is_refused_and_the_first_keeps_its_rings(producer):
+    """A second reader would put its rings in the map's CPU slots and the first would go
+    silent: it is refused (EBUSY), and the first still gets every event."""
+    with open_stream(producer.perf, page_count=8) as first:
+        with pytest.raises(Exception, match=r"another reader \(pid \d+\).*\(EBUSY\)"):
+            PerfStream(producer.perf, page_count=8)
+        with pytest.raises(Exception, match="another reader"):
+            PerfBuffer.open(producer.perf)
+        producer.configure(outputs=PERF, per_run=100)
+        producer.run(online_cpus()[0])
+        assert first.poll(0).to_numpy(producer.event_dtype)["seq"].tolist() == \
+            list(range(100))
+    with open_stream(producer.perf, page_count=8):  # the claim went with the first
+        pass

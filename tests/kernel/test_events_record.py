@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from bpfbatch import Ringbuf
+from bpfbatch import Map, Ringbuf
+from bpfbatch._sys.libbpf import check, lib
 from bpfbatch.events import open_stream
 from bpfbatch.labs.events import RINGBUF, EventProducer
 from fault_helpers import bpfbatch_argv, small_tmpfs
@@ -233,3 +234,148 @@ def test_ringbuf_api_numpy_arrow_and_selectors(producer, ring):
     assert rest_in_ring(producer) == []
     with pytest.raises(Exception, match="not ringbuf"):
         Ringbuf.open(producer.perf)
+
+
+def test_one_reader_per_ring_and_the_claim_dies_with_its_process(producer, ring, tmp_path):
+    """The kernel keeps one consumer position: a second reader (another record, or a second
+    stream in one process) is refused in one line naming the map and the holder; SIGKILL of
+    the holder frees the ring for the next reader, which reads what was left uncommitted."""
+    for _ in range(10):
+        producer.run()
+    first = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE, "--follow"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first.stdout.readline()  # it holds the ring now
+    second = record("pinned", ring, *TYPE, "--count", 1)
+    err = second.stderr.decode()
+    assert second.returncode == 1 and second.stdout == b"", err
+    assert err.count("\n") == 1 and f"another reader (pid {first.pid})" in err, err
+    assert err.startswith(f"bpfbatch: error: map {producer.ring.info.id} ") and "(EBUSY)" in err
+    with pytest.raises(Exception, match="another reader"):
+        Ringbuf.open(producer.ring)
+    first.kill()
+    first.wait()
+    with open_stream(producer.ring):  # one stream at a time in one process too
+        with pytest.raises(Exception, match="another reader"):
+            open_stream(producer.ring)
+    again = record("pinned", ring, *TYPE, "--count", 1)
+    assert again.returncode == 0 and len(seqs_of(again.stdout)) == 1, again.stderr
+
+
+def test_verbose_reports_loss_and_lag_while_recording(producer, ring):
+    with producing(producer):
+        out = subprocess.run(bpfbatch_argv("-v", "record", "pinned", ring, *TYPE, "--duration",
+                                           "2500ms"), capture_output=True, timeout=60)
+    lines = out.stderr.decode().splitlines()
+    label = producer.ring.info.label
+    assert out.returncode == 0 and len(lines) >= 3, lines
+    *progress, last = lines
+    assert all(line.startswith(f"{label}: ") and " events recorded so far; lag " in line
+               and "fill high-water " in line for line in progress), lines
+    counts = [int(line.split(": ")[1].split(" events")[0]) for line in progress]
+    assert counts == sorted(counts) and counts[-1] > 0
+    assert last.startswith(f"{label}: {len(seqs_of(out.stdout))} events recorded; lag ")
+
+
+def test_count_is_exact_among_discarded_records(producer, ring):
+    producer.configure(outputs=RINGBUF, per_run=100, discard_every=3)
+    producer.run()
+    kept = [s for s in range(100) if s % 3]
+    got = []
+    for n in (1, 2, 5, 20):
+        out = record("pinned", ring, *TYPE, "--count", n)
+        assert out.returncode == 0, out.stderr
+        got.append(seqs_of(out.stdout))
+    assert [len(g) for g in got] == [1, 2, 5, 20] and sum(got, []) == kept[:28]
+    assert rest_in_ring(producer) == kept[28:]
+
+
+def test_a_ring_made_by_bpftool_and_one_held_only_by_a_program(tmp_path):
+    """A ring buffer that no program uses has no BTF to find --type in: one line naming the
+    type and saying where it looked; a program that uses it (here the producer, writing into
+    the bpftool ring) is found. A ring that only a pinned program holds is read by id."""
+    pin = f"/sys/fs/bpf/bbtest_bpftool_rb_{os.getpid()}"
+    prog_pin = f"/sys/fs/bpf/bbtest_bpftool_prog_{os.getpid()}"
+    subprocess.run(["bpftool", "map", "create", pin, "type", "ringbuf", "key", "0", "value",
+                    "0", "entries", "65536", "name", "bb_tool_rb"], check=True)
+    try:
+        lonely = record("pinned", pin, *TYPE)
+        err = lonely.stderr.decode()
+        assert lonely.returncode == 1 and err.count("\n") == 1, err
+        assert "no program with BTF uses the map" in err and "'struct event'" in err
+        with Map.open(pinned=pin) as m:
+            ring_id = m.info.id
+            with EventProducer(ring_fd=m.fd) as p:
+                p.configure(outputs=RINGBUF, per_run=10)
+                p.run()
+                missing = record("pinned", pin, "--type", "struct nosuch")
+                err = missing.stderr.decode()
+                assert missing.returncode == 1 and err.count("\n") == 1, err
+                assert "no 'struct nosuch' in the BTF of the programs using the map " \
+                       "(sys_enter_btf)" in err, err  # one BTF, named by its first program
+                check(lib.bpf_obj_pin(p.obj.program_fd("emit_run"), prog_pin.encode()),
+                      "pin program", prog_pin)
+        os.unlink(pin)  # now only the pinned program holds the ring
+        by_id = record("id", ring_id, *TYPE)
+        assert by_id.returncode == 0, by_id.stderr
+        assert seqs_of(by_id.stdout) == list(range(10))
+    finally:
+        for path in (pin, prog_pin):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
+def _file_seqs(path) -> list[int] | None:
+    """A rotated file's sequence numbers (``None``: a Parquet file without its footer)."""
+    if path.suffix == ".parquet":
+        try:
+            return pq.read_table(path)["value.seq"].to_pylist()
+        except Exception:  # torn: no footer
+            return None
+    return seqs_of(path.read_bytes())
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_sigkill_during_rotation_repeats_at_most_the_uncommitted_and_loses_none(
+        producer, ring, tmp_path, fmt):
+    """SIGKILL twice while record --follow rotates 16 KiB files: every produced event is in a
+    readable file or still in the ring; the events in two places are at most what each kill
+    left uncommitted (JSONL: the batch in hand; Parquet: the file being written, committed
+    with its footer), and a Parquet file without a footer is only ever the last of a run."""
+    producer.configure(outputs=RINGBUF, per_run=20)  # the ring outlasts a slow start
+    runs = []
+    with producing(producer):
+        for i in range(2):
+            folder = tmp_path / f"run{i}"
+            folder.mkdir()
+            proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE, "--follow",
+                                                  "-o", fmt, "-w", folder / f"ev.{fmt}",
+                                                  "--rotate-size", "16K"))
+            deadline = time.monotonic() + 30
+            while len(os.listdir(folder)) < 4 + 2 * i and time.monotonic() < deadline:
+                time.sleep(0.002)
+            proc.kill()
+            proc.wait()
+            names = [f"ev.{fmt}"] + [f"ev.{n}.{fmt}" for n in range(1, len(os.listdir(folder)))]
+            assert sorted(names) == sorted(os.listdir(folder))
+            files = [_file_seqs(folder / name) for name in names]
+            assert None not in files[:-1]  # only the file in hand can lack its footer
+            runs.append([s for f in files if f for s in f])
+    seqs = sum(runs, []) + rest_in_ring(producer)
+    assert set(seqs) == set(range(produced(producer)))  # none lost
+    twice = sorted(s for s, n in zip(*np.unique(seqs, return_counts=True)) if n > 1)
+    blocks = np.split(twice, np.flatnonzero(np.diff(twice) != 1) + 1) if twice else []
+    assert len(blocks) <= 2, blocks  # one run of consecutive events per kill at most
+
+
+def test_a_signal_before_any_event_leaves_a_readable_parquet_file(producer, ring, tmp_path):
+    path = tmp_path / "none.parquet"
+    proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE, "--follow", "-o",
+                                          "parquet", "-w", path), stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and b"after 0 events recorded" in err, err
+    table = pq.read_table(path)  # a footer, no row (it was an empty file)
+    assert table.num_rows == 0 and "value.seq" in table.column_names
