@@ -15,9 +15,9 @@ import typer
 
 from .. import interrupts
 from ..errors import InputError
-from . import options
+from . import complete, options
 from .argv import MAP_KEYWORDS
-from .options import DEFAULT_BATCH, say
+from .options import DEFAULT_BATCH, DIFF_FORMATS, INPUT_FORMATS, say
 
 commands = typer.Typer()
 
@@ -27,18 +27,22 @@ _SIDES = "A B: each a map (id N, pinned PATH, name NAME) or a file (JSONL, JSON,
 
 @commands.command("diff")
 def diff(
-    sides: Annotated[list[str], typer.Argument(metavar="A B", help=_SIDES)],
-    output: Annotated[str, typer.Option("-o", "--output", help="table, jsonl or json.")
-                      ] = "table",
+    sides: Annotated[list[str], typer.Argument(metavar="A B", help=_SIDES,
+                                               autocompletion=complete.map_words)],
+    output: Annotated[str, typer.Option("-o", "--output", help=f"{DIFF_FORMATS}.",
+                                        autocompletion=complete.diff_formats)] = "table",
     decode: Annotated[Optional[list[str]], typer.Option(
-        "--decode", metavar="FIELD=KIND", help="Read the files and show the changes with "
-        "FIELD as KIND (as dump's --decode). Repeatable.")] = None,
+        "--decode", metavar="FIELD=KIND", autocompletion=complete.decoders,
+        help="Read the files and show the changes with FIELD as KIND (as dump's --decode). "
+             "Repeatable.")] = None,
     fmt: Annotated[Optional[str], typer.Option(
-        "--format", help="The files' format: jsonl, json, csv, bpftool-json, parquet or "
-                         "arrow (default: from the name, else the content).")] = None,
+        "--format", autocompletion=complete.input_formats,
+        help=f"The files' format: {INPUT_FORMATS} (default: from the name, else the "
+             "content).")] = None,
     like: Annotated[Optional[str], typer.Option(
-        "--like", metavar="MAP", help="Two files: the map whose layout they hold (an id, a "
-                                      "pinned path or a name).")] = None,
+        "--like", metavar="MAP", autocompletion=complete.any_map,
+        help="Two files: the map whose layout they hold (an id, a pinned path or a "
+             "name).")] = None,
     against: Annotated[Optional[str], typer.Option(
         "--against", metavar="FILE", help="Check the map A against the contents FILE "
         "desires: what would have to be added, deleted, updated.")] = None,

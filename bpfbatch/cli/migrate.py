@@ -13,14 +13,15 @@ import typer
 from .. import interrupts
 from ..errors import InputError, Interrupted
 from ..map.cursor import check_batch_size
+from . import complete
 from .argv import MAP_KEYWORDS
-from .options import DEFAULT_BATCH, TYPES, say
+from .options import DEFAULT_BATCH, INPUT_FORMATS, TYPES, say
 from .typed import BatchSize
 
 commands = typer.Typer()
 
 Words = Annotated[list[str], typer.Argument(
-    metavar="FROM TO", help="Each a map in bpftool's words: id N, pinned PATH or name NAME; "
+    metavar="FROM TO", autocompletion=complete.map_words, help="Each a map in bpftool's words: id N, pinned PATH or name NAME; "
                             "FROM may also be a file of records (JSONL, JSON, CSV, bpftool "
                             "JSON, Parquet, Arrow) whose layout --btf OBJ --key-type T "
                             "--value-type T give (default: TO's). Those types are FROM's, "
@@ -55,10 +56,10 @@ def migrate(
                                            "TO.")] = None,
     batch_size: BatchSize = DEFAULT_BATCH,
     fmt: Annotated[Optional[str], typer.Option(
-        "--format", metavar="FMT", help="A file FROM's format: jsonl, json, csv, bpftool-json, "
-                                        "parquet or arrow (default: from its name).")] = None,
+        "--format", metavar="FMT", autocompletion=complete.input_formats,
+        help=f"A file FROM's format: {INPUT_FORMATS} (default: from its name).")] = None,
     decode: Annotated[Optional[list[str]], typer.Option(
-        "--decode", metavar="FIELD=KIND", help="The --decode options dump wrote a file FROM "
+        "--decode", metavar="FIELD=KIND", autocompletion=complete.decoders, help="The --decode options dump wrote a file FROM "
                                                "with (ipv4, be16, hex, ...): read back with "
                                                "them. Repeatable.")] = None,
 ) -> None:

@@ -129,11 +129,17 @@ DECODE = Option("decode", "--decode", kind=list, metavar="FIELD=KIND", complete=
                      "Repeatable. __be16/__be32 fields and struct in6_addr are decoded "
                      "without asking; --decode none turns that off.")
 
+#: The formats records are read in (records.read.READ_FORMATS), ``list``'s and ``diff``'s
+#: outputs (cli.maps.LIST_FORMATS, compare.render.FORMATS), spelled out for the same reason
+#: (and completed from these words).
+INPUT_FORMATS = "jsonl, json, csv, bpftool-json, parquet or arrow"
+LIST_FORMATS = "table, json, jsonl or csv"
+DIFF_FORMATS = "table, jsonl or json"
+
 #: What ``load`` and ``delete`` read.
 INPUT_FILE = Option("file", default=REQUIRED, help="Input file; '-' reads stdin.")
-INPUT_FORMAT = Option("fmt", "--format", help="jsonl, json, csv, bpftool-json, parquet or "
-                                              "arrow (default: from the file name, else "
-                                              "jsonl).")
+INPUT_FORMAT = Option("fmt", "--format", help=f"{INPUT_FORMATS} (default: from the file "
+                                              "name, else jsonl).", complete="input_formats")
 
 #: Elements per batch syscall by default (``bpfbatch.map.handle.DEFAULT_BATCH``, spelled out
 #: so that options import nothing native; tests/unit check the two agree).
