@@ -16,6 +16,7 @@ from bpfbatch.cli.app import app
 from bpfbatch.cli.argv import COMMANDS, MAP_KEYWORDS, MAP_WORD_ARGUMENTS
 
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
+README = TOOLS.parent / "README.md"
 
 
 def command_paths() -> list[tuple[list[str], object]]:
@@ -172,3 +173,15 @@ def test_completion_of_fixed_values(line, expected):
     words = line.split(" ")
     shell = BashComplete(typer.main.get_command(app), {}, "bpfbatch", "_BPFBATCH_COMPLETE")
     assert [c.value for c in shell.get_completions(words[:-1], words[-1])] == expected
+
+
+def test_the_readme_names_every_command_up_front_and_gives_its_synopsis():
+    """The opening list names each command (in a code span), and a line of the README
+    begins with it: its synopsis, or a transcript's ``$ bpfbatch ...``."""
+    text = README.read_text()
+    opening = " ".join(re.findall(r"`([^`]*)`", text[:text.index("\n## ")], re.S))
+    named = set(re.findall(r"[\w-]+", opening))
+    unnamed = [" ".join(path) for path, _ in PATHS if path[-1] not in named]
+    no_synopsis = [" ".join(path) for path, _ in PATHS if not re.search(
+        rf"^(\$ )?bpfbatch {re.escape(' '.join(path))}\b", text, re.M)]
+    assert not unnamed and not no_synopsis
