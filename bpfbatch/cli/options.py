@@ -225,6 +225,34 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
     return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only, **TYPES)
 
 
+def map_words(tokens: list[str], obj: str) -> list[tuple[str, str]]:
+    """A command's arguments where maps are given in bpftool's words (``diff``'s ``A B``,
+    ``migrate``'s ``FROM TO``): ``(keyword, value)`` for ``id N``, ``pinned PATH``, ``name
+    NAME``, and ``("file", token)`` for any other token. A keyword without its value, or an
+    id that is not a number, is a usage error on ``obj`` (the arguments as the help names
+    them)."""
+    from .argv import MAP_KEYWORDS
+
+    found, rest = [], iter(tokens)
+    for word in rest:
+        if word not in MAP_KEYWORDS:
+            found.append(("file", word))
+            continue
+        value = next(rest, None)
+        if value is None:
+            raise InputError(f"{word} needs its value ({word} ...)", obj=obj)
+        if word == "id" and not value.isdigit():
+            raise InputError(f"a map id is a number, got {value!r}", obj=obj)
+        found.append((word, value))
+    return found
+
+
+def map_address(word: tuple[str, str]) -> dict:
+    """``Map.open``'s keyword for a map of :func:`map_words` (``{"id": 4}``)."""
+    kind, value = word
+    return {"id": int(value)} if kind == "id" else {kind: value}
+
+
 def record_codecs(info, decode: list[str] | None, *, default_zero: bool = False):
     """A map's ``(key, value)`` codecs as the ``--decode`` options (the automatic choice
     included) shape them (:func:`bpfbatch.records.decoding.view`, the one place a view is
