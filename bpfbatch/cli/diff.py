@@ -17,6 +17,7 @@ from .. import interrupts
 from ..errors import InputError
 from . import complete, options
 from .options import DEFAULT_BATCH, DIFF_FORMATS, INPUT_FORMATS, say
+from .typed import BatchSize
 
 commands = typer.Typer()
 
@@ -45,8 +46,7 @@ def diff(
     against: Annotated[Optional[str], typer.Option(
         "--against", metavar="FILE", help="Check the map A against the contents FILE "
         "desires: what would have to be added, deleted, updated.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Elements per batch "
-                                            "syscall.")] = DEFAULT_BATCH,
+    batch_size: BatchSize = DEFAULT_BATCH,
 ) -> int:
     """Compare two maps or files by key: added, removed, changed fields (exit 0 same, 1
     differ, 2 trouble, like diff(1)).
