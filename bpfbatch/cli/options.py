@@ -129,7 +129,7 @@ DECODE = Option("decode", "--decode", kind=list, metavar="FIELD=KIND", complete=
                      "Repeatable. __be16/__be32 fields and struct in6_addr are decoded "
                      "without asking; --decode none turns that off.")
 
-#: The formats records are read in (records.read.READ_FORMATS), ``list``'s and ``diff``'s
+#: The formats records are read in (formats.read.READ_FORMATS), ``list``'s and ``diff``'s
 #: outputs (cli.maps.LIST_FORMATS, compare.render.FORMATS), spelled out for the same reason
 #: (and completed from these words).
 INPUT_FORMATS = "jsonl, json, csv, bpftool-json, parquet or arrow"
