@@ -60,10 +60,11 @@ def _completion_request() -> None:
     (``bash_complete``, ``zsh_source``) as typer's (``complete_bash``), so scripts written
     for either work; and bpftool's ``MAP`` keyword right after the command (``dump id
     <TAB>``) as the option it stands for, whose values typer then completes (the words
-    reach its completion unparsed, without :func:`.argv.bpftool_map_form`)."""
+    reach its completion unparsed, without :func:`.argv.bpftool_map_form`) — not where the
+    command's arguments are maps in those words (:data:`.argv.MAP_WORD_ARGUMENTS`)."""
     import os
 
-    from .argv import MAP_KEYWORDS
+    from .argv import MAP_KEYWORDS, MAP_WORD_ARGUMENTS
 
     first, _, second = os.environ.get(COMPLETE_VAR, "").partition("_")
     if second in ("complete", "source"):
@@ -77,7 +78,8 @@ def _completion_request() -> None:
             continue
         words = text.split("\n" if "\n" in text else " ")
         command = next((i for i, w in enumerate(words[1:], 1) if w[:1] not in ("-", "")), 0)
-        if command and command + 1 < len(words) and words[command + 1] in MAP_KEYWORDS:
+        if command and command + 1 < len(words) and words[command + 1] in MAP_KEYWORDS \
+                and words[command] not in MAP_WORD_ARGUMENTS:
             words[command + 1] = MAP_KEYWORDS[words[command + 1]]
             os.environ[var] = ("\n" if "\n" in text else " ").join(words)
 

@@ -65,6 +65,9 @@ OPTIONAL_VALUES = {"migrate": {"--catch-up": "10"}}
 
 #: bpftool's ``MAP`` keywords → the option each one stands for (``dump id 42``).
 MAP_KEYWORDS = {"id": "--map-id", "pinned": "--pinned", "name": "--name"}
+#: The commands whose arguments are maps in those words, read by the command itself
+#: (``diff id 4 id 5``, ``migrate FROM TO``): there a keyword stands for no option.
+MAP_WORD_ARGUMENTS = frozenset({"diff", "migrate"})
 
 #: The global flags, before or after the command, and what each one sets. ``-j`` and ``-p``
 #: are bpftool's: JSON output (``-o bpftool-json``: what ``bpftool -j`` prints; ``list``:

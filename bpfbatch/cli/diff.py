@@ -15,9 +15,9 @@ import typer
 
 from .. import interrupts
 from ..errors import InputError
-from . import options
-from .argv import MAP_KEYWORDS
-from .options import DEFAULT_BATCH, say
+from . import complete, options
+from .options import DEFAULT_BATCH, DIFF_FORMATS, INPUT_FORMATS, say
+from .typed import BatchSize
 
 commands = typer.Typer()
 
@@ -27,23 +27,26 @@ _SIDES = "A B: each a map (id N, pinned PATH, name NAME) or a file (JSONL, JSON,
 
 @commands.command("diff")
 def diff(
-    sides: Annotated[list[str], typer.Argument(metavar="A B", help=_SIDES)],
-    output: Annotated[str, typer.Option("-o", "--output", help="table, jsonl or json.")
-                      ] = "table",
+    sides: Annotated[list[str], typer.Argument(metavar="A B", help=_SIDES,
+                                               autocompletion=complete.map_words)],
+    output: Annotated[str, typer.Option("-o", "--output", help=f"{DIFF_FORMATS}.",
+                                        autocompletion=complete.diff_formats)] = "table",
     decode: Annotated[Optional[list[str]], typer.Option(
-        "--decode", metavar="FIELD=KIND", help="Read the files and show the changes with "
-        "FIELD as KIND (as dump's --decode). Repeatable.")] = None,
+        "--decode", metavar="FIELD=KIND", autocompletion=complete.decoders,
+        help="Read the files and show the changes with FIELD as KIND (as dump's --decode). "
+             "Repeatable.")] = None,
     fmt: Annotated[Optional[str], typer.Option(
-        "--format", help="The files' format: jsonl, json, csv, bpftool-json, parquet or "
-                         "arrow (default: from the name, else the content).")] = None,
+        "--format", autocompletion=complete.input_formats,
+        help=f"The files' format: {INPUT_FORMATS} (default: from the name, else the "
+             "content).")] = None,
     like: Annotated[Optional[str], typer.Option(
-        "--like", metavar="MAP", help="Two files: the map whose layout they hold (an id, a "
-                                      "pinned path or a name).")] = None,
+        "--like", metavar="MAP", autocompletion=complete.any_map,
+        help="Two files: the map whose layout they hold (an id, a pinned path or a "
+             "name).")] = None,
     against: Annotated[Optional[str], typer.Option(
         "--against", metavar="FILE", help="Check the map A against the contents FILE "
         "desires: what would have to be added, deleted, updated.")] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Elements per batch "
-                                            "syscall.")] = DEFAULT_BATCH,
+    batch_size: BatchSize = DEFAULT_BATCH,
 ) -> int:
     """Compare two maps or files by key: added, removed, changed fields (exit 0 same, 1
     differ, 2 trouble, like diff(1)).
@@ -60,7 +63,7 @@ def diff(
     if output not in render.FORMATS:
         raise InputError(f"unknown format '{output}' (use {', '.join(render.FORMATS)})",
                          obj="--output")
-    specs = _sides(sides)
+    specs = options.map_words(sides, "A B")
     if against is not None:
         if len(specs) != 1:
             raise InputError("--against takes one map, A", obj="A")
@@ -77,9 +80,9 @@ def diff(
         opened = []
         try:
             for kind, name in specs:
-                opened.append(_open(kind, name) if kind != "file" else name)
+                opened.append(_open((kind, name)) if kind != "file" else name)
             if like is not None:
-                opened.append(_open(*_like(like)))
+                opened.append(_open(_like(like)))
             d = compare(*opened[:2], decode=decode, fmt=fmt,
                         like=opened[2] if like is not None else None, batch_size=batch_size)
         finally:
@@ -92,38 +95,15 @@ def diff(
     return 1 if d else 0
 
 
-def _sides(tokens: list[str]) -> list[tuple[str, str]]:
-    """``A B`` as ``(kind, value)`` pairs: bpftool's ``id N``, ``pinned PATH``, ``name
-    NAME``, else a file."""
-    specs, at = [], 0
-    while at < len(tokens):
-        word = tokens[at]
-        if word in MAP_KEYWORDS:
-            if at + 1 == len(tokens):
-                raise InputError(f"'{word}' needs a value", obj="A B")
-            specs.append((word, tokens[at + 1]))
-            at += 2
-        else:
-            specs.append(("file", word))
-            at += 1
-    return specs
-
-
 def _like(text: str) -> tuple[str, str]:
     """``--like``'s one token: a map id (digits), a pinned path (with a ``/``), a name."""
     return ("id" if text.isdigit() else "pinned" if "/" in text else "name"), text
 
 
-def _open(kind: str, value: str):
+def _open(word: tuple[str, str]):
     from ..api import Map
 
-    if kind == "id":
-        try:
-            number = int(value, 10)
-        except ValueError:
-            raise InputError(f"not a map id: {value!r}", obj="A B") from None
-        return Map.open(id=number, read_only=True, **options.TYPES)
-    return Map.open(**{kind: value}, read_only=True, **options.TYPES)
+    return Map.open(**options.map_address(word), read_only=True, **options.TYPES)
 
 
 def _write(d, output: str, against: bool, written: interrupts.Tally) -> None:

@@ -50,9 +50,10 @@ LIST_FORMATS = ("table", "json", "jsonl", "csv")
 
 @commands.command(
     "list",
-    Option("output", "-o", "--output", default="table", help="table, json, jsonl or csv"),
+    Option("output", "-o", "--output", default="table", help=options.LIST_FORMATS,
+           complete="list_formats"),
     Option("map_type", "--type", help="Only maps of this type (hash, percpu_array, ... as "
-                                      "listed)."),
+                                      "listed).", complete="map_types"),
     Option("match", "--match", help="Only maps whose name matches this shell pattern (flow*)."),
     Option("bpffs", "-f", "--bpffs", kind=bool, default=False,
            help="Show where each map is pinned on bpffs (bpftool -f)."),

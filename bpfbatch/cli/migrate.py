@@ -13,14 +13,14 @@ import typer
 from .. import interrupts
 from ..errors import InputError, Interrupted
 from ..map.cursor import check_batch_size
-from .argv import MAP_KEYWORDS
-from .options import DEFAULT_BATCH, TYPES, say
+from . import complete
+from .options import DEFAULT_BATCH, INPUT_FORMATS, TYPES, map_address, map_words, say
 from .typed import BatchSize
 
 commands = typer.Typer()
 
 Words = Annotated[list[str], typer.Argument(
-    metavar="FROM TO", help="Each a map in bpftool's words: id N, pinned PATH or name NAME; "
+    metavar="FROM TO", autocompletion=complete.map_words, help="Each a map in bpftool's words: id N, pinned PATH or name NAME; "
                             "FROM may also be a file of records (JSONL, JSON, CSV, bpftool "
                             "JSON, Parquet, Arrow) whose layout --btf OBJ --key-type T "
                             "--value-type T give (default: TO's). Those types are FROM's, "
@@ -55,10 +55,10 @@ def migrate(
                                            "TO.")] = None,
     batch_size: BatchSize = DEFAULT_BATCH,
     fmt: Annotated[Optional[str], typer.Option(
-        "--format", metavar="FMT", help="A file FROM's format: jsonl, json, csv, bpftool-json, "
-                                        "parquet or arrow (default: from its name).")] = None,
+        "--format", metavar="FMT", autocompletion=complete.input_formats,
+        help=f"A file FROM's format: {INPUT_FORMATS} (default: from its name).")] = None,
     decode: Annotated[Optional[list[str]], typer.Option(
-        "--decode", metavar="FIELD=KIND", help="The --decode options dump wrote a file FROM "
+        "--decode", metavar="FIELD=KIND", autocompletion=complete.decoders, help="The --decode options dump wrote a file FROM "
                                                "with (ipv4, be16, hex, ...): read back with "
                                                "them. Repeatable.")] = None,
 ) -> None:
@@ -102,9 +102,8 @@ def _run(counts, source: tuple[str, str], target: tuple[str, str], *, plan: bool
     from ..api import Map
     from ..migrate import source as sources
 
-    to_id, to_pinned, to_name = _address(target)
     with interrupts.stopping(counts.done, counts), \
-            Map.open(id=to_id, pinned=to_pinned, name=to_name, read_only=plan) as dst:
+            Map.open(**map_address(target), read_only=plan) as dst:
         if source[0] == "file":
             src = sources.file_source(source[1], dst.info, **TYPES, fmt=fmt, decode=decode,
                                       percpu=sum_ and not dst.info.percpu)
@@ -113,9 +112,7 @@ def _run(counts, source: tuple[str, str], target: tuple[str, str], *, plan: bool
             raise InputError("reads a file FROM (as dump wrote it); FROM is a map",
                              obj="--format" if fmt is not None else "--decode")
         else:
-            map_id, pinned, name = _address(source)
-            opened = src = Map.open(id=map_id, pinned=pinned, name=name, read_only=True,
-                                    **TYPES)
+            opened = src = Map.open(**map_address(source), read_only=True, **TYPES)
         try:
             result = migration.migrate(
                 src, dst, plan_only=plan, rename=rename or (), set=set_ or (), sum=sum_,
@@ -132,31 +129,13 @@ def _label(source: tuple[str, str], src) -> str:
 
 
 def _ends(words: list[str]) -> tuple[tuple[str, str], tuple[str, str]]:
-    """FROM and TO of ``words``: ``(kind, what)`` each, ``kind`` one of ``id``, ``pinned``,
-    ``name`` (bpftool's words) or ``file`` (FROM only)."""
-    ends, rest = [], list(words)
-    while rest and len(ends) < 2:
-        word = rest.pop(0)
-        if word in MAP_KEYWORDS:
-            if not rest:
-                raise InputError(f"{word} needs its value ({word} ...)", obj="FROM TO")
-            ends.append((word, rest.pop(0)))
-        else:
-            ends.append(("file", word))
-    if len(ends) != 2 or rest:
+    """FROM and TO of ``words`` (:func:`.options.map_words`): TO is a map, FROM a map or a
+    file."""
+    ends = map_words(words, "FROM TO")
+    if len(ends) != 2:
         raise InputError(f"expected FROM and TO, each id N, pinned PATH or name NAME (FROM "
                          f"may be a file), got {' '.join(words)!r}", obj="FROM TO")
     if ends[1][0] == "file":
         raise InputError(f"TO is a map (id N, pinned PATH or name NAME), not {ends[1][1]!r}",
                          obj="FROM TO")
-    if ends[0][0] == "id" and not ends[0][1].isdigit() or \
-            ends[1][0] == "id" and not ends[1][1].isdigit():
-        raise InputError("a map id is a number", obj="FROM TO")
     return ends[0], ends[1]
-
-
-def _address(end: tuple[str, str]) -> tuple[int | None, str | None, str | None]:
-    """``(map_id, pinned, name)`` of a map's end, as :func:`.options.open_map` takes it."""
-    kind, what = end
-    return (int(what) if kind == "id" else None, what if kind == "pinned" else None,
-            what if kind == "name" else None)

@@ -129,11 +129,17 @@ DECODE = Option("decode", "--decode", kind=list, metavar="FIELD=KIND", complete=
                      "Repeatable. __be16/__be32 fields and struct in6_addr are decoded "
                      "without asking; --decode none turns that off.")
 
+#: The formats records are read in (formats.read.READ_FORMATS), ``list``'s and ``diff``'s
+#: outputs (cli.maps.LIST_FORMATS, compare.render.FORMATS), spelled out for the same reason
+#: (and completed from these words).
+INPUT_FORMATS = "jsonl, json, csv, bpftool-json, parquet or arrow"
+LIST_FORMATS = "table, json, jsonl or csv"
+DIFF_FORMATS = "table, jsonl or json"
+
 #: What ``load`` and ``delete`` read.
 INPUT_FILE = Option("file", default=REQUIRED, help="Input file; '-' reads stdin.")
-INPUT_FORMAT = Option("fmt", "--format", help="jsonl, json, csv, bpftool-json, parquet or "
-                                              "arrow (default: from the file name, else "
-                                              "jsonl).")
+INPUT_FORMAT = Option("fmt", "--format", help=f"{INPUT_FORMATS} (default: from the file "
+                                              "name, else jsonl).", complete="input_formats")
 
 #: Elements per batch syscall by default (``bpfbatch.map.handle.DEFAULT_BATCH``, spelled out
 #: so that options import nothing native; tests/unit check the two agree).
@@ -217,6 +223,34 @@ def open_map(map_id: int | None, pinned: str | None, name: str | None, *,
     from ..api import Map
 
     return Map.open(id=map_id, pinned=pinned, name=name, read_only=read_only, **TYPES)
+
+
+def map_words(tokens: list[str], obj: str) -> list[tuple[str, str]]:
+    """A command's arguments where maps are given in bpftool's words (``diff``'s ``A B``,
+    ``migrate``'s ``FROM TO``): ``(keyword, value)`` for ``id N``, ``pinned PATH``, ``name
+    NAME``, and ``("file", token)`` for any other token. A keyword without its value, or an
+    id that is not a number, is a usage error on ``obj`` (the arguments as the help names
+    them)."""
+    from .argv import MAP_KEYWORDS
+
+    found, rest = [], iter(tokens)
+    for word in rest:
+        if word not in MAP_KEYWORDS:
+            found.append(("file", word))
+            continue
+        value = next(rest, None)
+        if value is None:
+            raise InputError(f"{word} needs its value ({word} ...)", obj=obj)
+        if word == "id" and not value.isdigit():
+            raise InputError(f"a map id is a number, got {value!r}", obj=obj)
+        found.append((word, value))
+    return found
+
+
+def map_address(word: tuple[str, str]) -> dict:
+    """``Map.open``'s keyword for a map of :func:`map_words` (``{"id": 4}``)."""
+    kind, value = word
+    return {"id": int(value)} if kind == "id" else {kind: value}
 
 
 def record_codecs(info, decode: list[str] | None, *, default_zero: bool = False):

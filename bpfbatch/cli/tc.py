@@ -13,6 +13,7 @@ import typer
 
 from ..errors import InputError, Interrupted
 from ..interrupts import raised_as_interrupted
+from . import complete
 from .app import usage_error
 
 commands = typer.Typer()
@@ -79,6 +80,7 @@ def tc_batch(
     force: bool = typer.Option(False, "-f", "--force",
                                help="Keep going after a failed command (exit status stays 1)."),
     netns: str = typer.Option(None, "-n", "--netns", metavar="NAME",
+                              autocompletion=complete.netns_names,
                               help="Network namespace (`ip netns` name) to configure."),
     json_: bool = typer.Option(False, "-j", "--json",
                                help="Listings of read-only lines (filter show, actions list, ...) as JSON, as tc -j."),
@@ -125,11 +127,12 @@ def _send(batch: str, force: bool, netns: str | None, batch_bytes: int | None, c
         done.append(session.send_batch(lines, name))
 
 
-Devices = typer.Option(None, "--dev", metavar="DEV",
+Devices = typer.Option(None, "--dev", metavar="DEV", autocompletion=complete.devices,
                        help="A device whose state FILE describes (repeatable; default: the "
                             "devices FILE names).")
-DumpDevices = typer.Option(..., "--dev", metavar="DEV", help="A device to dump (repeatable).")
-Netns = typer.Option(None, "-n", "--netns", metavar="NAME",
+DumpDevices = typer.Option(..., "--dev", metavar="DEV", autocompletion=complete.devices,
+                           help="A device to dump (repeatable).")
+Netns = typer.Option(None, "-n", "--netns", metavar="NAME", autocompletion=complete.netns_names,
                      help="Network namespace (`ip netns` name).")
 
 

@@ -13,6 +13,7 @@ import typer
 from .. import interrupts
 from ..errors import InputError
 from ..top import screen
+from . import complete
 
 commands = typer.Typer()
 
@@ -129,7 +130,8 @@ def maps(
     match: Annotated[Optional[str], typer.Option(
         "--match", help="Only maps whose name matches this shell pattern (flow*).")] = None,
     map_type: Annotated[Optional[str], typer.Option(
-        "--type", help="Only maps of this type (hash, lru_hash, ... as listed).")] = None,
+        "--type", help="Only maps of this type (hash, lru_hash, ... as listed).",
+        autocompletion=complete.map_types)] = None,
 ) -> None:
     """Every map's fill, refreshed: list --count every interval, fullest first, with +/s,
     the net change of its entries per second since the previous refresh.

@@ -9,8 +9,8 @@ decoders included). So a key compares equal whatever form each side wrote it in 
 ``"10.0.0.1"`` and the map's stored bytes — and the records of a file are what ``load`` would
 write (a key given twice: its last record).
 
-Keys are matched by their bytes (:mod:`.keyjoin`), as the kernel matches them; the value rows of
-each matched key are compared as bytes, and only the rows that differ are decoded, field by
+Keys are matched by their bytes (:mod:`bpfbatch.map.keyjoin`), as the kernel matches them;
+the value rows of each matched key are compared as bytes, and only the rows that differ are decoded, field by
 field (:mod:`.fields`): a key whose fields all show the same is the same. Only what is
 reported is decoded for output (:class:`Diff` iterates its changes in key order).
 
@@ -29,7 +29,7 @@ from .._numpy import np
 from ..errors import InputError
 from ..map.handle import DEFAULT_BATCH, MapHandle, require
 from .fields import Field, changed_fields
-from .keyjoin import join, rows_differ, take, words
+from ..map.keyjoin import join, rows_differ, take, words
 
 __all__ = ["Change", "Diff", "Field", "diff"]
 

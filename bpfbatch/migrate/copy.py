@@ -28,7 +28,7 @@ import numpy as np
 from ..errors import InputError
 from ..interrupts import Tally
 from .._sys.abi import ELEMENTS_ALWAYS_EXIST
-from ..map import whole, writes
+from ..map import keyjoin, whole, writes
 from .convert import ConversionError, Layout, convert
 from .plan import SidePlan
 from .source import Source
@@ -147,7 +147,7 @@ class Copier:
             raise
 
     def _distinct(self, keys: np.ndarray, out_keys: np.ndarray) -> None:
-        twice = _Index(out_keys).duplicate()
+        twice = keyjoin.repeated(out_keys)
         if twice is not None:
             a, b = twice
             first, second = (self.source.where(row, bytes(keys[row])) for row in (a, b))
@@ -225,77 +225,14 @@ class Copier:
                    tally=tally, jobs=None)
 
 
-class _Index:
-    """Rows of bytes (keys) found by a 64-bit hash of each: sorting a million of those takes
-    a tenth of the time the rows themselves take as ``void`` scalars. Every match is checked
-    on the bytes; rows whose hashes collide are told apart by their bytes too."""
-
-    def __init__(self, rows: np.ndarray):
-        self.rows = rows
-        self.order = np.argsort(_hashes(rows), kind="stable")
-        self.sorted = _hashes(rows)[self.order]
-
-    def find(self, rows: np.ndarray) -> np.ndarray:
-        """For each of ``rows``, the index of the same bytes among the indexed rows, or -1."""
-        wanted = _hashes(rows)
-        size = len(self.sorted)
-        first = np.searchsorted(self.sorted, wanted)
-        hit = self.sorted[np.minimum(first, size - 1)] == wanted if size else first < 0
-        shared = hit & (self.sorted[np.minimum(first + 1, size - 1)] == wanted) & \
-            (first + 1 < size)
-        found = np.full(len(rows), -1, np.int64)
-        single = hit & ~shared
-        at = self.order[first[single]]
-        same = (self.rows[at] == rows[single]).all(axis=1)
-        found[np.flatnonzero(single)[same]] = at[same]
-        for i in np.flatnonzero(shared).tolist():  # a hash shared: by the bytes
-            end = int(np.searchsorted(self.sorted, wanted[i], side="right"))
-            for j in self.order[first[i]:end].tolist():
-                if (self.rows[j] == rows[i]).all():
-                    found[i] = j
-        return found
-
-    def duplicate(self) -> tuple[int, int] | None:
-        """Two rows holding the same bytes, if any (the first found, in row order)."""
-        shared = np.flatnonzero(self.sorted[1:] == self.sorted[:-1])
-        pairs = []
-        for start in shared[np.r_[True, np.diff(shared) > 1]].tolist() if len(shared) else ():
-            end = start + 1
-            while end < len(self.sorted) and self.sorted[end] == self.sorted[start]:
-                end += 1
-            seen: dict[bytes, int] = {}
-            for row in sorted(self.order[start:end].tolist()):  # a run of one hash
-                first = seen.setdefault(self.rows[row].tobytes(), row)
-                if first != row:
-                    pairs.append((first, row))
-        return min(pairs) if pairs else None
-
-
-def _hashes(rows: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row's bytes (FNV-style over 8-byte words, little-endian)."""
-    width = -(-rows.shape[1] // 8) * 8
-    words = np.zeros((len(rows), width), np.uint8)
-    words[:, :rows.shape[1]] = rows
-    words = words.view("<u8")
-    out = np.full(len(rows), 0xCBF29CE484222325, np.uint64)
-    with np.errstate(over="ignore"):
-        for column in range(words.shape[1]):
-            out ^= words[:, column]
-            out *= np.uint64(0x100000001B3)
-            out ^= out >> np.uint64(29)
-    return out
-
-
 def _changes(seen, keys: np.ndarray, values: np.ndarray):
-    """Rows of ``keys`` new or changed since ``seen`` (the previous read), with the row of
-    the previous read each was (-1: new), and rows of the previous read whose keys are
-    gone."""
+    """Rows of ``keys`` new or changed since ``seen`` (the previous read), in row order,
+    with the row of the previous read each was (-1: new), and rows of the previous read
+    whose keys are gone."""
     old_keys, old_values = seen
-    match = _Index(old_keys).find(keys)
-    found = match >= 0
-    differs = np.ones(len(keys), bool)
-    differs[found] = (values[found] != old_values[match[found]]).any(axis=1)
-    kept = np.zeros(len(old_keys), bool)
-    kept[match[found]] = True
-    changed = np.flatnonzero(differs)
-    return changed, match[changed], np.flatnonzero(~kept)
+    joined = keyjoin.join(old_keys, keys)
+    differ = keyjoin.rows_differ(old_values, values, joined.pairs_a, joined.pairs_b)
+    changed = np.concatenate([joined.only_b, joined.pairs_b[differ]])
+    was = np.concatenate([np.full(len(joined.only_b), -1, np.int64), joined.pairs_a[differ]])
+    order = np.argsort(changed)
+    return changed[order], was[order], np.sort(joined.only_a)

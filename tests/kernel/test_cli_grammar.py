@@ -265,6 +265,30 @@ def test_completion_offers_live_maps_and_fixed_values(raw_hash, spelling):
     assert "u32" in _complete("bpfbatch --key-type u", spelling)
 
 
+def test_maps_given_as_arguments_complete_with_live_maps(raw_hash, flows):
+    """diff's A B, migrate's FROM TO and diff --like complete as dump's MAP does: the
+    system's ids, pinned paths and names, at the moment of the <TAB>."""
+    (m, path), (other, _) = raw_hash, flows
+    assert str(m.info.id) in _complete("bpfbatch diff id ")
+    assert _complete(f"bpfbatch diff pinned {path}") == [path]
+    assert _complete(f"bpfbatch diff ./a.jsonl name {m.info.name}") == [m.info.name]
+    assert _complete(f"bpfbatch migrate id {m.info.id} name {other.info.name}") == \
+        [other.info.name]
+    assert str(other.info.id) in _complete(f"bpfbatch migrate pinned {path} id ")
+    assert {m.info.name, path} <= set(_complete("bpfbatch diff a b --like "))
+    assert str(m.info.id) in _complete("bpfbatch record id ")
+
+
+def test_tc_devices_complete_in_the_namespace_named_before():
+    from tc_helpers import veth_netns
+
+    with veth_netns() as netns:
+        assert netns in _complete("bpfbatch tc apply -n ")
+        assert set(_complete(f"bpfbatch tc dump -n {netns} --dev veth")) == {"vethA", "vethB"}
+        assert set(_complete(f"bpfbatch tc dump -n {netns} --dev ")) == {"lo", "vethA", "vethB"}
+    assert "lo" in _complete("bpfbatch tc dump --dev ")
+
+
 def test_bccs_tables_read_typed_as_bcc_reads_them():
     """bcc's own table API is the oracle: its maps have no BTF; given bcc's ctypes types,
     items() gives what bcc's items() gives, and update_items writes what bcc reads."""

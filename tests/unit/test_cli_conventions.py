@@ -1,5 +1,7 @@
 """The CLI's conventions, as a user meets them: one-line errors with bpftool-like exit codes,
--h and -v/-q everywhere, --version, help written for the terminal."""
+-h and -v/-q everywhere, --version, help written for the terminal, shell completion of every
+value a shell can know. Commands are enumerated from the app (subcommands too), never listed
+by hand: a new command is held to the conventions the day it appears."""
 
 import os
 import re
@@ -8,10 +10,28 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 
-from bpfbatch.cli.argv import COMMANDS
+from bpfbatch.cli.app import app
+from bpfbatch.cli.argv import COMMANDS, MAP_KEYWORDS, MAP_WORD_ARGUMENTS
 
 TOOLS = Path(__file__).resolve().parents[2] / "tools"
+README = TOOLS.parent / "README.md"
+
+
+def command_paths() -> list[tuple[list[str], object]]:
+    """Every command and subcommand of the app: ``(["tc", "apply"], click command)``."""
+    group = typer.main.get_group(app)
+    ctx = group.make_context("bpfbatch", [], resilient_parsing=True)
+
+    def walk(path, command):
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk([*path, name], sub)
+    return [found for name in COMMANDS for found in walk([name], group.get_command(ctx, name))]
+
+
+PATHS = command_paths()
 
 
 def run(*args: str, exe=(sys.executable, "-m", "bpfbatch")) -> subprocess.CompletedProcess:
@@ -51,7 +71,7 @@ def test_version_names_package_libbpf_and_kernel():
                         + re.escape(os.uname().release) + r"\)\n", proc.stdout)
 
 
-@pytest.mark.parametrize("path", [[name] for name in COMMANDS] + [["top", "tcp"], ["top", "slab"]])
+@pytest.mark.parametrize("path", [path for path, _ in PATHS], ids=" ".join)
 def test_every_command_has_h_and_plain_help(path):
     short, long = run(*path, "-h"), run(*path, "--help")
     assert short.returncode == 0 and short.stdout == long.stdout
@@ -99,3 +119,69 @@ def test_a_signal_python_wrapped_in_another_error_is_still_one_line_and_128_plus
         _run(wrapped, restore=True)
     assert done.value.code == 143
     assert capsys.readouterr().err == "bpfbatch: interrupted (SIGTERM)\n"
+
+
+#: Parameters whose values are a closed list or live objects a shell can offer, by name.
+COMPLETED = {"map_id", "pinned", "name", "output", "decode", "fmt", "netns", "dev", "map_type",
+             "key_type", "value_type", "action", "mode"}
+#: Where one of those names holds a free value: (command, parameter) → what it is.
+FREE = {("filter build", "output"): "the object file to write"}
+
+
+def test_every_closed_or_live_value_completes():
+    missing = [f"{' '.join(path)} {param.name}" for path, command in PATHS
+               for param in command.params
+               if param.name in COMPLETED and (" ".join(path), param.name) not in FREE
+               and param._custom_shell_complete is None]
+    assert not missing
+
+
+def test_maps_given_as_arguments_complete_as_bpftools_words():
+    """A command whose arguments are maps in bpftool's words (its help says ``pinned
+    PATH``) completes them, and is one whose words the completion request leaves alone."""
+    takers = {" ".join(path) for path, command in PATHS for param in command.params
+              if param.param_type_name == "argument" and "pinned PATH" in (param.help or "")}
+    assert takers == MAP_WORD_ARGUMENTS
+    for path, command in PATHS:
+        if " ".join(path) in takers:
+            words = [p for p in command.params if p.param_type_name == "argument"][0]
+            ctx = command.make_context(path[-1], ["id", "4", "./file"], resilient_parsing=True)
+            offered = [c.value for c in words.shell_complete(ctx, "")]
+            assert offered == list(MAP_KEYWORDS), path
+            ctx = command.make_context(path[-1], ["./file", "id", "4", "pinned"],
+                                       resilient_parsing=True)
+            assert [c.value for c in words.shell_complete(ctx, "/no/such/")] == []
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("diff -o ", ["table", "jsonl", "json"]),
+    ("list -o ", ["table", "json", "jsonl", "csv"]),
+    ("diff --format ", ["jsonl", "json", "csv", "bpftool-json", "parquet", "arrow"]),
+    ("migrate --format p", ["parquet"]),
+    ("load --format bpf", ["bpftool-json"]),
+    ("migrate --decode key.a=ip", ["key.a=ipv4", "key.a=ipv6"]),
+    ("diff --decode n", ["none"]),
+    ("record -o j", ["json", "jsonl"]),
+    ("list --type lru_h", ["lru_hash"]),
+    ("diff ", ["id", "pinned", "name"]),
+    ("migrate id 4 p", ["pinned"]),
+    ("tc dump -n /", []),
+])
+def test_completion_of_fixed_values(line, expected):
+    from typer._completion_classes import BashComplete
+
+    words = line.split(" ")
+    shell = BashComplete(typer.main.get_command(app), {}, "bpfbatch", "_BPFBATCH_COMPLETE")
+    assert [c.value for c in shell.get_completions(words[:-1], words[-1])] == expected
+
+
+def test_the_readme_names_every_command_up_front_and_gives_its_synopsis():
+    """The opening list names each command (in a code span), and a line of the README
+    begins with it: its synopsis, or a transcript's ``$ bpfbatch ...``."""
+    text = README.read_text()
+    opening = " ".join(re.findall(r"`([^`]*)`", text[:text.index("\n## ")], re.S))
+    named = set(re.findall(r"[\w-]+", opening))
+    unnamed = [" ".join(path) for path, _ in PATHS if path[-1] not in named]
+    no_synopsis = [" ".join(path) for path, _ in PATHS if not re.search(
+        rf"^(\$ )?bpfbatch {re.escape(' '.join(path))}\b", text, re.M)]
+    assert not unnamed and not no_synopsis

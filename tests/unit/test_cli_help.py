@@ -13,13 +13,29 @@ from typer.testing import CliRunner
 from bpfbatch import tc
 from bpfbatch.cli.app import app
 from bpfbatch.cli.argv import COMMANDS
-from bpfbatch.cli.options import DEFAULT_BATCH, OUTPUT_FORMATS
+from bpfbatch.cli.options import (
+    DEFAULT_BATCH,
+    DIFF_FORMATS,
+    INPUT_FORMATS,
+    LIST_FORMATS,
+    OUTPUT_FORMATS,
+)
 from bpfbatch.map import handle
-from bpfbatch.formats import render
+from bpfbatch.formats import read, render
 
 
 def test_output_help_lists_exactly_the_renderers():
     assert re.split(r", | or ", OUTPUT_FORMATS) == list(render.RENDERERS)
+
+
+def test_the_other_format_lists_are_exactly_the_librarys():
+    """What --format, list -o and diff -o say and complete is what each one takes."""
+    from bpfbatch.cli import maps
+    from bpfbatch.compare import render as diff_render
+
+    for spelled, taken in ((INPUT_FORMATS, read.READ_FORMATS), (LIST_FORMATS, maps.LIST_FORMATS),
+                           (DIFF_FORMATS, diff_render.FORMATS)):
+        assert re.split(r", | or ", spelled) == list(taken)
 
 
 def test_tc_batch_bytes_help_states_the_senders_default():

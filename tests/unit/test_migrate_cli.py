@@ -1,5 +1,5 @@
-"""``migrate``'s command line without a kernel: ``--catch-up`` with and without its number,
-and FROM/TO in bpftool's words."""
+"""``migrate``'s and ``diff``'s command lines without a kernel: ``--catch-up`` with and
+without its number, and maps as arguments in bpftool's words (one reader for both)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 
 from bpfbatch.cli.argv import optional_values
 from bpfbatch.cli.migrate import _ends
+from bpfbatch.cli.options import map_address, map_words
 from bpfbatch.errors import InputError
 
 
@@ -31,3 +32,15 @@ def test_from_and_to_in_bpftool_s_words():
         with pytest.raises(InputError) as caught:
             _ends(words)
         assert caught.value.obj == "FROM TO"
+
+
+def test_diff_and_migrate_read_the_same_words():
+    assert map_words(["-", "id", "7", "pinned", "/p", "name", "id"], "A B") == [
+        ("file", "-"), ("id", "7"), ("pinned", "/p"), ("name", "id")]
+    assert [map_address(w) for w in (("id", "7"), ("pinned", "/p"), ("name", "n"))] == [
+        {"id": 7}, {"pinned": "/p"}, {"name": "n"}]
+    for words, said in ((["a", "pinned"], "pinned needs its value"),
+                        (["id", "0x3"], "a map id is a number, got '0x3'")):
+        with pytest.raises(InputError) as caught:
+            map_words(words, "A B")
+        assert caught.value.obj == "A B" and said in caught.value.message

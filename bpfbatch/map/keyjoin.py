@@ -1,4 +1,6 @@
-"""The key join of a diff: two sets of key rows matched by key, vectorised.
+"""Key rows matched by their bytes, vectorised: the join of two sides (``diff``'s, and
+``migrate``'s catch-up of what changed between two reads) and a side's repeated keys
+(``migrate``'s check that no two records become one key).
 
 Keys are their bytes, as the kernel compares them. Each side's rows become 64-bit words,
 and each key one 64-bit number: the key itself when it fits in 8 bytes, else a hash of its
@@ -7,7 +9,8 @@ multi-word keys took ten times longer), the other side's numbers are looked up i
 ``searchsorted``, and every match of a hash is confirmed on the full words. A key that
 occurs more than once on a side (a file may repeat one) counts once, as its last record,
 as ``load`` applies it. Two different keys of one side with the same hash (about one
-chance in 10^7 for two 1M-key sides) are met by hashing again with another seed.
+chance in 10^7 for two 1M-key sides) are met by hashing again with another seed, and
+after the last seed by a dict of the keys' bytes: the answer is exact whatever the hashes.
 """
 
 from __future__ import annotations
@@ -45,16 +48,29 @@ def words(rows: np.ndarray) -> np.ndarray:
 def join(keys_a: np.ndarray, keys_b: np.ndarray) -> Joined:
     """Match the key rows of two sides (``(n, key_size)`` uint8 each, the same size)."""
     wa, wb = words(keys_a), words(keys_b)
-    for seed in _SEEDS if wa.shape[1] > 1 else (None,):
-        try:
-            return _join(wa, wb, seed)
-        except _Collision:
-            continue
-    return _join_exactly(wa, wb)
+    return _hashed(wa, lambda seed: _join(wa, wb, seed), lambda: _join_exactly(wa, wb))
+
+
+def repeated(keys: np.ndarray) -> tuple[int, int] | None:
+    """Two rows of ``keys`` (``(n, key_size)`` uint8) that hold the same bytes, or ``None``:
+    the first row whose key occurs again, and the next row holding that key."""
+    w = words(keys)
+    return _hashed(w, lambda seed: _repeated(w, seed), lambda: _repeated_exactly(w))
 
 
 class _Collision(Exception):
     """Two different keys of one side hashed alike."""
+
+
+def _hashed(w: np.ndarray, attempt, exactly):
+    """``attempt(seed)`` with each seed in turn until one meets no collision (one word:
+    the key itself, which cannot collide), else ``exactly()``."""
+    for seed in _SEEDS if w.shape[1] > 1 else (None,):
+        try:
+            return attempt(seed)
+        except _Collision:
+            continue
+    return exactly()
 
 
 def _hashes(w: np.ndarray, seed: int | None) -> np.ndarray:
@@ -85,6 +101,30 @@ def _index(w: np.ndarray, seed: int | None) -> tuple[np.ndarray, np.ndarray]:
     last = np.full(int(run[-1]) + 1, -1, np.int64)
     np.maximum.at(last, run, order)
     return sorted_h[first], last
+
+
+def _repeated(w: np.ndarray, seed: int | None) -> tuple[int, int] | None:
+    h = _hashes(w, seed)
+    order = np.argsort(h, kind="stable")  # a key's rows in row order
+    sorted_h = h[order]
+    same = np.flatnonzero(sorted_h[1:] == sorted_h[:-1])
+    if not same.size:
+        return None
+    first, then = order[same], order[same + 1]
+    if w.shape[1] > 1 and not (w[first] == w[then]).all():
+        raise _Collision
+    at = int(np.argmin(first))  # a row begins one pair at most: its key's first row, or none
+    return int(first[at]), int(then[at])
+
+
+def _repeated_exactly(w: np.ndarray) -> tuple[int, int] | None:
+    """:func:`repeated` by the keys' bytes in a dict."""
+    first_row: dict[bytes, int] = {}
+    pairs: dict[bytes, tuple[int, int]] = {}
+    for row, key in enumerate(map(np.ndarray.tobytes, w)):
+        if first_row.setdefault(key, row) != row:
+            pairs.setdefault(key, (first_row[key], row))
+    return min(pairs.values(), default=None)
 
 
 def _join(wa: np.ndarray, wb: np.ndarray, seed: int | None) -> Joined:
