@@ -47,26 +47,42 @@ _held = threading.local()
 
 @contextlib.contextmanager
 def deferred():
-    """Hold :data:`DEFERRED` back for the block; what arrived lands at its end."""
+    """Hold :data:`DEFERRED` back for the block; what arrived lands at its end.
+
+    The section's own steps (the handler swaps, the mask) can be hit by the signal they are
+    setting up for: a process-directed signal that this thread blocks is taken by another
+    thread, and its Python handler runs here at whatever bytecode comes next. So the CLI's
+    handlers hold a signal that lands while ``_held.caught`` is set (:func:`_interrupt`),
+    which is set before anything else and cleared only once the handlers and the mask are
+    back: a handler that raised half-way through the restore would leave the mask blocked
+    for good and the other signals going to a list nobody reads."""
     main = threading.current_thread() is threading.main_thread()
     caught: list[int] = []
-    outer = getattr(_held, "caught", None)
-    previous = {}
-    if main and outer is None:
-        previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum))
-                    for sig in TERMINATING}
+    holds = main and getattr(_held, "caught", None) is None
+    previous: dict = {}
+    mask = None
+    if holds:
         _held.caught = caught
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED)
     try:
+        if holds:
+            for sig in TERMINATING:
+                previous[sig] = signal.signal(sig, _hold)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, DEFERRED)
         yield
     finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # what waited reaches _hold
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if previous:
+        if holds:
             _held.caught = None
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for sig in dict.fromkeys(caught):
             signal.raise_signal(sig)
+
+
+def _hold(signum, _frame):
+    """The handler inside a section: the signal is raised again at its end."""
+    _held.caught.append(signum)
 
 
 def pending() -> bool:
@@ -76,7 +92,7 @@ def pending() -> bool:
 
 
 def _raise(signum, _frame):
-    raise Interrupted(signum)
+    _interrupt(signum)
 
 
 #: Whether the outcome of the command between :func:`command_started` and
@@ -87,12 +103,21 @@ _replaced: dict = {}
 
 
 def _raise_until_decided(signum, _frame):
-    if _decided:
-        return
-    if _in_hook:  # inside _unraisable: raised here it would be lost again
+    if not _decided:
+        _interrupt(signum)
+
+
+def _interrupt(signum: int) -> None:
+    """Raise :class:`Interrupted`, unless that would lose it: inside a section's setup or
+    restore (:func:`deferred`: the section raises it at its end) or inside
+    :func:`_unraisable` (sent again a moment later)."""
+    held = getattr(_held, "caught", None)
+    if held is not None:
+        held.append(signum)
+    elif _in_hook:
         _send_again(signum)
-        return
-    raise Interrupted(signum)
+    else:
+        raise Interrupted(signum)
 
 
 _in_hook = False

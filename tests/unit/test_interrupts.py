@@ -1,6 +1,8 @@
 """Signals held back around critical sections, and what an interrupted command says."""
 
+import _thread
 import errno
+import inspect
 import os
 import signal
 import subprocess
@@ -27,6 +29,56 @@ def test_a_signal_inside_a_section_lands_at_its_end():
         assert landed == ["HUP"]
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def _lines_of_deferred_with(sig, at: int) -> tuple[int, list[int]]:
+    """A ``deferred()`` section run with ``sig`` arriving at its ``at``-th line (its setup,
+    its body, its restore), as a signal another thread took arrives: its Python handler runs
+    here at the next bytecode. Returns the lines the section ran and the signals raised."""
+    code = inspect.unwrap(interrupts.deferred).__code__
+    lines = [0]
+
+    def at_line(frame, event, _arg):
+        if event == "line":
+            lines[0] += 1
+            if lines[0] == at:
+                _thread.interrupt_main(sig)
+        return at_line
+
+    raised = []
+    tracer = sys.gettrace()
+    sys.settrace(lambda frame, *_: at_line if frame.f_code is code else None)
+    try:
+        with interrupts.deferred():
+            pass
+    except Interrupted as exc:
+        raised.append(exc.signum)
+    finally:
+        sys.settrace(tracer)
+    return lines[0], raised
+
+
+@pytest.mark.parametrize("sig", interrupts.TERMINATING, ids=lambda s: s.name)
+def test_a_signal_at_any_line_of_a_section_lands_once_and_leaves_nothing_held(sig):
+    """Landing while the section swaps its handlers or puts them and the mask back, a signal
+    is raised once, and the next signal still is: one that interrupted the restore used to
+    leave this thread's mask blocked and the other signals going to a list nobody read."""
+    with interrupts.raised_as_interrupted():
+        handlers = {s: signal.getsignal(s) for s in interrupts.TERMINATING}
+        at = 1
+        while True:
+            lines, raised = _lines_of_deferred_with(sig, at)
+            if at > lines:
+                break
+            assert raised == [sig], at
+            assert {s: signal.getsignal(s) for s in interrupts.TERMINATING} == handlers, at
+            assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & interrupts.DEFERRED, at
+            assert not interrupts.pending(), at
+            with pytest.raises(Interrupted):
+                _thread.interrupt_main(signal.SIGTERM)
+                sum(range(100))  # a bytecode boundary: the handler runs
+            at += 1
+    assert at > 10  # the section's setup and restore were all reached
 
 
 def python(code: str) -> subprocess.CompletedProcess:
