@@ -62,8 +62,15 @@ class Recorder:
         self._pending: tuple[Batch, int] | None = None  # deferred: written, not committed
         self._in_hand: tuple[Batch, int, int] | None = None  # (batch, stop, count) in delivery
         self._in_file = 0  # records in the current file (deferred: none committed yet)
+
+    def start(self) -> None:
+        """Open the first file, before any poll, so a path that cannot be written is said
+        first. :func:`run` calls it inside the ``try`` that ends the file whole: opened by
+        the constructor, a file that a signal landing as the section ended (or before
+        ``run``) interrupted was left without its trailer (Parquet: 0 bytes)."""
         with interrupts.deferred():
-            self._open_file()  # now: a path that cannot be written is said before any poll
+            if self._writer is None:
+                self._open_file()
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -263,6 +270,7 @@ def run(recorder: Recorder, *, count: int | None = None, duration: float | None 
     waits = follow or count is not None or deadline is not None
     next_report = time.monotonic() + every
     try:
+        recorder.start()
         while count is None or recorder.recorded < count:
             timeout = 0.0 if not waits else 0.2 if deadline is None else \
                 max(0.0, min(0.2, deadline - time.monotonic()))
