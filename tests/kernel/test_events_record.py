@@ -367,6 +367,28 @@ def test_sigkill_during_rotation_repeats_at_most_the_uncommitted_and_loses_none(
     assert len(blocks) <= 2, blocks  # one run of consecutive events per kill at most
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_a_signal_while_parquet_rotates_ends_every_file_whole(producer, ring, tmp_path, sig):
+    """A signal at whatever moment record is in (a poll, a write, a footer, a rotation) ends
+    with every file readable, each event once across the files and the ring."""
+    producer.configure(outputs=RINGBUF, per_run=20)  # the ring outlasts a slow start
+    with producing(producer):
+        proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE, "--follow",
+                                              "-o", "parquet", "-w", tmp_path / "ev.parquet",
+                                              "--rotate-size", "16K"), stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while len(os.listdir(tmp_path)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    names = ["ev.parquet"] + [f"ev.{n}.parquet" for n in range(1, len(os.listdir(tmp_path)))]
+    seqs = [s for name in names for s in _file_seqs(tmp_path / name)]
+    n = int(err.decode().split("after ")[1].split(" events recorded")[0])
+    assert len(seqs) == n
+    assert seqs + rest_in_ring(producer) == list(range(produced(producer)))
+
+
 def test_a_signal_before_any_event_leaves_a_readable_parquet_file(producer, ring, tmp_path):
     path = tmp_path / "none.parquet"
     proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE, "--follow", "-o",
