@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import selectors
 import signal
+import struct
 import subprocess
 import threading
 import time
@@ -23,16 +25,21 @@ import pytest
 from bpfbatch import Map, Ringbuf
 from bpfbatch._sys.libbpf import check, lib
 from bpfbatch.events import open_stream
+from bpfbatch.events.ringbuf import HEADER_SIZE
 from bpfbatch.labs.events import RINGBUF, EventProducer
 from fault_helpers import bpfbatch_argv, small_tmpfs
 
 TYPE = ["--type", "struct event"]
 
 
+#: The most events one run of the producer emits in these tests.
+PER_RUN = 100
+
+
 @pytest.fixture
 def producer():
     with EventProducer(ring_bytes=1 << 22) as p:
-        p.configure(outputs=RINGBUF, per_run=100)
+        p.configure(outputs=RINGBUF, per_run=PER_RUN)
         yield p
 
 
@@ -43,13 +50,16 @@ def ring(producer, pins):
 
 @contextlib.contextmanager
 def producing(p: EventProducer):
-    """The producer running in a thread (100 events a run, a run every ms) until the block
-    ends."""
+    """The producer running in a thread (a run every ms) until the block ends. A run waits
+    until the ring has room for it, so the ring never overruns however far a loaded machine
+    lets the reader fall behind: every event produced is delivered, which the oracle needs."""
     stop = threading.Event()
+    room = RingRoom(p)
 
     def loop():
         while not stop.is_set():
-            p.run()
+            if room.fits(PER_RUN):
+                p.run()
             time.sleep(0.001)
 
     thread = threading.Thread(target=loop)
@@ -59,6 +69,28 @@ def producing(p: EventProducer):
     finally:
         stop.set()
         thread.join()
+        room.close()
+
+
+class RingRoom:
+    """The free space of the producer's ring, from its two positions (the consumer's page and
+    the producer's, mapped read-only: what any process may map of a ring buffer)."""
+
+    def __init__(self, p: EventProducer):
+        self.size = p.ring.info.max_entries
+        self.record = HEADER_SIZE + p.event_dtype.itemsize  # a multiple of 8: no padding
+        self._pages = mmap.mmap(p.ring.fd, 2 * mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_READ)
+
+    def fits(self, events: int) -> bool:
+        """Whether ``events`` more records fit now: the kernel keeps its producer position
+        less than the size ahead of the consumer's. The space only grows until the next run
+        (this thread is the ring's only producer)."""
+        [consumer] = struct.unpack_from("Q", self._pages, 0)
+        [producer] = struct.unpack_from("Q", self._pages, mmap.PAGESIZE)
+        return producer - consumer + events * self.record < self.size
+
+    def close(self) -> None:
+        self._pages.close()
 
 
 def seqs_of(data: bytes) -> list[int]:
@@ -79,7 +111,7 @@ def rest_in_ring(p: EventProducer) -> list[int]:
 
 def produced(p: EventProducer) -> int:
     c = p.counters()
-    assert c["ringbuf_failures"] == 0, c  # a 4 MiB ring never fills in these tests
+    assert c["ringbuf_failures"] == 0, c  # the ring never fills in these tests
     return c["next_seq"]
 
 

@@ -20,7 +20,7 @@ from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.top.maps import MapsTop
 
-PREFIX = f"bb_topm{os.getpid():x}"
+PREFIX = f"bb_topm{os.getpid():x}_"  # the "_" ends the pid: no other pid's maps match
 
 
 def keys(m: Map, start: int, stop: int) -> list[bytes]:
@@ -34,9 +34,9 @@ def dumped(m: Map) -> int:
 
 @pytest.fixture
 def maps():
-    made = {"hash": Map.create(MapType.HASH, 4, 8, 512, name=f"{PREFIX}_h"),
-            "lru": Map.create(MapType.LRU_HASH, 4, 8, 64, name=f"{PREFIX}_l"),
-            "array": Map.create(MapType.ARRAY, 4, 8, 8, name=f"{PREFIX}_a")}
+    made = {"hash": Map.create(MapType.HASH, 4, 8, 512, name=f"{PREFIX}h"),
+            "lru": Map.create(MapType.LRU_HASH, 4, 8, 64, name=f"{PREFIX}l"),
+            "array": Map.create(MapType.ARRAY, 4, 8, 8, name=f"{PREFIX}a")}
     yield made
     for m in made.values():
         m.close()
@@ -105,17 +105,22 @@ def refreshes(lines: list[str]) -> list[dict[int, list[str]]]:
 def test_maps_filling_between_refreshes(maps, sig):
     """The test fills the maps after each refresh it reads: a refresh that counts more than
     the previous one shows a positive rate, one that counts as many shows 0. Then a signal
-    stops it with one line whose refresh count is what reached stdout, exit 128 + n."""
+    stops it with one line whose refresh count is what reached stdout, exit 128 + n.
+
+    The counts are this test's subject, not the budget (the test above has it): a budget no
+    run reaches keeps a loaded machine from turning a count into '-'. Stdout is unbuffered
+    so that readline takes no more than its line: communicate() reads the pipe itself, and
+    a refresh already read ahead into a buffer would be printed yet missing from ``rest``."""
     h, lru = maps["hash"], maps["lru"]
     proc = subprocess.Popen([sys.executable, "-m", "bpfbatch", "top", "maps", "--match",
-                             f"{PREFIX}*", "0.1", "1000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             f"{PREFIX}*", "--budget", "1h", "0.1", "1000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
     seen, added = [], 0
     with reaped(proc):
-        assert proc.stdout.readline().startswith("Tracing...")
+        assert proc.stdout.readline().startswith(b"Tracing...")
         while len(seen) < 8:
-            lines = [proc.stdout.readline() for _ in range(4 + len(maps))]  # blank, loadavg,
-            [rows] = refreshes(lines)                                         # heading, rule
+            lines = [proc.stdout.readline().decode() for _ in range(4 + len(maps))]  # blank,
+            [rows] = refreshes(lines)                              # loadavg, heading, rule
             seen.append(rows)
             if len(seen) % 2:  # every other refresh sees the maps grow
                 for k in keys(h, added, added + 40):
@@ -123,7 +128,7 @@ def test_maps_filling_between_refreshes(maps, sig):
                     lru.update(k, bytes(8))
                 added += 40
         proc.send_signal(sig)
-        rest, err = proc.communicate(timeout=60)
+        rest, err = (text.decode() for text in proc.communicate(timeout=60))
     printed = len(seen) + len(refreshes(rest.splitlines()))
     assert proc.returncode == 128 + sig
     assert err == f"bpfbatch: interrupted ({signal.Signals(sig).name}) after {printed} " \
