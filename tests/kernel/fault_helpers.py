@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -207,6 +208,26 @@ def reaped(proc: subprocess.Popen):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def every_ms(step):
+    """``step()`` called from a thread of its own, then a millisecond's sleep, over and over
+    until the block ends (a producer running beside the command a test attacks)."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.is_set():
+            step()
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def run_with_signal(argv: list[str], out_path: Path, m: Map, sig: int, delay: float

@@ -13,7 +13,6 @@ import multiprocessing
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import numpy as np
@@ -25,7 +24,7 @@ from bpfbatch.errors import InputError
 from bpfbatch.events import open_stream
 from bpfbatch.events.perf import PerfStream, online_cpus
 from bpfbatch.labs.events import PERF, RINGBUF, EventProducer
-from fault_helpers import bpfbatch_argv, said
+from fault_helpers import bpfbatch_argv, every_ms, said
 
 CPUS = online_cpus()
 
@@ -206,23 +205,10 @@ def test_api_by_pin_typed_ordered_and_close_clears_the_entries(producer, pins):
 def producing(p: EventProducer):
     """The producer running in a thread (100 events a run on each CPU in turn, a run every
     ms) until the block ends."""
-    stop = threading.Event()
-
-    def loop():
-        for cpu in itertools.cycle(CPUS):
-            if stop.is_set():
-                return
-            p.run(cpu)
-            time.sleep(0.001)
-
+    cpus = itertools.cycle(CPUS)
     p.configure(outputs=PERF, per_run=100)
-    thread = threading.Thread(target=loop)
-    thread.start()
-    try:
+    with every_ms(lambda: p.run(next(cpus))):
         yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def wait_for_reader(p: EventProducer, timeout: float = 30) -> None:

@@ -15,7 +15,6 @@ import selectors
 import signal
 import struct
 import subprocess
-import threading
 import time
 
 import numpy as np
@@ -27,7 +26,7 @@ from bpfbatch._sys.libbpf import check, lib
 from bpfbatch.events import open_stream
 from bpfbatch.events.ringbuf import HEADER_SIZE
 from bpfbatch.labs.events import RINGBUF, EventProducer
-from fault_helpers import bpfbatch_argv, small_tmpfs
+from fault_helpers import bpfbatch_argv, every_ms, small_tmpfs
 
 TYPE = ["--type", "struct event"]
 
@@ -53,22 +52,16 @@ def producing(p: EventProducer):
     """The producer running in a thread (a run every ms) until the block ends. A run waits
     until the ring has room for it, so the ring never overruns however far a loaded machine
     lets the reader fall behind: every event produced is delivered, which the oracle needs."""
-    stop = threading.Event()
     room = RingRoom(p)
 
-    def loop():
-        while not stop.is_set():
-            if room.fits(PER_RUN):
-                p.run()
-            time.sleep(0.001)
+    def step():
+        if room.fits(PER_RUN):
+            p.run()
 
-    thread = threading.Thread(target=loop)
-    thread.start()
     try:
-        yield
+        with every_ms(step):
+            yield
     finally:
-        stop.set()
-        thread.join()
         room.close()
 
 
