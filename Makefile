@@ -7,8 +7,9 @@ setup:
 demo: setup
 	.venv/bin/bpfbatch demo
 
-# Two workers by default (pytest-xdist); PYTEST_JOBS=0 runs in one process.
-PYTEST_JOBS ?= 2
+# Three workers by default on two CPUs (pytest-xdist): many tests wait on a signalled child
+# process or a netns, so a third worker fills the waits; PYTEST_JOBS=0 runs in one process.
+PYTEST_JOBS ?= 3
 
 test: setup lint
 	.venv/bin/python -m pytest -n $(PYTEST_JOBS) $(PYTEST_ARGS)
