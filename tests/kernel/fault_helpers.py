@@ -210,6 +210,14 @@ def reaped(proc: subprocess.Popen):
             proc.wait()
 
 
+def until_size(path, size: int, timeout: float = 30, poll: float = 0.005) -> None:
+    """Wait until ``path`` holds ``size`` bytes (the command under attack is writing), looking
+    every ``poll`` s, or until ``timeout`` s passed: the test then judges whatever was written."""
+    deadline = time.monotonic() + timeout
+    while os.path.getsize(path) < size and time.monotonic() < deadline:
+        time.sleep(poll)
+
+
 @contextlib.contextmanager
 def every_ms(step):
     """``step()`` called from a thread of its own, then a millisecond's sleep, over and over

@@ -24,7 +24,7 @@ from bpfbatch.errors import InputError
 from bpfbatch.events import open_stream
 from bpfbatch.events.perf import PerfStream, online_cpus
 from bpfbatch.labs.events import PERF, RINGBUF, EventProducer
-from fault_helpers import bpfbatch_argv, every_ms, said
+from fault_helpers import bpfbatch_argv, every_ms, said, until_size
 
 CPUS = online_cpus()
 
@@ -244,9 +244,7 @@ def test_record_stops_on_a_signal_with_the_batch_in_hand_written(producer, pins,
                                 stdout=out, stderr=subprocess.PIPE)
         wait_for_reader(producer)
         with producing(producer):
-            deadline = time.monotonic() + 30
-            while os.path.getsize(out_path) < 40_000 and time.monotonic() < deadline:
-                time.sleep(0.005)
+            until_size(out_path, 40_000)
             proc.send_signal(sig)
             _, err = proc.communicate(timeout=60)
     err = err.decode()

@@ -26,7 +26,7 @@ from bpfbatch._sys.libbpf import check, lib
 from bpfbatch.events import open_stream
 from bpfbatch.events.ringbuf import HEADER_SIZE
 from bpfbatch.labs.events import RINGBUF, EventProducer
-from fault_helpers import bpfbatch_argv, every_ms, small_tmpfs
+from fault_helpers import bpfbatch_argv, every_ms, small_tmpfs, until_size
 
 TYPE = ["--type", "struct event"]
 
@@ -164,9 +164,7 @@ def test_a_signal_writes_and_commits_the_batch_in_hand(producer, ring, tmp_path,
     with producing(producer), open(out_path, "wb") as out:
         proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE, "--follow"),
                                 stdout=out, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 30
-        while os.path.getsize(out_path) < 20_000 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        until_size(out_path, 20_000)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     err = err.decode()
@@ -222,9 +220,7 @@ def test_sigkill_repeats_at_most_one_batch_and_loses_none(producer, ring, tmp_pa
             with open(path, "wb") as out:
                 proc = subprocess.Popen(bpfbatch_argv("record", "pinned", ring, *TYPE,
                                                       "--follow"), stdout=out)
-                deadline = time.monotonic() + 30
-                while os.path.getsize(path) < 30_000 * (i + 1) and time.monotonic() < deadline:
-                    time.sleep(0.002)
+                until_size(path, 30_000 * (i + 1), poll=0.002)
                 proc.kill()
                 proc.wait()
             outputs.append(path)
