@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +131,12 @@ actions add action mirred index 15
 actions add action mirred egress redirect index 16 dev vethB action pipe
 actions add action mirred egress redirect dev vethB index 10 action mirred egress redirect dev vethB index 11
 actions add action mirred egress redirect dev vethB index 17 cookie aabb action mirred egress redirect dev vethB index 18 action mirred egress redirect dev vethB index 19 cookie cc action pass index 20
+"""
+#: More forms, a file per kind (``data/tc_bytes/<kind>.txt``, ``#`` comments), sent before the
+#: qdiscs are deleted.
+LINES += "".join(line + "\n" for path in sorted((Path(__file__).parent / "data" / "tc_bytes").glob("*.txt"))
+                 for line in path.read_text().splitlines() if line and not line.startswith("#"))
+LINES += """\
 qdisc del dev vethB clsact
 qdisc del dev vethA ingress
 """

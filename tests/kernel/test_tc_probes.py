@@ -5,6 +5,8 @@ status and kernel state must equal ``tc -b``'s, with and without ``-force``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tc_helpers import side_by_side
@@ -226,6 +228,9 @@ PROBES = [
     "qdisc add dev vethA root handle zz: htb",
     "filter add dev vethA ingress bpf obj /nonexistent.o sec foo",
 ]
+#: More probes, a file per kind (``data/tc_probes/<kind>.txt``, ``#`` comments).
+PROBES += [line for path in sorted((Path(__file__).parent / "data" / "tc_probes").glob("*.txt"))
+           for line in path.read_text().splitlines() if line and not line.startswith("#")]
 
 
 @pytest.mark.parametrize("mode", [(), ("-force",)], ids=["stop", "force"])

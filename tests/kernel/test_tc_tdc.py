@@ -1,12 +1,18 @@
 """The kernel's own tc-testing (tdc) cases as an external suite: every case this kernel can run
-(``data/tdc_cases.json``, ids kept) goes through ``tc -b`` and ``bpfbatch tc -b`` in fresh
+(``data/tdc/<dir>-<kind>.json``, one file per file of the kernel's
+``tools/testing/selftests/tc-testing/tc-tests/``, ids kept) goes through ``tc -b`` and ``bpfbatch tc -b`` in fresh
 network namespaces after the same setup, with and without ``-force``. Compared: exit status,
 ``tc -j`` state (counters, timestamps, reference counts and kernel-assigned ids left out: see
 ``tc_helpers._VOLATILE``) and stderr.
 
 Outcomes: *same* (status, stdout, stderr and state equal) is the only one accepted; *refused*
 (both fail with the same status and state, the words differ) and *differs* (anything else)
-fail the test. ``python tests/kernel/test_tc_tdc.py`` prints the tally."""
+fail the test. ``python tests/kernel/test_tc_tdc.py`` prints the tally.
+
+Each case's ``cmdUnderTest`` became its batch lines ($DEV1/$DUMMY → vethA, shell loops
+expanded), its setup tc commands. Left out: show/list commands (no batch effect), object-file
+cases (they need the suite's action.o), cases needing qdiscs this kernel lacks (drr). Kinds this
+kernel lacks (gact, flower, ...) stay in: both tools must refuse them alike."""
 
 from __future__ import annotations
 
@@ -18,9 +24,10 @@ import pytest
 
 from tc_helpers import side_by_side
 
-DATA = Path(__file__).parent / "data" / "tdc_cases.json"
-CASES = [(source, case) for source, cases in json.loads(DATA.read_text())["files"].items()
-         for case in cases]
+DATA = Path(__file__).parent / "data" / "tdc"
+CASES = [(path.stem.replace("-", "/", 1) + ".json", case)
+         for path in sorted(DATA.glob("*.json"))
+         for case in json.loads(path.read_text())["cases"]]
 
 
 def outcome(tmp_path: Path, case: dict, mode: tuple[str, ...], extra: tuple[str, ...] = ()
