@@ -120,8 +120,11 @@ def exec_command(
                                                 batch_size=batch_size)
             except Interrupted as exc:
                 exc.obj = m.info.label
-                if action == "dump":  # as dump: a whole document of the records written
-                    with contextlib.suppress(BpfBatchError):
+                # as dump and drain: a whole document (JSON's "]", Arrow's end of stream) of
+                # the records written or delivered; a second signal meanwhile changes
+                # nothing of what the first one stopped
+                if out is not None:
+                    with contextlib.suppress(BpfBatchError, Interrupted):
                         out.close()
                 raise
         if out is not None:

@@ -7,6 +7,8 @@ records are written (kernel modes) and each batch is written before the next is 
 
 import signal
 
+import numpy as np
+
 import pytest
 from fault_helpers import (bpfbatch_argv, fill, judge, parse_jsonl,
                            run_with_signal_after_output, typed_map)
@@ -46,3 +48,26 @@ def test_sigkill_loses_at_most_one_batch(tmp_path, mode):
     print(f"FAULT exec --action delete -o jsonl --batch-size {BATCH} ({mode}), SIGKILL sweep:",
           *rows, sep="\n  ")
     assert killed >= len(DELAYS) // 2  # the sweep really landed inside the command
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_json_document_it_delivered(tmp_path, sig):
+    """``-o json``: a signal stops the delete after the batch in hand and the output is one
+    whole JSON array (its ``]`` written) of exactly the records no longer in the map."""
+    import json
+
+    n = 30_000
+    with typed_map(n, name="bb_exec_sig") as m:
+        fill(m, n)
+        path = tmp_path / "out.json"
+        argv = bpfbatch_argv("exec", "--map-id", m.info.id, "--where", f"key >= {KEEP}",
+                             "--action", "delete", "--mode", "user", "-o", "json",
+                             "--batch-size", BATCH)
+        rc, stderr = run_with_signal_after_output(argv, path, sig, 0)
+        assert rc == 128 + sig, stderr  # it landed inside the command
+        records = json.loads(path.read_bytes())  # a whole document
+        keys = np.array([r["key"] for r in records], dtype=np.uint64)
+        values = np.array([r["value"] for r in records], dtype=np.uint64)
+        o = judge(m, n, (keys, values), rc, stderr, keep_below=KEEP)
+        assert (o.lost, o.wrong, o.twice) == (0, 0, 0) and o.left > 0, o
+        assert o.said_delivered == o.delivered, stderr
