@@ -253,6 +253,8 @@ def _filter_handle(text: str | None, kind: str, classifier) -> int:
 #: tc 6.1's classifiers this package has no parser for (f_*.c): tc reads their options.
 TC_ONLY_CLASSIFIERS = frozenset(("cgroup", "flow", "rsvp", "tcindex"))
 
+#: tc's MAX_ARGS: its batch reader takes at most one word fewer on a line.
+_MAX_ARGS = 512
 #: Command groups in tc's order of precedence for abbreviations ("a" is actions).
 _GROUPS = {"qdisc": _parse_qdisc, "class": _parse_class, "filter": _parse_filter,
            "actions": _parse_actions_command}
@@ -272,6 +274,8 @@ def parse_command(text: str) -> R.Rule | Listing:
     """One command line (without a leading ``tc``) → a rule, or the :class:`~.message.Listing`
     of a line tc answers by printing; ``CommandError`` on anything unsupported."""
     words = split_words(text)
+    if len(words) >= _MAX_ARGS:  # tc's batch reader (makeargs) exits on such a line
+        raise CommandError("Too many arguments to command", fatal=True, status=1)
     w = Words(words)
     group = w.take("command")
     name = group if group in _GROUPS else next((g for g in _GROUPS if matches(group, g)), None)
