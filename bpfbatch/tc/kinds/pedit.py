@@ -170,10 +170,12 @@ def _raw(w: Words, action: Pedit) -> None:
         raise _Bad(off_word)
     key = _Key(off & _M32)
     if matches(next_arg(w), "at"):
-        at, offmask, shift = (unsigned(next_arg(w), base) for base in (0, 16, 0))
-        if None in (at, offmask, shift):
-            raise _Bad(off_word)
-        key.at, key.offmask, key.shift = at, offmask, shift
+        numbers = []
+        for base in (0, 16, 0):  # AT, OFFMASK (hex), SHIFT: tc stops at the first bad one
+            numbers.append(unsigned(next_arg(w), base))
+            if numbers[-1] is None:
+                raise _Bad(off_word)
+        key.at, key.offmask, key.shift = numbers
         next_arg(w)
     _cmd(w, action, key, form[1], F.TU32, form[2])
 
