@@ -23,6 +23,13 @@ from . import specs as S
 DEVICES: contextvars.ContextVar[Callable[[str], int | None] | None] = \
     contextvars.ContextVar("tc_devices", default=None)
 
+#: What a kind's parser keeps from one line of a batch to the next, as tc's static variables do
+#: (the ematch scanner's rest of input and string mode): a dict per batch, keyed by the kind's
+#: module. Set by the batch reader around each line it parses; unset (None), each line is read
+#: as the first of a batch.
+BATCH_STATE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tc_batch_state",
+                                                                          default=None)
+
 
 class CommandError(Exception):
     """A parse failure inside one command; :func:`.parse.parse_numbered` adds FILE:LINE.
