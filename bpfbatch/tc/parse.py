@@ -50,7 +50,10 @@ filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [
   flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
   fw [classid ID] [indev DEV] [police POLICE] [action ...]           (handle HANDLE[/FWMASK])
   route [from REALM | fromif DEV] [to REALM] [order N] [classid ID] [police POLICE] [action ...]
-  basic [classid ID] [police POLICE] [action ...]                    (no ematch 'match')
+  basic [match EMATCH_TREE] [classid ID] [police POLICE] [action ...] (handle read by strtol)
+  cgroup [match EMATCH_TREE] [police POLICE] [action ...]              (handle read by strtol)
+      EMATCH_TREE := [not] KIND(ARGS) | [not] ( TREE ) [and|or TREE]; KIND := cmp | nbyte | u32
+                     | meta | canid | ipset
 actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N ...
 qdisc|class|filter show|list|ls ...   filter|actions get ...   actions list|flush action KIND
       (read-only lines and flush: run by iproute2's tc at their point of the batch)
@@ -251,7 +254,7 @@ def _filter_handle(text: str | None, kind: str, classifier) -> int:
 
 
 #: tc 6.1's classifiers this package has no parser for (f_*.c): tc reads their options.
-TC_ONLY_CLASSIFIERS = frozenset(("cgroup", "flow", "rsvp", "tcindex"))
+TC_ONLY_CLASSIFIERS = frozenset(("flow", "rsvp", "tcindex"))
 
 #: tc's MAX_ARGS: its batch reader takes at most one word fewer on a line.
 _MAX_ARGS = 512

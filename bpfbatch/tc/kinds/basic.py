@@ -1,11 +1,11 @@
-"""basic (``f_basic.c``): ``basic [classid ID] [police ...] [action ...]``; tc's usage, words
-and attributes. Its ``match EMATCH_TREE`` (``m_ematch.c``'s own grammar) is not read here: a
-line using it is refused as unsupported."""
+"""basic (``f_basic.c``): ``basic [match EMATCH_TREE] [classid ID] [police ...] [action ...]``;
+tc's usage, words and attributes (in the order the line gives them); the tree as
+:mod:`..ematch` reads it."""
 
 from __future__ import annotations
 
-from ..grammar import CommandError, Words, matches, strtol_handle
-from .common import Listed, listed_options
+from ..grammar import CommandError, Words, strtol_handle
+from .common import EmatchOption, Listed, listed_options
 
 NAMES = ("basic",)
 
@@ -21,16 +21,16 @@ NOTE: CLASSID is parsed as hexadecimal input."""
 
 # linux/pkt_cls.h TCA_BASIC_*
 _NUMBERS = {"classid": 1, "action": 3, "police": 4}
+_EMATCHES = 2
 
 
 def parse_filter(w: Words) -> Listed:
     """tc's ``basic_parse_opt``, the cursor past ``basic``."""
-    def extra(word: str, attrs: list) -> bool:
-        if matches(word, "match"):
-            raise CommandError("unsupported basic option 'match' (ematch trees are not read)")
-        return False
-
-    return listed_options(w, "basic", USAGE, _NUMBERS, extra)
+    tree = EmatchOption(w, _EMATCHES)
+    try:
+        return listed_options(w, "basic", USAGE, _NUMBERS, tree)
+    except CommandError as exc:
+        raise tree.failed(exc) from None
 
 
 def parse_handle(text: str | None, classifier: Listed | None) -> int:

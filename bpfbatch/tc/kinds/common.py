@@ -60,13 +60,13 @@ def listed_options(w: Words, kind: str, usage: str, numbers: dict, extra=None,
     (or a prefix; ``flowid`` too, or a prefix of it with ``flowid_prefix``), ``police``, ``action``,
     ``help``, and the kind's own words through ``extra(word, attrs) -> bool`` (called with the
     cursor on the word; it leaves the cursor on the last word it took). ``numbers``: the kind's
-    attribute numbers for "classid", "action" and, if it takes one, "police". tc's words: ``Illegal "classid"``, ``Illegal "police"``,
+    attribute numbers for "action" and, if it takes them, "classid" and "police". tc's words: ``Illegal "classid"``, ``Illegal "police"``,
     ``action_line`` after a failed action, ``What is "WORD"?`` and the usage."""
     listed = Listed(kind, sends_options=w.peek() is not None)
     attrs: list = []
     while (word := w.peek()) is not None:
-        if matches(word, "classid") or (matches(word, "flowid") if flowid_prefix
-                                         else word == "flowid"):
+        if "classid" in numbers and (matches(word, "classid") or (
+                matches(word, "flowid") if flowid_prefix else word == "flowid")):
             classid = parse_classid(next_value(w))
             if classid is None:
                 raise CommandError('Illegal "classid"')
@@ -100,3 +100,34 @@ def next_value(w: Words) -> str:
     if w.peek() is None:
         raise incomplete()
     return w.peek()
+
+
+class EmatchOption:
+    """``match EMATCH_TREE`` as basic and cgroup read it: an ``extra`` for
+    :func:`listed_options` adding the tree as attribute ``attr_type`` (the grammar,
+    :mod:`..ematch`, is loaded by the first line that uses it). tc prints what the ematch
+    scanner printed whatever follows: :meth:`failed` puts it before a later failure's words."""
+
+    __slots__ = ("w", "attr_type", "printed")
+
+    def __init__(self, w: Words, attr_type: int) -> None:
+        self.w = w
+        self.attr_type = attr_type
+        self.printed: list[str] = []
+
+    def __call__(self, word: str, attrs: list) -> bool:
+        if not matches(word, "match"):
+            return False
+        from ..ematch.tree import match_option
+        next_value(self.w)
+        tree = match_option(self.w, self.attr_type, self.printed)
+        if tree is not None:
+            attrs.append(tree)
+        self.w.pos -= 1  # the option loop steps on to the word tc reads next
+        return True
+
+    def failed(self, exc: CommandError) -> CommandError:
+        """``exc``, after the lines the scanner printed."""
+        if not self.printed:
+            return exc
+        return CommandError("".join(self.printed) + str(exc), fatal=exc.fatal, status=exc.status)
