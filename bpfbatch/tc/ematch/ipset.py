@@ -34,7 +34,7 @@ def parse(args: list[Arg]) -> bytes:
     text = name.cstr()
     printed, index = _set_index(text)
     if index is None:
-        raise EmError(f"ipset: unknown set name '{text.decode('latin-1')}'", name, before=printed)
+        raise EmError(f"ipset: unknown set name '{text.decode('utf-8', 'surrogateescape')}'", name, before=printed)
     if len(args) == 1:
         raise EmError("ipset: missing set flags", name, before=printed)
     printed_dirs, dims = _directions(args[1].cstr().decode("latin-1"))

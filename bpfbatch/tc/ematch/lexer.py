@@ -70,7 +70,7 @@ class Lexer:
         state.buf, state.at = b"", 0
         if self.pos >= self.end:
             return False
-        word = self.words[self.pos].encode()
+        word = self.words[self.pos].encode("utf-8", "surrogateescape")  # the file's bytes
         if len(word) + 1 >= _READ_SIZE:
             self.notes.append("match argument too long.\n")
             return False

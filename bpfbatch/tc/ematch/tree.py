@@ -163,7 +163,7 @@ def _term_data(term: _Term) -> bytes:
     flags = term.relation | (_INVERT if term.inverted else 0)
     if term.args is None:
         return _HDR.pack(0, 0, flags, 0) + _REF.pack(term.ref)
-    name = term.args[0].cstr()[:63].decode("latin-1")
+    name = term.args[0].cstr()[:63].decode("utf-8", "surrogateescape")
     module = _module(name)
     number = _map_number(name, _IPT_NUM if module is None else module.KIND_NUM)
     if module is None:
@@ -188,14 +188,14 @@ def _map_number(name: str, kind_num: int) -> int:
     """``lookup_map_id()``: the kind's number in tc's map, case-insensitively; tc's words when
     the map lacks it (or cannot be read)."""
     try:
-        table = _ematch_map()
+        table, corrupt = _ematch_map()
     except OSError as exc:
-        if exc.errno != errno.ENOENT:
+        if exc.errno != errno.ENOENT:  # tc fails without a word of its own
             raise EmError("", report=False) from None
-        table = {}
-    if isinstance(table, str):
-        raise EmError(table, report=False)
+        table, corrupt = {}, None
     number = table.get(name.lower())
+    if number is None and corrupt is not None:  # tc reads up to the name or the bad line
+        raise EmError(corrupt, report=False)
     if number is None:
         raise EmError(f'Error: Unable to find ematch "{name}" in {EMATCH_MAP}\nPlease assign a '
                       f"unique ID to the ematch kind the suggested entry is:\n\t{kind_num}\t{name}\n",
@@ -206,21 +206,22 @@ def _map_number(name: str, kind_num: int) -> int:
 _MAP_LINE = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)[ \t\n\v\f\r]*([^ \t\n\v\f\r]+)")
 
 
-@functools.cache
-def _ematch_map() -> dict[str, int] | str:
-    """The map file as tc reads it (names lower-cased; the first entry of a name wins), or tc's
-    line for a corrupt entry. OSError where it cannot be opened."""
+@functools.cache  # read once per process (tc reads it per term)
+def _ematch_map() -> tuple[dict[str, int], str | None]:
+    """The map file as tc reads it: (names lower-cased → numbers, the first entry of a name
+    winning; tc's line for the first corrupt entry, before which the names found count).
+    OSError where the file cannot be opened."""
     table: dict[str, int] = {}
-    with open(EMATCH_MAP, encoding="latin-1") as lines:
+    with open(EMATCH_MAP, encoding="utf-8", errors="surrogateescape") as lines:
         for line in lines:
             text = line.lstrip(" \t")
             if not text or text[0] in "#\n":
                 continue
             found = _MAP_LINE.match(text)
             if found is None:
-                return f"ematch map {EMATCH_MAP} corrupted at {text}\n"
+                return table, f"ematch map {EMATCH_MAP} corrupted at {text}\n"
             table.setdefault(found.group(2).lower(), int(found.group(1)))
-    return table
+    return table, None
 
 
 def _report(text: str, words: list[str], err: str | None = None) -> str:
