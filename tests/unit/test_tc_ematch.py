@@ -19,7 +19,7 @@ _TOKENS = st.sampled_from([
     "OR", "not", "u8", "u16", "u32", "at", "layer", "link", "9", "mask", "trans", "eq", "gt",
     "lt", "0xff", "-14", "nexthdr+", "nexthdr+4", "sff", "eff", "0x1:0xf", "list", "dev",
     "nf_mark", "shift", "src,dst", '"', '"ab', 'c"', '\\"', "\\777", "\\8", "\\x4", "''",
-    "classid", "1:1", "action", "drop", "match", "m", "help", "police",
+    "classid", "1:1", "action", "drop", "match", "m", "help", "police", "b\udcffx(", "\udce9",
 ])
 _PREFIXES = st.sampled_from(["filter add dev vethA ingress basic match",
                              "filter add dev vethA ingress cgroup match"])
