@@ -64,3 +64,15 @@ def test_a_tree_ended_by_the_line_leaves_its_last_word_to_the_classifier():
         assert str(exc).startswith('What is "cmp(u8 at 0 eq 1)"?')
     else:
         raise AssertionError("accepted")
+
+
+def test_a_first_word_too_long_for_tcs_scanner_is_refused_not_looped_on():
+    """tc's scanner refuses a word of 8191 bytes or more unread, tc steps back onto ``match``
+    and reads it again for ever; here the line fails (with the line tc prints each time)."""
+    line = f"filter add dev vethA ingress basic match nbyte({'a' * 8200} at 0) classid 1:1"
+    try:
+        parse_command(line)
+    except CommandError as exc:
+        assert str(exc).startswith("match argument too long.\n")
+    else:
+        raise AssertionError("accepted")

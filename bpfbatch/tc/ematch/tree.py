@@ -66,8 +66,9 @@ def match_option(w: Words, attr_type: int, printed: list[str]) -> Attr | None:
     tc reads next. Lines the scanner printed go to ``printed`` (tc prints them whatever
     follows). CommandError with tc's words and ``Illegal "ematch"`` otherwise.
 
-    As in tc, words holding no term (``match ""``) send the batch's last tree again; one with
-    groups makes tc loop for ever, and is refused here instead."""
+    As in tc, words holding no term (``match ""``) send the batch's last tree again. Where tc
+    loops for ever — re-flattening a last tree with groups, or stepping back onto ``match``
+    when the word after it is too long for its scanner — the line is refused instead."""
     kept = BATCH_STATE.get()
     state = ScanState() if kept is None else kept.setdefault(__name__, ScanState())
     begin = w.pos
@@ -78,6 +79,9 @@ def match_option(w: Words, attr_type: int, printed: list[str]) -> Attr | None:
         raise CommandError("".join(lexer.notes) + _report(
             "Parse error", w.words[begin:lexer.pos], "syntax error") + EXPR_USAGE
             + 'Illegal "ematch"') from None
+    if lexer.pos == begin:  # the first word refused unread: tc steps back onto `match` itself
+        raise CommandError("".join(lexer.notes) + "the word after 'match' is too long for tc's "
+                           "scanner, and tc reads that 'match' again for ever")
     w.pos = lexer.pos - 1  # tc's "undo look ahead by parser"
     printed.extend(lexer.notes)
     if chain is None:
