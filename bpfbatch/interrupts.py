@@ -21,16 +21,20 @@ its entry point runs to the moment the command's outcome is decided
 (:func:`command_started`, :func:`decide`), so
 every command stops the same way — saying what it did, exiting 128 + the signal number —
 instead of SIGTERM and SIGHUP killing it on the spot or SIGINT printing a traceback; a
-command that can say more wraps its work in :func:`stopping`.
+command that can say more wraps its work in :func:`stopping`. An Interrupted that C code
+swallows (it calls Python code, where the handler raised, and clears the error) is raised
+again: its signal is sent again as it dies undecided (:func:`_watched`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import signal
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 
 from .errors import BpfBatchError, Interrupted, PartialError
@@ -117,7 +121,58 @@ def _interrupt(signum: int) -> None:
     elif _in_hook:
         _send_again(signum)
     else:
-        raise Interrupted(signum)
+        raise _watched(Interrupted(signum))
+
+
+#: Whether a command runs (between :func:`command_started` and :func:`command_ended`), and
+#: which one: an Interrupted raised for one command says nothing about the next.
+_running = False
+_command = 0
+#: The weak references :func:`_watched` keeps (a weakref's callback runs only while the
+#: weakref itself is alive).
+_watching: set = set()
+
+
+def _watched(exc: Interrupted) -> Interrupted:
+    """``exc``, whose death before the command's outcome is decided sends its signal again.
+
+    A handler raises wherever the signal lands, and C code that calls Python code may clear
+    whatever that raised and go on as if nothing came: numpy, making a dtype of an object
+    (``np.dtype((np.void, n))``, as :meth:`~bpfbatch.events.batch.Batch.rows` does for every
+    batch ``record`` takes), calls its Python ``npy_ctypes_check`` and takes any exception
+    from it to mean "not a ctypes type"; ``__del__`` and weakref callbacks report it as
+    unraisable (:func:`_unraisable`). Raised, the Interrupted lives until the entry point has
+    decided the outcome — on the stack, handled, or the context of what replaced it; swallowed, it
+    dies at once (nothing else refers to it: no local holds it here, so no traceback cycle
+    keeps it). Its death then sends the signal again to the main thread, from a thread of
+    its own (sent from here, its handler would run here, inside the code that swallows),
+    unless an Interrupted is being handled already (a second signal during the first one's
+    cleanup adds nothing)."""
+    if _running and not _decided:
+        _watching.add(weakref.ref(exc, functools.partial(_died, exc.signum, _command)))
+    return exc
+
+
+def _died(signum: int, command: int, ref: weakref.ref) -> None:
+    """A watched Interrupted of ``command`` is gone (:func:`_watched`)."""
+    _watching.discard(ref)
+    if command == _command and _running and not _decided \
+            and interruption_in(sys.exc_info()[1]) is None:
+        _send_again(signum)
+
+
+def interruption_in(exc: BaseException | None) -> Interrupted | None:
+    """The :class:`Interrupted` that ``exc`` is or wraps (its cause or context, however
+    deep), if any: what a signal raised and another exception replaced — Python wraps what a
+    handler raised inside ``__set_name__`` in a RuntimeError (3.11), an error in a cleanup
+    has the Interrupted it cleans up after as its context."""
+    seen = set()
+    while exc is not None and id(exc) not in seen and not isinstance(exc, SystemExit):
+        if isinstance(exc, Interrupted):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 _in_hook = False
@@ -141,17 +196,15 @@ def _kill_main_later(ident: int, signum: int) -> None:
 def _unraisable(unraisable) -> None:
     """``sys.unraisablehook`` while a command runs: an :class:`Interrupted` raised where
     Python cannot propagate it (a weakref callback, ``__del__``: it would print "Exception
-    ignored" and go on) is not printed but sent again to the main thread a moment later, from
-    another thread (sent from here, it would run its handler here), to land in code that can
-    raise it."""
+    ignored" and go on) is not printed; it dies as the hook returns, which sends its signal
+    again (:func:`_watched`) to land in code that can raise it."""
     global _in_hook
-    if isinstance(unraisable.exc_value, Interrupted):
-        _in_hook = True
-        try:
-            _send_again(unraisable.exc_value.signum)
-        finally:
-            _in_hook = False
-        return
+    _in_hook = True
+    try:
+        if isinstance(unraisable.exc_value, Interrupted):
+            return
+    finally:
+        _in_hook = False
     _replaced_hook[0](unraisable)
 
 
@@ -166,8 +219,8 @@ def command_started() -> None:
     nor add a traceback to it (nor can one swallowed by a callback: :func:`_unraisable`).
     Call it inside the ``try`` that answers :class:`Interrupted`: a signal may land half-way
     through it."""
-    global _decided
-    _decided = False
+    global _decided, _running, _command
+    _decided, _running, _command = False, True, _command + 1
     if sys.unraisablehook is not _unraisable:
         _replaced_hook[0], sys.unraisablehook = sys.unraisablehook, _unraisable
     for sig in TERMINATING:
@@ -188,8 +241,8 @@ def command_ended(*, restore: bool) -> None:
     interpreter would put SIG_DFL back for a Python handler as it exits, and a SIGTERM then
     would kill it after its report) — or, with ``restore``, until the handlers
     :func:`command_started` replaced are back (a caller that goes on, e.g. a test)."""
-    global _decided
-    _decided = True
+    global _decided, _running
+    _decided, _running = True, False
     for sig in TERMINATING:
         signal.signal(sig, signal.SIG_IGN)
     if restore:

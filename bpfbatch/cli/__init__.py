@@ -165,7 +165,7 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch", *, restore: bool = 
             interrupts.decide()  # the first statement: no signal replaces the outcome now
     except BaseException as exc:
         if not isinstance(exc, _ANSWERED):
-            exc = _interruption_in(exc)
+            exc = interrupts.interruption_in(exc)
             if exc is None:
                 raise  # a bug: its traceback
         said = exc if isinstance(exc, _Said) else _answer(exc, prog)
@@ -184,19 +184,6 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch", *, restore: bool = 
 EPIPE_STATUS = 128 + 13
 #: The exceptions that end a command with a line (:func:`_answer`).
 _ANSWERED = (_Said, BpfBatchError, OSError, KeyboardInterrupt, Interrupted)
-
-
-def _interruption_in(exc: BaseException) -> Interrupted | None:
-    """The :class:`Interrupted` that ``exc``, an exception no line answers, wraps, if any:
-    Python wraps what a signal handler raised inside ``__set_name__`` in a RuntimeError
-    (3.11, while a module defines a class)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen and not isinstance(exc, SystemExit):
-        if isinstance(exc, Interrupted):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 def _answer(exc: BaseException, prog: str) -> _Said:

@@ -125,19 +125,70 @@ def test_stopping_adds_what_was_applied_to_an_error_that_does_not_say_it():
 def test_a_signal_a_callback_swallowed_lands_after_it():
     """A signal whose Interrupted is raised inside a weakref callback (Python prints
     "Exception ignored" and goes on) must still stop the command, and print nothing there."""
-    code = ("import os, signal, weakref\n"
-            "from bpfbatch import interrupts\nfrom bpfbatch.errors import Interrupted\n"
+    proc = python(swallowed_then_spun(
+        "import os, signal, weakref\n"
+        "class A: pass\n"
+        "a = A()\n"
+        "r = weakref.ref(a, lambda _: os.kill(os.getpid(), signal.SIGTERM))\n",
+        "del a\n"))
+    assert (proc.stdout, proc.stderr) == (f"interrupted {signal.SIGTERM}\n", "")
+
+
+def swallowed_then_spun(setup: str, swallow: str) -> str:
+    """A command's code: ``setup``, then ``swallow`` (where the Interrupted of a signal is
+    swallowed), then 10 s of spinning; it prints ``interrupted N`` when the signal lands
+    after all, ``went on`` when it never does."""
+    body = "".join(f"    {line}\n" for line in swallow.splitlines())
+    return (setup + "from bpfbatch import interrupts\nfrom bpfbatch.errors import Interrupted\n"
             "interrupts.command_started()\n"
-            "class A: pass\n"
-            "a = A()\n"
-            "r = weakref.ref(a, lambda _: os.kill(os.getpid(), signal.SIGTERM))\n"
-            "try:\n"
-            "    del a\n"
+            "try:\n" + body +
             "    import time\n"
             "    deadline = time.monotonic() + 10\n"
             "    while time.monotonic() < deadline: pass\n"
             "    print('went on')\n"
             "except Interrupted as exc:\n"
             "    print('interrupted', exc.signum)\n")
+
+
+#: numpy's C code, making a dtype of an object (``np.dtype((np.void, n))``), calls this Python
+#: function on the object's type and takes any exception from it to mean "not a ctypes type":
+#: a handler that raises in it is swallowed.
+SWALLOWED_BY_NUMPY = (
+    "import signal\nimport numpy as np\nimport numpy._core._internal as internal\n"
+    "check, landed = internal.npy_ctypes_check, []  # numpy keeps what it first found\n"
+    "def landing(cls):  # the signal lands as numpy calls its check, once\n"
+    "    if not landed:\n"
+    "        landed.append(print('landed', flush=True))\n"
+    "        signal.raise_signal(signal.SIGINT)\n"
+    "    return check(cls)\n"
+    "internal.npy_ctypes_check = landing\n")
+
+
+def test_a_signal_whose_interrupted_numpy_swallows_lands_after_it():
+    """The Interrupted a handler raised dies inside numpy (no exception reaches the caller):
+    its death sends the signal again, and the command stops a moment later instead of going
+    on as if it never came (``record --follow`` recorded on, deaf to that SIGINT)."""
+    proc = python(swallowed_then_spun(SWALLOWED_BY_NUMPY,
+                                      "np.dtype((np.void, 4))\nprint('swallowed', flush=True)"))
+    assert (proc.stdout, proc.stderr) == (f"landed\nswallowed\ninterrupted {signal.SIGINT}\n",
+                                          "")
+
+
+def test_an_interrupted_caught_once_decided_is_not_sent_again():
+    """Once the outcome is decided (the entry point took the Interrupted), its end sends
+    nothing; nor does an Interrupted's end while another one is being handled."""
+    code = (SWALLOWED_BY_NUMPY +
+            "import time\nfrom bpfbatch import interrupts\nfrom bpfbatch.errors import Interrupted\n"
+            "interrupts.command_started()\n"
+            "try:\n"
+            "    signal.raise_signal(signal.SIGTERM)\n"
+            "except Interrupted as first:\n"
+            "    np.dtype((np.void, 4))  # a second signal, swallowed\n"
+            "    time.sleep(0.1)\n"
+            "    interrupts.decide()\n"
+            "    print('handled', first.signum, flush=True)\n"
+            "time.sleep(0.1)\n"
+            "interrupts.command_ended(restore=True)\n"
+            "print('done')\n")
     proc = python(code)
-    assert (proc.stdout, proc.stderr) == (f"interrupted {signal.SIGTERM}\n", "")
+    assert (proc.stdout, proc.stderr) == (f"landed\nhandled {signal.SIGTERM}\ndone\n", "")
