@@ -145,7 +145,66 @@ def judge(m: Map, n: int, written: tuple[np.ndarray, np.ndarray] | None, rc: int
 
 
 def bpfbatch_argv(*args) -> list[str]:
-    return [sys.executable, "-m", "bpfbatch", *map(str, args)]
+    """The command line of ``bpfbatch ARGS`` in this interpreter, with faulthandler on: a
+    child that hangs prints every thread's Python stack on SIGABRT (:func:`communicate`)."""
+    return [sys.executable, "-X", "faulthandler", "-m", "bpfbatch", *map(str, args)]
+
+
+def communicate(proc: subprocess.Popen, timeout: float, input=None) -> tuple:
+    """``proc.communicate(input, timeout)``; a child still running after ``timeout`` fails the
+    test with what it was doing instead of a bare TimeoutExpired: each thread's state and
+    signal masks from /proc (blocked, ignored, caught, pending: a signal lost or held back
+    shows there), then its Python stacks (SIGABRT: faulthandler, on for
+    :func:`bpfbatch_argv`'s children and any started with ``-X faulthandler``, prints them on
+    its stderr, read here when it is a pipe), and what it wrote on stderr so far."""
+    try:
+        return proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        state = signal_state(proc.pid)
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGABRT)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        if isinstance(err, bytes):
+            err = err.decode(errors="replace")
+        where = err if err is not None else "(its stderr is not a pipe: the stacks went there)"
+        raise AssertionError(f"pid {proc.pid} ({' '.join(map(str, proc.args))}) still ran "
+                             f"{timeout} s later\n{state}\nits stderr, then its stacks on "
+                             f"SIGABRT:\n{where}") from None
+
+
+#: What /proc/PID/task/TID/status says of a thread's signals.
+_SIGNAL_FIELDS = ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+
+
+def signal_state(pid: int) -> str:
+    """One line per thread of ``pid``: its name, state, kernel wait channel and signal sets
+    (pending to the thread and to the process, blocked, ignored, caught), by name."""
+    lines = []
+    tasks = f"/proc/{pid}/task"
+    with contextlib.suppress(OSError):
+        for tid in sorted(os.listdir(tasks), key=int):
+            try:
+                status = dict(line.split(":\t", 1) for line in
+                              Path(f"{tasks}/{tid}/status").read_text().splitlines()
+                              if ":\t" in line)
+                wchan = Path(f"{tasks}/{tid}/wchan").read_text() or "-"
+            except OSError:
+                continue
+            sets = " ".join(f"{field}={_signal_names(status[field])}" for field in _SIGNAL_FIELDS)
+            lines.append(f"  thread {tid} {status['Name'].strip()} {status['State'].strip()} "
+                         f"wchan={wchan} {sets}")
+    return "\n".join(lines) or f"  pid {pid}: gone"
+
+
+def _signal_names(mask: str) -> str:
+    bits = int(mask, 16)
+    names = [signal.Signals(n).name if n in signal.Signals._value2member_map_ else str(n)
+             for n in range(1, 65) if bits >> (n - 1) & 1]
+    return ",".join(names) or "-"
 
 
 def holds_map(pid: int, map_id: int) -> bool:
@@ -194,7 +253,7 @@ def signalled(proc: subprocess.Popen, m: Map | None, sig: int, delay: float, sta
             signal_after_open(proc, m.info.id, sig, delay)
         else:
             signal_after(proc, started, sig, delay)
-        _, stderr = proc.communicate(timeout=120)
+        _, stderr = communicate(proc, 120)
     return proc.returncode, stderr.decode(errors="replace")
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from bpfbatch.map import cursor, whole
-from fault_helpers import (bpfbatch_argv, fill, reaped, run_with_signal,
+from fault_helpers import (bpfbatch_argv, communicate, fill, reaped, run_with_signal,
                            run_with_signal_after_output, typed_map)
 from tc_helpers import veth_netns
 
@@ -282,7 +282,7 @@ def test_a_signal_at_start_up_is_one_line_and_128_plus_n(path, env):
         _after_handling(proc, delay)
         handling = _handling(proc.pid, sig)
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)
+        out, err = communicate(proc, 120)
         seen.append(f"{signal.Signals(sig).name}:"
                     f"{judge_start(proc, out, err, sig, handling, normal)}")
     print(f"CONTRACT start-up {' '.join(path)}: {seen}")  # which moments the sweep met
@@ -431,7 +431,7 @@ def _after_line(argv, fragment, sig, delay, *, on_stdout=False):
         _until_line(proc, proc.stdout if on_stdout else proc.stderr, fragment)
         time.sleep(delay)
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        out, err = communicate(proc, 60)
     return proc.returncode, out.decode(), err.decode()
 
 
@@ -465,7 +465,7 @@ def test_tc_batch_interrupted_exits_128_plus_n(tmp_path):
                                                   16384), stderr=subprocess.PIPE, text=True)
             _after_handling(proc, 0.1 + delay)  # into the import of tc, the parse, the sends
             proc.send_signal(sig)
-            _, err = proc.communicate(timeout=120)
+            _, err = communicate(proc, 120)
             if proc.returncode == 0:
                 continue  # finished first
             assert proc.returncode == 128 + sig, err

@@ -24,7 +24,7 @@ from bpfbatch.errors import InputError
 from bpfbatch.events import open_stream
 from bpfbatch.events.perf import PerfStream, online_cpus
 from bpfbatch.labs.events import PERF, RINGBUF, EventProducer
-from fault_helpers import bpfbatch_argv, every_ms, said, until_size
+from fault_helpers import bpfbatch_argv, communicate, every_ms, said, until_size
 
 CPUS = online_cpus()
 
@@ -246,7 +246,7 @@ def test_record_stops_on_a_signal_with_the_batch_in_hand_written(producer, pins,
         with producing(producer):
             until_size(out_path, 40_000)
             proc.send_signal(sig)
-            _, err = proc.communicate(timeout=60)
+            _, err = communicate(proc, 60)
     err = err.decode()
     assert proc.returncode == 128 + sig and err.count("interrupted (") == 1, err
     n = said(err.splitlines()[-1], r"interrupted \(SIG\w+\) after (\d+) events recorded$")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import urllib.request
 
 import pytest
@@ -19,6 +18,7 @@ from bpfbatch.errors import InputError
 from bpfbatch.export import server
 from bpfbatch.export.config import ConfigError
 from bpfbatch.labs.events import PERF, RINGBUF, EventProducer
+from fault_helpers import bpfbatch_argv, communicate
 
 CONFIG = """
 [[metric]]
@@ -124,9 +124,8 @@ def test_served_exporter_holds_the_rings_from_its_start_and_stops_on_sigterm(pro
     scrape are there; SIGTERM ends it with its one line and 143."""
     config_path = tmp_path / "rec.toml"
     config_path.write_text(CONFIG.format(pin=pins(producer.perf, "exsrv")))
-    proc = subprocess.Popen([sys.executable, "-m", "bpfbatch", "export", "--config",
-                             str(config_path), "--listen", "127.0.0.1:0"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(bpfbatch_argv("export", "--config", config_path, "--listen",
+                                          "127.0.0.1:0"), stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         assert "serving http://" in line, line + proc.stderr.read()
@@ -139,5 +138,5 @@ def test_served_exporter_holds_the_rings_from_its_start_and_stops_on_sigterm(pro
         assert samples[("events_total", "0")] == samples[("events_total", "1")] == 500
     finally:
         proc.send_signal(signal.SIGTERM)
-        err = proc.communicate(timeout=60)[1]
+        err = communicate(proc, 60)[1]
     assert proc.returncode == 143 and "interrupted (SIGTERM) after 1 scrapes" in err, err

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from fault_helpers import communicate
 from tc_helpers import action_indexes, veth_netns
 
 COUNT = 150_000
@@ -62,15 +63,15 @@ def _ingress(ns: str) -> bool:
 
 def _interrupt(path, ns: str, signum: int, delay: float, probe, extra=()) -> tuple[int, str]:
     """Run bpfbatch tc on ``path``; ``delay`` s after ``probe(ns)`` holds, send ``signum``."""
-    child = subprocess.Popen([sys.executable, "-c", "from bpfbatch.cli import main; main()",
-                              "tc", "-b", str(path), "-n", ns, "--batch-bytes", "16384", *extra],
+    child = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c",
+                              "from bpfbatch.cli import main; main()", "tc", "-b", str(path), "-n", ns, "--batch-bytes", "16384", *extra],
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not probe(ns) and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)  # the batch is being sent: now the moments that matter
     time.sleep(delay)
     child.send_signal(signum)
-    _, stderr = child.communicate(timeout=120)
+    _, stderr = communicate(child, 120)
     return child.returncode, stderr
 
 
