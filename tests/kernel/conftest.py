@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
+
+#: Every Python child a kernel test starts prints its threads' stacks on SIGABRT, which
+#: :func:`fault_helpers.communicate` sends to one that outlived its timeout.
+os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 
 
 @pytest.fixture

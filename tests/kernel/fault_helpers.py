@@ -145,18 +145,16 @@ def judge(m: Map, n: int, written: tuple[np.ndarray, np.ndarray] | None, rc: int
 
 
 def bpfbatch_argv(*args) -> list[str]:
-    """The command line of ``bpfbatch ARGS`` in this interpreter, with faulthandler on: a
-    child that hangs prints every thread's Python stack on SIGABRT (:func:`communicate`)."""
-    return [sys.executable, "-X", "faulthandler", "-m", "bpfbatch", *map(str, args)]
+    return [sys.executable, "-m", "bpfbatch", *map(str, args)]
 
 
 def communicate(proc: subprocess.Popen, timeout: float, input=None) -> tuple:
     """``proc.communicate(input, timeout)``; a child still running after ``timeout`` fails the
     test with what it was doing instead of a bare TimeoutExpired: each thread's state and
     signal masks from /proc (blocked, ignored, caught, pending: a signal lost or held back
-    shows there), then its Python stacks (SIGABRT: faulthandler, on for
-    :func:`bpfbatch_argv`'s children and any started with ``-X faulthandler``, prints them on
-    its stderr, read here when it is a pipe), and what it wrote on stderr so far."""
+    shows there), then its Python stacks (SIGABRT: faulthandler, on in every child of the
+    kernel tests (``PYTHONFAULTHANDLER``, conftest), prints them on its stderr, read here
+    when it is a pipe), and what it wrote on stderr so far."""
     try:
         return proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -17,6 +17,7 @@ from bpfbatch import Map
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.map import writes
+from fault_helpers import communicate
 
 NAME = f"bb_adr_{os.getpid():x}"
 
@@ -83,7 +84,7 @@ def test_interrupt_exits_130_with_one_line(pinned):
     while time.monotonic() < deadline and not _reading_stdin(proc.pid):  # all imports done
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = communicate(proc, 60)
     assert proc.returncode == 130
     # one line, saying how far the load got (nothing applied: it was still reading)
     assert err.count("\n") == 1 and err.startswith("bpfbatch: "), err

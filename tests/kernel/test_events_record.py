@@ -204,8 +204,8 @@ def test_a_signal_whose_interrupted_numpy_swallows_still_stops_record(producer, 
     until the test's timeout)."""
     out_path = tmp_path / "out.jsonl"
     with producing(producer), open(out_path, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", SWALLOWED_IN_ROWS,
-                                 "record", "pinned", ring, *TYPE, "--follow"],
+        proc = subprocess.Popen([sys.executable, "-c", SWALLOWED_IN_ROWS, "record", "pinned",
+                                 ring, *TYPE, "--follow"],
                                 stdout=out, stderr=subprocess.PIPE)
         _, err = communicate(proc, 60)
     err = err.decode()

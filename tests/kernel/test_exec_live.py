@@ -20,6 +20,7 @@ from bpfbatch.btf import BtfBuilder
 from bpfbatch.exec import walker
 from bpfbatch.map import cursor, probes, writes
 from bpfbatch import Map
+from fault_helpers import communicate
 
 N = 60_000
 
@@ -158,7 +159,7 @@ def adversarial_prune(map_type: MapType, mode: str | None, writer: str, seconds:
         first = prune.stderr.readline()  # the clock starts with the rounds, not the start-up
         time.sleep(seconds)
         prune.send_signal(signal.SIGINT)
-        _, report = prune.communicate(timeout=30)
+        _, report = communicate(prune, 30)
         refresher.stdin.close()
         counts = json.loads(refresher.stdout.readline())
         assert refresher.wait(30) == 0

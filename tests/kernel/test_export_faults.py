@@ -28,7 +28,7 @@ import pytest
 
 from bpfbatch.map import writes
 
-from fault_helpers import map_contents, typed_map
+from fault_helpers import communicate, map_contents, typed_map
 
 N = 50_000
 BATCH = 256
@@ -166,7 +166,7 @@ def scrape_seconds(rig) -> float:
     client.run()
     took = time.monotonic() - start
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=60)
+    communicate(proc, 60)
     assert judge(rig, client.body) == (N, 0)
     return took
 
@@ -192,7 +192,7 @@ _LAST = re.compile(r"interrupted \((SIG\w+)\) after (\d+) scrapes; (\d+) drained
 def test_a_signal_during_a_scrape_lets_it_deliver_or_put_back(rig, scrape_seconds, signum, at):
     proc, client = into_a_scrape(rig, at * scrape_seconds)
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=120)
+    _, err = communicate(proc, 120)
     client.join(60)
     delivered, left = judge(rig, client.body)
     lines = err.strip().splitlines()
@@ -208,11 +208,11 @@ def test_a_signal_during_a_scrape_lets_it_deliver_or_put_back(rig, scrape_second
 def test_sigkill_loses_at_most_one_batch_and_the_next_start_puts_back(rig, scrape_seconds, at):
     proc, client = into_a_scrape(rig, at * scrape_seconds)
     proc.kill()
-    proc.communicate(timeout=60)
+    communicate(proc, 60)
     client.join(60)
     again, _, said = rig.start()  # puts back what the journal holds, before it listens
     again.send_signal(signal.SIGTERM)
-    _, err = again.communicate(timeout=60)
+    _, err = communicate(again, 60)
     assert again.returncode == 128 + signal.SIGTERM, err
     judge(rig, client.body, may_lose=BATCH, may_repeat=True)
     assert all("before the last exit" in line or "torn" in line for line in said), said
@@ -222,7 +222,7 @@ def test_a_client_that_leaves_mid_body_gets_every_entry_put_back(rig):
     proc, client = rig.serve(read=64 << 10)
     client.run()  # 64 KiB of a body of a few MiB, then close with the rest unread
     proc.send_signal(signal.SIGTERM)  # lands once the scrape is settled
-    _, err = proc.communicate(timeout=120)
+    _, err = communicate(proc, 120)
     assert judge(rig, None) == (0, N)
     assert "the client closed the connection before reading the whole response" in err, err
     assert err.strip().splitlines()[-1].endswith("0 drained entries delivered, "
@@ -244,7 +244,7 @@ def test_a_client_that_never_closes_did_not_show_it_read(rig, tmp_path):
     client = Client(port, linger=True)
     client.run()
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    _, err = communicate(proc, 120)
     left = judge(rig, None)[1]
     assert "did not close the connection within the scrape budget" in err, err
     assert left == N

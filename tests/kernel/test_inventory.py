@@ -21,6 +21,7 @@ from test_cli_maps import bpfbatch
 from bpfbatch._sys.abi import MapType
 from bpfbatch.map import inventory
 from bpfbatch import Map
+from fault_helpers import communicate
 
 PREFIX = f"bb_inv{os.getpid():x}"
 
@@ -222,7 +223,7 @@ def test_a_signal_while_counting_says_how_far_it_got(maps, sig):
         while not holds_map(proc.pid, big.info.id) and proc.poll() is None:
             pass
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)
+        out, err = communicate(proc, 120)
     assert proc.returncode == 128 + sig and out == ""
     # mostly while the big map (counted last: 5 of 6 done) is walked; the listing before the
     # count opens it too, for an instant, and a loaded machine may be slower to get past the

@@ -16,6 +16,7 @@ import pytest
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
 from bpfbatch.map import cursor, whole
 from bpfbatch.formats import halves
+from fault_helpers import communicate
 
 ENTRIES = 200_000  # ~45 MB of JSONL: above halves.MIN_BYTES
 
@@ -80,7 +81,7 @@ def test_a_signal_while_both_halves_parse_applies_nothing_and_leaves_no_child(
         time.sleep(0.002)
     assert child is not None, "the load ended before its child was seen"
     proc.send_signal(sig)  # to the parent alone, as kill(1) does
-    _, err = proc.communicate(timeout=120)
+    _, err = communicate(proc, 120)
     assert proc.returncode == status, err
     assert err.count("\n") == 1 and f"interrupted ({sig.name})" in err, err
     assert "0 entries loaded" in err, err

@@ -21,6 +21,7 @@ from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.errors import InputError, NotFoundError
 from bpfbatch.formats import nested
+from fault_helpers import communicate
 
 PREFIX = f"bb_mim{os.getpid():x}"
 
@@ -209,7 +210,7 @@ def test_a_signal_stops_after_whole_entries(sig, tmp_path):
             while not holds_map(proc.pid, inner[1].info.id) and proc.poll() is None:
                 pass
             proc.send_signal(sig)
-            _, err = proc.communicate(timeout=120)
+            _, err = communicate(proc, 120)
         out = (tmp_path / "out").read_text()
     finally:
         for m in (outer, *inner):

@@ -22,6 +22,7 @@ from bpfbatch.exec import prune
 from bpfbatch.labs.flowtable import RECEIVER_ADDR, SENDER_ADDR, FlowTableLab
 from bpfbatch.map import cursor, probes, writes
 from bpfbatch.records.codec import map_codecs
+from fault_helpers import communicate
 
 MS = 10**6
 IDLE = 1000 * MS  # the --older-than of these tests
@@ -117,7 +118,7 @@ def test_cli_prune_loop_trims_while_traffic_flows_and_stops_cleanly(lab, sig):
             opened.send(keep)
             time.sleep(0.1)
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=10)
+        out, err = communicate(proc, 10)
     finally:
         proc.kill()
     assert proc.returncode == 128 + sig, err

@@ -63,8 +63,8 @@ def _ingress(ns: str) -> bool:
 
 def _interrupt(path, ns: str, signum: int, delay: float, probe, extra=()) -> tuple[int, str]:
     """Run bpfbatch tc on ``path``; ``delay`` s after ``probe(ns)`` holds, send ``signum``."""
-    child = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c",
-                              "from bpfbatch.cli import main; main()", "tc", "-b", str(path), "-n", ns, "--batch-bytes", "16384", *extra],
+    child = subprocess.Popen([sys.executable, "-c", "from bpfbatch.cli import main; main()",
+                              "tc", "-b", str(path), "-n", ns, "--batch-bytes", "16384", *extra],
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not probe(ns) and child.poll() is None and time.monotonic() < deadline:

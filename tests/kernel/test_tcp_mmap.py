@@ -25,7 +25,7 @@ import pytest
 from bpfbatch.errors import BpfBatchError, KernelError
 from bpfbatch.tcp_mmap import Config, Server, send
 from bpfbatch.tcp_mmap.sender import _finish
-from fault_helpers import reaped
+from fault_helpers import communicate, reaped
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "tcp_mmap.py"
 LOOPBACK_MSS = 4096 + 12  # one page of payload plus the TCP timestamp option
@@ -198,7 +198,7 @@ def test_interrupting_a_server_exits_130_without_a_traceback():
         send(client(port, size=1 << 20))
         assert _first_line(server.stdout).startswith("received 1 MB ")  # served, still serving
         server.send_signal(signal.SIGINT)
-        out, err = server.communicate(timeout=30)
+        out, err = communicate(server, 30)
     assert server.returncode == 130
     assert err == "bpfbatch: interrupted (SIGINT)\n"
 

@@ -24,6 +24,7 @@ import pytest
 from bpfbatch.labs import loopback
 from bpfbatch.map import probes
 from bpfbatch.top.tcptop import TcpTop
+from fault_helpers import communicate
 
 #: Generous bound for the child's transfer (it takes about a second here); a wedged child
 #: fails the test instead of hanging it.
@@ -121,7 +122,7 @@ def test_cli_reports_the_partial_interval_on_ctrl_c():
             client.sendall(b"x" * 300_000)
             _receive(peer, 300_000)
             cli.send_signal(signal.SIGINT)
-            out, err = cli.communicate(timeout=30)
+            out, err = communicate(cli, 30)
         finally:
             if cli.poll() is None:
                 cli.kill()

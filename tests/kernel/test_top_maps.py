@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from fault_helpers import reaped
+from fault_helpers import communicate, reaped
 from test_cli_maps import bpfbatch
 
 from bpfbatch import Map
@@ -128,7 +128,7 @@ def test_maps_filling_between_refreshes(maps, sig):
                     lru.update(k, bytes(8))
                 added += 40
         proc.send_signal(sig)
-        rest, err = (text.decode() for text in proc.communicate(timeout=60))
+        rest, err = (text.decode() for text in communicate(proc, 60))
     printed = len(seen) + len(refreshes(rest.splitlines()))
     assert proc.returncode == 128 + sig
     assert err == f"bpfbatch: interrupted ({signal.Signals(sig).name}) after {printed} " \
