@@ -67,6 +67,11 @@ def _print_warning(_line: int, text: str) -> None:
     print(f"Warning: {_kernel_text(text)}", file=sys.stderr)
 
 
+def _print_said(text: str) -> None:
+    """What tc prints on stderr while parsing a line (its lines, newline-ended)."""
+    sys.stderr.write(text)
+
+
 tc = typer.Typer(invoke_without_command=True,
                  context_settings={"help_option_names": ["-h", "--help"]})
 commands.add_typer(tc, name="tc")
@@ -122,7 +127,7 @@ def _send(batch: str, force: bool, netns: str | None, batch_bytes: int | None, c
 
     with _opened(batch) as (lines, name), Session(
             netns=netns, force=force, coalesce=coalesce, on_failure=_print_failure, on_warning=_print_warning,
-                                  on_listing=tc_printer(netns, json=json_),
+                                  on_listing=tc_printer(netns, json=json_), on_said=_print_said,
                                   batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
         done.append(session.send_batch(lines, name))
 

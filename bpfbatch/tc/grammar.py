@@ -30,6 +30,12 @@ DEVICES: contextvars.ContextVar[Callable[[str], int | None] | None] = \
 BATCH_STATE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tc_batch_state",
                                                                           default=None)
 
+#: What tc prints on stderr while it parses a line that may still go on to be sent (skbmod's
+#: ``dst MAC address <...>``, ife's ``IFE type 0xED3E``): a list set by the reader around each
+#: line (:func:`.parse.parse_numbered`), printed before the line's outcome, or before its error
+#: when the parse fails after all. Unset (None), nothing is kept.
+SAID: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("tc_said", default=None)
+
 
 class CommandError(Exception):
     """A parse failure inside one command; :func:`.parse.parse_numbered` adds FILE:LINE.
@@ -41,6 +47,14 @@ class CommandError(Exception):
         super().__init__(text)
         self.fatal = fatal
         self.status = status
+
+
+def say(text: str) -> None:
+    """tc's ``fprintf(stderr, ...)`` in a parser that goes on: ``text``, a whole line, into
+    :data:`SAID`."""
+    said = SAID.get()
+    if said is not None:
+        said.append(text + "\n")
 
 
 def matches(token: str | None, word: str) -> bool:

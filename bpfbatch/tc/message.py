@@ -51,6 +51,20 @@ class Message(NamedTuple):
     flags: int
     body: bytes | bytearray
     undo: object = UNKNOWN
+    #: What tc prints on stderr while parsing the line (see :class:`Said`), "" mostly.
+    said: str = ""
+
+
+class Said(NamedTuple):
+    """A parsed rule and the lines tc prints on stderr while parsing it (skbmod's and ife's
+    notes): its message carries them (``said``), and the sender prints them once every line
+    before it is settled, so they land between the earlier lines' errors and its own."""
+
+    rule: object
+    text: str
+
+    def message(self, resolve) -> tuple:
+        return (*self.rule.message(resolve), UNKNOWN, self.text)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

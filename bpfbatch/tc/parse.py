@@ -23,10 +23,10 @@ from ..errors import InputError
 from . import rules as R
 from . import specs as S
 from .action_list import parse_actions
-from .grammar import (DEVICES, CommandError, Words, invalid, matches, parse_classid, parse_mac,
+from .grammar import (DEVICES, SAID, CommandError, Words, invalid, matches, parse_classid, parse_mac,
                       parse_qdisc_handle, parse_u32_handle, read_commands, split_words, unsigned)
 from .kinds import parsers
-from .message import LineError, Listing
+from .message import LineError, Listing, Said
 
 __all__ = ["SUPPORTED", "CommandError", "parse_batch", "parse_classid", "parse_command", "parse_mac",
            "parse_numbered", "parse_u32_handle", "read_commands", "split_words"]
@@ -291,15 +291,24 @@ def parse_command(text: str) -> R.Rule | Listing:
     return _GROUPS[name](w)
 
 
-def parse_numbered(number: int, text: str | None, name: str) -> R.Rule | Listing | LineError:
-    """One command of :func:`read_commands` → its rule, or the :class:`~.message.LineError`
-    naming ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on)."""
+def parse_numbered(number: int, text: str | None, name: str
+                   ) -> R.Rule | Said | Listing | LineError:
+    """One command of :func:`read_commands` → its rule (a :class:`~.message.Said` when tc
+    prints something while parsing it), or the :class:`~.message.LineError` naming
+    ``NAME:LINE`` (returned, not raised, so the caller decides whether to go on), what tc
+    printed before failing opening its text."""
+    said: list[str] = []
+    token = SAID.set(said)
     try:
         if text is None:
             raise CommandError("Missing continuation line")
-        return parse_command(text)
+        rule = parse_command(text)
     except CommandError as exc:
-        return LineError(InputError(str(exc), obj=f"{name}:{number}"), exc.fatal, exc.status)
+        return LineError(InputError("".join(said) + str(exc), obj=f"{name}:{number}"),
+                         exc.fatal, exc.status)
+    finally:
+        SAID.reset(token)
+    return Said(rule, "".join(said)) if said else rule
 
 
 def parse_batch(stream: TextIO | Iterable[str], name: str) -> Iterator[tuple[int, R.Rule | LineError]]:

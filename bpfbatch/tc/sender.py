@@ -168,14 +168,16 @@ class Sender:
     reply accounting and any undo. ``sendmsg`` releases the GIL while the kernel works through
     the batch, so packing the next batch overlaps it. At most :data:`_IN_FLIGHT` packed batches
     wait, which bounds memory. ``on_failure`` and ``on_warning`` are called from the sending
-    thread, in line order.
+    thread, in line order; ``on_said`` (what tc prints while parsing a line, :class:`~.message.Said`)
+    from the caller's, once the lines before it are settled.
     """
 
     def __init__(self, sock: RtnlSocket, *, source: str, force: bool = False,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
                  on_failure: Callable[[Failure], None] | None = None,
                  on_warning: Callable[[int, str], None] | None = None,
-                 on_listing: Callable[[tuple[str, ...]], int] | None = None) -> None:
+                 on_listing: Callable[[tuple[str, ...]], int] | None = None,
+                 on_said: Callable[[str], None] | None = None) -> None:
         self._sock = sock
         self._force = force
         #: Undo is needed when a failure must not leave later messages applied.
@@ -183,6 +185,7 @@ class Sender:
         self._on_failure = on_failure
         self._on_warning = on_warning
         self._on_listing = on_listing
+        self._on_said = on_said
         self._send_limit = sock.max_send_bytes
         self._max_bytes = min(batch_bytes, self._send_limit)
         self._max_messages = sock.max_replies
@@ -228,6 +231,11 @@ class Sender:
         if parsed.__class__ is Joined:
             self._queue(_joined_entry(parsed))
             return not self.report.stopped
+        if parsed.said:  # tc printed it while parsing: after every earlier line's outcome
+            if not self._settled():
+                return False
+            if self._on_said is not None:
+                self._on_said(parsed.said)
         undo = parsed.undo
         if undo is UNKNOWN:
             undo = undo_of(parsed)

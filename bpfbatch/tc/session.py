@@ -51,7 +51,8 @@ class Session:
     going after failures; ``coalesce`` packs consecutive ``actions add`` into shared messages;
     ``on_failure`` sees each failed command as it is known, in line order (called from the
     sender's thread); ``on_listing`` prints a read-only line's listing (see :mod:`.listing`)
-    once every line before it is settled, and returns tc's exit status for it. A session can send several batches; close it (or use ``with``) to release
+    once every line before it is settled, and returns tc's exit status for it; ``on_said``
+    prints what tc says on stderr while parsing a line (skbmod's, ife's notes), in its place. A session can send several batches; close it (or use ``with``) to release
     the socket and any pinned-program fds. Example::
 
         with Session(netns="lab") as tc:
@@ -63,12 +64,14 @@ class Session:
                  batch_bytes: int = DEFAULT_BATCH_BYTES, coalesce: bool = False,
                  on_failure: Callable[[Failure], None] | None = None,
                  on_warning: Callable[[int, str], None] | None = None,
-                 on_listing: Callable[[tuple[str, ...]], int] | None = None) -> None:
+                 on_listing: Callable[[tuple[str, ...]], int] | None = None,
+                 on_said: Callable[[str], None] | None = None) -> None:
         if batch_bytes < MIN_BATCH_BYTES:
             raise InputError(f"must be at least {MIN_BATCH_BYTES}", obj="batch_bytes")
         self._coalesce = coalesce
         self._options = dict(force=force, batch_bytes=batch_bytes, coalesce=coalesce,
-                             on_failure=on_failure, on_warning=on_warning, on_listing=on_listing)
+                             on_failure=on_failure, on_warning=on_warning, on_listing=on_listing,
+                             on_said=on_said)
         with in_netns(netns):
             self._sock = RtnlSocket(sndbuf=batch_bytes + 64, rcvbuf=_RCVBUF)
             try:

@@ -167,7 +167,7 @@ class MessageTemplate:
             if number is None:
                 return None
             pack_into(body, offset, number)
-        return _new_tuple(Message, (self.msg_type, self.flags, body, self.undo))  # no Python frame
+        return _new_tuple(Message, (self.msg_type, self.flags, body, self.undo, ""))  # no Python frame
 
 
 class ActionsTemplate:
@@ -288,8 +288,8 @@ class TemplateReader:
                      name: str) -> Parsed | Rule:
         """A shape without a template yet: parse; on its second line, build the template."""
         message = self._parsed(number, text, name)
-        if message.__class__ in _NOT_RULES:
-            return message
+        if message.__class__ in _NOT_RULES or (message.__class__ is Message and message.said):
+            return message  # a template would not say what tc says while parsing the line
         if shape not in self._seen:
             if len(self._seen) >= MAX_SEEN:
                 self._seen.clear()
