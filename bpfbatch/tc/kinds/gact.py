@@ -31,28 +31,30 @@ def optional_control(w: Words) -> str | None:
     """tc's ``parse_action_control_dflt`` in a kind that cannot fail after it: the verdict at
     the cursor, or None (the kind's default) when no verdict word is there; a malformed
     ``goto``/``jump`` raises as :func:`refused_again`."""
-    verdict, said = _control_dflt(w)
+    verdict, said = control_dflt(w)
     refused_again(said)
     return verdict
 
 
-def verdict_and_index(w: Words, failed, illegal_index: str) -> tuple[str | None, int | None, str]:
+def verdict_and_index(w: Words, failed, illegal_index: str, base: int = 10
+                      ) -> tuple[str | None, int | None, str]:
     """The tail of many kinds' options: ``parse_action_control_dflt``, then ``index N``
     (``failed``: the kind's failure, for its ``illegal_index`` words, ``{word}`` the bad
-    one — ``KIND: Illegal "index"`` in most kinds) → (verdict, index,
+    one — ``KIND: Illegal "index"`` in most kinds; ``base``: how the kind reads N, 0 for a
+    C literal as skbmod and ife do) → (verdict, index,
     what tc said about a malformed ``goto``/``jump``). None where absent. With something said,
     the words stay where they were: the kind prefixes it to a failure of its own, or else
     ends with :func:`refused_again`."""
-    verdict, said = _control_dflt(w)
+    verdict, said = control_dflt(w)
     if said or not matches(w.peek(), "index"):
         return verdict, None, said
-    return verdict, decimal_option(w, failed, illegal_index), said
+    return verdict, decimal_option(w, failed, illegal_index, base), said
 
 
-def decimal_option(w: Words, failed, illegal: str) -> int:
+def decimal_option(w: Words, failed, illegal: str, base: int = 10) -> int:
     """``OPTION N`` (``index N``, connmark's ``zone N``), the cursor on the option word: N, a
-    decimal u32, or ``failed`` with the ``illegal`` words."""
-    index = unsigned(next_arg(w), 10)
+    decimal u32 (or of ``base``), or ``failed`` with the ``illegal`` words."""
+    index = unsigned(next_arg(w), base)
     if index is None:
         raise failed(illegal.format(word=w.peek()))
     w.pos += 1
@@ -67,8 +69,10 @@ def refused_again(said: str) -> None:
         raise usage_error(f"{said}{said}".rstrip("\n"))
 
 
-def _control_dflt(w: Words) -> tuple[str | None, str]:
-    """(verdict or None, tc's line about a malformed one, newline-ended, or "")."""
+def control_dflt(w: Words) -> tuple[str | None, str]:
+    """tc's ``parse_action_control_dflt``, the cursor on the word after a kind's options:
+    (verdict or None, tc's line about a malformed one, newline-ended, or ""), the cursor past
+    the verdict (left where it was when there is none or it is malformed)."""
     if not verdict_word(w.peek()):
         return None, ""
     try:

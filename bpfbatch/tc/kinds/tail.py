@@ -37,11 +37,11 @@ class Tail:
         :func:`~..rules.action_attrs`)."""
         return R.action_attrs(kind, tuple(options), self.no_percpu, self.cookie)
 
-    def read_tail(self, w: Words, failed, illegal_index: str) -> tuple[str, bool]:
+    def read_tail(self, w: Words, failed, illegal_index: str, base: int = 10) -> tuple[str, bool]:
         """``[CONTROL] [index N]`` after the kind's options, into this action (the default
         verdict kept when none is given): (what tc said about a malformed ``goto``/``jump``,
         "" if nothing; whether an index was given). See :func:`.gact.verdict_and_index`."""
-        verdict, index, said = gact.verdict_and_index(w, failed, illegal_index)
+        verdict, index, said = gact.verdict_and_index(w, failed, illegal_index, base)
         self.verdict, self.index = verdict or self.verdict, index or 0
         return said, index is not None
 
