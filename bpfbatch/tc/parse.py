@@ -74,6 +74,13 @@ ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [c
         | action nat ingress|egress OLD[/LEN] NEW [CONTROL] [index N]
         | action tunnel_key unset | set src_ip IP dst_ip IP [id N] [dst_port N] [tos N] [ttl N]
                  [csum|nocsum] [CONTROL] [index N]                  (no geneve/vxlan/erspan opts)
+        | action skbmod set [dmac MAC] [smac MAC] [etype TYPE] | swap mac | ecn [CONTROL] [index N]
+        | action simple [sdata STRING] [CONTROL] [index N]
+        | action ife encode|decode [allow|use mark|prio|tcindex [VALUE]] [dst MAC] [src MAC]
+                 [type TYPE] [CONTROL] [index N]
+        | action gate [index N] [priority P] [base-time T] [cycle-time T] [cycle-time-ext T]
+                 [clockid CLOCK] [flags N] [sched-entry open|close INTERVAL [IPV [MAX-OCTETS]]]...
+                 [CONTROL]
           (each kind followed by [cookie HEX] [no_percpu] [skip_sw|skip_hw]...)
 POLICE := [rate R burst B[/CELL]] [pkts_rate N pkts_burst N] [mtu B[/CELL]] [mpu B]
           [peakrate R] [avrate R] [overhead N] [linklayer ethernet|atm|adsl]

@@ -1,6 +1,6 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
 texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's,
-connmark's, sample's, nat's, tunnel_key's, u32's selectors, fw's, route's and basic's options,
+connmark's, sample's, nat's, tunnel_key's, skbmod's, simple's, ife's, gate's, u32's selectors, fw's, route's and basic's options,
 the control verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -93,8 +93,40 @@ _TUNNEL_KEY = st.tuples(
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
     st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
 ).map(lambda t: f"action tunnel_key {t[0]} {t[1]}{t[2]}{t[3]}")
+_SKBMOD = st.tuples(
+    st.sampled_from(["set", "swap", "s", ""]),
+    st.lists(st.sampled_from(["dmac 02:00:00:00:00:01", "smac 1:2:3:4:5", "smac 0x1:-1:2:3:4:5x",
+                              "etype 0x800", "etype 0", "etype 65536", "mac", "ecn", "dmac zz"]),
+             max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action skbmod {t[0]} {t[1]}{t[2]}{t[3]}")
+_SIMPLE = st.tuples(
+    st.lists(st.sampled_from(["sdata hello", "sdata 0123456789012345678901234567890123", "sdata",
+                              "simple", "s x"]), max_size=2).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action simple {t[0]}{t[1]}{t[2]}")
+_IFE = st.tuples(
+    st.sampled_from(["encode", "decode", "e", "d", ""]),
+    st.lists(st.sampled_from(["allow mark", "allow prio", "allow t", "allow foo", "use mark 5",
+                              "use prio 0", "use tcindex 65536", "type 0xabcd", "type x",
+                              "dst 02:00:00:00:00:01", "src 1:2:3", "ife"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action ife {t[0]} {t[1]}{t[2]}{t[3]}")
+_GATE = st.tuples(
+    st.lists(st.sampled_from(["priority 1", "priority x", "base-time 1s", "cycle-time 2ms",
+                              "cycle-time-ext 1e3", "clockid tai", "clockid x", "flags 1",
+                              "index 4", "index x", "sched-entry open 100",
+                              "sched-entry close 1ms 2 3", "sched-entry open 1 2 1k",
+                              "sched-entry open 1 x", "sched-entry foo",
+                              "sched-entry open 5000000000ns"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+).map(lambda t: f"action gate {t[0]}{t[1]}")
 _ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _CSUM, _CONNMARK, _SAMPLE, _NAT,
-                              _TUNNEL_KEY, _POLICE.map(lambda p: f"action {p}")),
+                              _TUNNEL_KEY, _POLICE.map(lambda p: f"action {p}"), _SKBMOD,
+                              _SIMPLE, _IFE, _GATE),
                     min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
     st.sampled_from(["1", "2", "3"]),
@@ -120,7 +152,9 @@ _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", 
                           "rate", "burst", "conform-exceed", "avrate", "mtu", "vlan", "pop",
                           "push", "id", "dst_mac", "csum", "tcp", "udp", "connmark",
                           "zone", "sample", "group", "trunc", "nat", "egress", "tunnel_key",
-                          "set", "src_ip", "fw", "route", "basic", "to", "order"])
+                          "set", "src_ip", "fw", "route", "basic", "to", "order", "skbmod",
+                          "dmac", "etype", "simple", "sdata", "ife", "encode", "allow", "use",
+                          "gate", "sched-entry", "open", "base-time"])
 
 
 @st.composite

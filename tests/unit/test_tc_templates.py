@@ -191,3 +191,13 @@ def test_fast_path_equals_full_parser_for_random_lines(forms, data):
     finally:
         resolver.close()
     assert fast == full
+
+
+def test_lines_tc_comments_on_never_come_from_a_template(devices):
+    """skbmod and ife print notes on stderr while tc parses them: a template would fill the
+    message without them, so every such line goes through the parser and carries its notes."""
+    lines = [f"actions add action skbmod set dmac 02:00:00:00:00:{i:02x} index {i}\n"
+             for i in range(1, 6)]
+    items = list(TemplateReader(devices).read(lines, "notes"))
+    assert [item.said for _, item in items] == [f"dst MAC address <02:00:00:00:00:{i:02x}>\n"
+                                                for i in range(1, 6)]
