@@ -160,5 +160,6 @@ def _cookie(text: str) -> bytes:
             raise ValueError(text)
         return bytes.fromhex(text)
     except ValueError:
-        raise CommandError(f'Error: argument "{text}" is wrong: cookie must be a hex string',
+        # tc's text ends in its own newline, then invarg() adds one: a blank line follows
+        raise CommandError(f'Error: argument "{text}" is wrong: cookie must be a hex string\n',
                            fatal=True) from None
