@@ -192,8 +192,8 @@ def parse_classid(text: str) -> int | None:
     major, colon, minor = text.partition(":")
     try:
         maj = _hex(major)
-        if not colon:
-            return maj if major and maj <= 0xFFFFFFFF else None
+        if not colon:  # strtoul's value (ULONG_MAX past 64 bits) cut to the u32 handle
+            return min(maj, (1 << 64) - 1) & 0xFFFFFFFF if major else None
         low = _hex(minor)
     except ValueError:
         return None
