@@ -260,19 +260,33 @@ _OPERAND_VERDICTS = {"goto": S.TC_ACT_GOTO_CHAIN, "jump": S.TC_ACT_JUMP}
 
 def _slash_control(w: Words, failed) -> tuple[int, int]:
     """``parse_action_control_slash``, the cursor on ``EXCEED[/CONFORM]`` → (exceed value,
-    conform value or 0); without a slash, ``parse_action_control`` allowing a number."""
+    conform value or 0). A word without a slash is ``parse_action_control_slash_spaces``: a
+    control (a number allowed), then, where the next word is ``/``, a second one."""
     text = w.peek()
     exceed, slash, conform = text.partition("/")
-    if not slash and _c_int(text) is None:
-        try:
-            return S.control_value(control(w)), 0
-        except CommandError as exc:
-            if exc.fatal:
-                raise
-            raise failed(str(exc)) from None
-    first = _verdict_or_number(exceed) if slash else _c_int(text)
-    second = _verdict_or_number(conform) if slash else 0
+    if not slash:
+        first = _control_or_number(w, failed)
+        if w.peek() != "/":
+            return first, 0
+        next_arg(w)
+        return first, _control_or_number(w, failed)
+    first, second = _verdict_or_number(exceed), _verdict_or_number(conform)
     if first is None or second is None:  # tc says nothing more
         raise failed()
     w.pos += 1
     return first, second
+
+
+def _control_or_number(w: Words, failed) -> int:
+    """``parse_action_control`` allowing a number (a verdict word first, as ``action_a2n``
+    tries them), the cursor on it and left after it; ``failed`` with tc's words otherwise."""
+    number = None if verdict_word(w.peek()) else _c_int(w.peek())
+    if number is not None:
+        w.pos += 1
+        return number
+    try:
+        return S.control_value(control(w))
+    except CommandError as exc:
+        if exc.fatal:
+            raise
+        raise failed(str(exc)) from None
