@@ -1,13 +1,58 @@
-"""bpf (``f_bpf.c``): a pinned program, classic BPF bytecode or an object file, ``da``."""
+"""bpf: the classifier (``f_bpf.c``: a pinned program, classic BPF bytecode or an object file,
+``da``) and the action (``m_bpf.c``: classic BPF bytecode, given inline or in a file)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import struct
+
 from .. import rules as R
 from .. import specs as S
-from ..grammar import CommandError, Words
+from ..action_list import action_failed, incomplete
+from ..encoding import encode, strz
+from ..grammar import CommandError, Words, matches
+from ..resolve import Resolver
+from . import gact
 from .common import classifier_options
+from .tail import Tail
 
 NAMES = ("bpf",)
+
+USAGE = """\
+Usage: ... bpf ... [ index INDEX ]
+
+BPF use case:
+ bytecode BPF_BYTECODE
+ bytecode-file FILE
+
+eBPF use case:
+ object-file FILE [ section ACT_NAME ] [ export UDS_FILE ] [ verbose ]
+ object-pinned FILE
+
+Where BPF_BYTECODE := 's,c t f k,c t f k,c t f k,...'
+c,t,f,k and s are decimals; s denotes number of 4-tuples
+
+Where FILE points to a file containing the BPF_BYTECODE string,
+an ELF file containing eBPF map definitions and bytecode, or a
+pinned eBPF program.
+
+Where ACT_NAME refers to the section name containing the
+action (default 'action').
+
+Where UDS_FILE points to a unix domain socket file in order
+to hand off control of all created eBPF maps to an agent.
+
+Where optionally INDEX points to an existing action, or
+explicitly specifies an action index upon creation."""
+
+# linux/tc_act/tc_bpf.h TCA_ACT_BPF_*
+_PARMS, _OPS_LEN, _OPS = 2, 3, 4
+_KIND = encode((strz(S.ActAttr.KIND, "bpf"),))
+_BPF_MAXINSNS = 4096
+#: bpf_parse_string's buffer for a bytecode file: "4096," and 4096 of "65535 255 255 4294967295,"
+#: (sizeof counts each NUL); a file that fills it is refused.
+_FILE_MAX = len("4096,") + 1 + _BPF_MAXINSNS * (len("65535 255 255 4294967295,") + 1)
 
 
 def parse_filter(w: Words) -> R.BpfProg:
@@ -46,3 +91,149 @@ def _cbpf(text: str) -> tuple[tuple[int, int, int, int], ...]:
     except ValueError:
         raise CommandError("Error parsing bytecode") from None
     return ops
+
+
+def cbpf_ops(text: str) -> tuple[tuple[int, int, int, int], ...]:
+    """tc's ``bpf_ops_parse``: ``'N,code jt jf k,...'`` → N instructions, each number read as
+    ``sscanf``'s ``%hu %hhu %hhu %u`` reads it (a sign, wrap-around, trailing words ignored).
+    CommandError with tc's line (empty where tc fails without one)."""
+    count, pos = _scan_unsigned(text, 0, 16)
+    if count is None or text[pos:pos + 1] != ",":
+        raise CommandError("")
+    if not 0 < count <= _BPF_MAXINSNS:
+        raise CommandError("")
+    ops = []
+    while (pos := text.find(",", pos) + 1) and pos < len(text):
+        if len(ops) >= count:
+            raise CommandError("Real program length exceeds encoded length parameter!")
+        op, at = [], pos
+        for bits in (16, 8, 8, 32):
+            value, at = _scan_unsigned(text, at, bits)
+            if value is None:
+                raise CommandError(f"Error at instruction {len(ops)}!")
+            op.append(value)
+        ops.append(tuple(op))
+    if len(ops) != count:
+        raise CommandError("Parsed program length is less than encoded length parameter!")
+    return tuple(ops)
+
+
+def _scan_unsigned(text: str, pos: int, bits: int) -> tuple[int | None, int]:
+    """One ``sscanf`` unsigned conversion at ``pos``: blanks skipped, an optional sign, decimal
+    digits, through ``strtoul`` (a magnitude past 64 bits is ULONG_MAX, a minus wraps) and cut
+    to ``bits`` → (value or None, the position after it)."""
+    while pos < len(text) and text[pos] in " \t\n\v\f\r":
+        pos += 1
+    start = pos
+    if pos < len(text) and text[pos] in "+-":
+        pos += 1
+    digits = pos
+    while pos < len(text) and "0" <= text[pos] <= "9":
+        pos += 1
+    if pos == digits:
+        return None, start
+    value = int(text[digits:pos])
+    value = (1 << 64) - 1 if value >> 64 else (-value if text[start] == "-" else value) % (1 << 64)
+    return value & ((1 << bits) - 1), pos
+
+
+def _bytecode_file(path: str) -> str:
+    """``bpf_parse_string`` reading a file: each line ends in a comma, runs of blanks kept as
+    their first; CommandError with tc's words where the file cannot be read or is too long."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(4 * _FILE_MAX)
+    except OSError as exc:  # tc's perror()
+        raise CommandError(f"Cannot fopen: {os.strerror(exc.errno or 0)}") from None
+    out, prev = [], " "
+    for c in data.decode("latin-1"):
+        if c == "\n":
+            if prev != ",":
+                out.append(",")
+            prev = ","
+        elif c in " \t":
+            if prev != " ":
+                out.append(c)
+            prev = " "
+        else:
+            out.append(c)
+            prev = c
+        if len(out) >= _FILE_MAX:
+            raise CommandError("")
+    return "".join(out).split("\0", 1)[0]
+
+
+@dataclasses.dataclass(slots=True)
+class BpfAction(Tail):
+    """act_bpf: a classic BPF program (``ops``) run on the packet, its return value the
+    verdict; no ops for ``bpf index N`` naming an existing action."""
+
+    ops: tuple[tuple[int, int, int, int], ...] | None = None
+    kind = "bpf"
+
+    def attrs(self, resolve: Resolver) -> tuple:
+        options = []
+        if self.ops is not None:  # tc's order: the program while parsing, the parms after
+            options += [(_OPS_LEN, struct.pack("=H", len(self.ops))),
+                        (_OPS, b"".join(_SOCK_FILTER.pack(*op) for op in self.ops))]
+        options.append((_PARMS, self.parms()))
+        return self.action_attrs(_KIND, options)
+
+
+_SOCK_FILTER = struct.Struct("=HBBI")
+
+
+def parse_action(w: Words, left: int) -> BpfAction:
+    """tc's ``m_bpf.c`` ``bpf_parse_opt``, the cursor on ``bpf``: ``[run] MODE ARG`` once, then
+    ``[CONTROL] [index N]``. The eBPF modes (an object file, a pinned program) are refused."""
+    def failed(text: str) -> CommandError:
+        return action_failed(text, left, "bpf")
+
+    action = BpfAction()
+    w.pos += 1
+    if w.peek() is None:
+        raise incomplete()
+    seen_run = False
+    while (word := w.peek()) is not None:
+        if matches(word, "run"):
+            w.pos += 1
+            if w.peek() is None:
+                raise incomplete()
+            if seen_run:
+                raise CommandError(f'Error: duplicate "run": "{w.peek()}" is the second value.',
+                                   fatal=True)
+        elif matches(word, "help"):
+            raise failed(USAGE)
+        elif matches(word, "index") or seen_run:
+            break
+        seen_run = True
+        try:
+            action.ops = _mode(w)
+        except CommandError as exc:
+            if exc.fatal:
+                raise
+            raise failed(str(exc)) from None
+        w.pos += 1
+    said, _ = action.read_tail(w, failed, 'bpf: Illegal "index"')
+    gact.refused_again(said)
+    return action
+
+
+def _mode(w: Words) -> tuple[tuple[int, int, int, int], ...]:
+    """``bpf_do_parse`` for the action, the cursor on the mode word; left on its argument."""
+    word = w.peek()
+    if matches(word, "bytecode") or word == "bc":
+        read = cbpf_ops
+    elif matches(word, "bytecode-file") or word == "bcf":
+        def read(path: str) -> tuple:
+            return cbpf_ops(_bytecode_file(path))
+    elif matches(word, "object-file") or word == "obj" or any(
+            matches(word, name) for name in ("object-pinned", "pinned", "fd")):
+        raise CommandError(f"unsupported bpf action mode '{word}' (eBPF programs are not "
+                           "loaded for actions)")
+    else:
+        raise CommandError(f'What mode is "{word}"?')
+    w.pos += 1
+    if w.peek() is None:
+        raise incomplete()
+    return read(w.peek())
