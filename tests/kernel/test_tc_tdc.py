@@ -7,7 +7,8 @@ network namespaces after the same setup, with and without ``-force``. Compared: 
 
 Outcomes: *same* (status, stdout, stderr and state equal) is the only one accepted; *refused*
 (both fail with the same status and state, the words differ) and *differs* (anything else)
-fail the test. ``python tests/kernel/test_tc_tdc.py`` prints the tally.
+fail the test. ``python tests/kernel/test_tc_tdc.py [FILE.json ...]`` prints the tally (of the
+named files' cases instead, for converted cases not in the suite).
 
 Each case's ``cmdUnderTest`` became its batch lines ($DEV1/$DUMMY → vethA, shell loops
 expanded), its setup tc commands. Left out: show/list commands (no batch effect), object-file
@@ -17,6 +18,7 @@ kernel lacks (gact, flower, ...) stay in: both tools must refuse them alike."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -35,7 +37,7 @@ def outcome(tmp_path: Path, case: dict, mode: tuple[str, ...], extra: tuple[str,
     """("same" | "refused" | "differs", what differs); ``extra``: options for bpfbatch only."""
     batch = tmp_path / f"tdc-{case['id']}.tc"
     batch.write_text("".join(line + "\n" for line in case["batch"]))
-    setup = [line.split() for line in case["setup"]]
+    setup = [shlex.split(line) for line in case["setup"]]  # bytecode '...' is one word
     theirs, their_state, ours, our_state = side_by_side(batch, mode, extra, setup=setup)
     if our_state != their_state:
         return "differs", f"state: tc {their_state} / ours {our_state}"
@@ -73,10 +75,13 @@ def test_tdc_action_case_coalesced(tmp_path, source, case, mode):
 if __name__ == "__main__":
     import tempfile
 
+    # Candidate files (converted cases not yet in data/tdc/) may be named: their cases run instead.
+    chosen = ([case for path in sys.argv[1:] for case in json.loads(Path(path).read_text())["cases"]]
+              or [case for _source, case in CASES])
     for mode in ((), ("-force",)):
         tally: dict[str, list[str]] = {"same": [], "refused": [], "differs": []}
         with tempfile.TemporaryDirectory() as tmp:
-            for _source, case in CASES:
+            for case in chosen:
                 kind, detail = outcome(Path(tmp), case, mode)
                 tally[kind].append(case["id"])
                 if kind != "same":
