@@ -98,11 +98,10 @@ def _fast_or_typer(args: list[str]) -> object:
 
 
 def _by_typer(args: list[str]) -> object:
-    if args[:1] == ["tc"]:  # iproute2's spelling: tc -force -b FILE, -n NS, -batch ...
-        from .tc import iproute2_argv
-
-        args = ["tc", *iproute2_argv(args[1:])]
     from .app import app
+    from .argv import iproute2_form
+
+    args = iproute2_form(args)  # iproute2's spelling: tc -force -b FILE, -n NS, -batch ...
 
     return _typer_call(lambda: app(args=args, prog_name="bpfbatch", standalone_mode=False))
 

@@ -87,6 +87,30 @@ JSON_FORMATS = {"list": "json", "diff": "json"}
 JSON_FORMAT = "bpftool-json"
 
 
+#: iproute2's single-dash options of ``tc`` (``matches()``: any prefix) → ``bpfbatch tc``'s.
+IPROUTE2_OPTIONS = (("-force", "--force"), ("-batch", "--batch"), ("-netns", "--netns"),
+                    ("-json", "--json"))
+
+
+def iproute2_form(args: list[str]) -> list[str]:
+    """``args`` with tc's spelling of ``bpfbatch tc``'s options (``-force``, ``-ba``,
+    ``-netns``) rewritten to the double-dash form when the command is ``tc`` (its first
+    word); anything else unchanged."""
+    return args if args[:1] != ["tc"] else ["tc", *iproute2_argv(args[1:])]
+
+
+def iproute2_argv(argv: list[str]) -> list[str]:
+    """``tc``'s spelling of ``bpfbatch tc``'s options (``-force``, ``-batch``, ``-netns``,
+    ``-json``, any prefix tc accepts) rewritten to the double-dash form; everything else
+    unchanged."""
+    out = []
+    for arg in argv:
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+            arg = next((long for short, long in IPROUTE2_OPTIONS if short.startswith(arg)), arg)
+        out.append(arg)
+    return out
+
+
 def set_global_flag(which: str) -> None:
     """Apply a global flag (a :data:`GLOBAL_FLAGS` value, or ``name=value`` of a
     :data:`GLOBAL_OPTIONS` one): ``verbose`` sends libbpf's log to stderr, ``quiet``

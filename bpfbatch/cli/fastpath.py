@@ -19,7 +19,8 @@ reads it:
   (``--key-type T``, ``--value-type T``, ``--btf FILE``) before the command, each a token
   (or two) of its own;
 - a command whose module declares it as data (:mod:`.maps`: ``count``, ``list``, ``dump``;
-  :mod:`.load`: ``load``), with exactly its positional arguments (``load``'s FILE, ``-``
+  :mod:`.load`: ``load``; :mod:`.tcbatch`: ``tc -b FILE``, after iproute2's spellings are
+  rewritten as for typer), with exactly its positional arguments (``load``'s FILE, ``-``
   included), anywhere among the options as click takes them;
 - after the name, the global flags and bpftool's ``id N | pinned PATH | name NAME`` through
   the same functions typer's group applies (:mod:`.argv`);
@@ -30,9 +31,10 @@ reads it:
   an integer is converted as click converts it, by ``int(text)``.
 
 Declined, so typer answers: no command, another command, more or fewer positional tokens
-than the command's arguments, ``--``, an option the command does not have (``-h``,
-``--help``, an abbreviation, a global flag run together with another), ``--flag=value``, an
-option missing its value, an integer that does not convert or is below its minimum.
+than the command's arguments (``tc apply FILE``), an option that must be given missing (``tc``
+without ``-b``), ``--``, an option the command does not have (``-h``, ``--help``, an
+abbreviation, a global flag run together with another), ``--flag=value``, an option missing
+its value, an integer that does not convert or is below its minimum.
 ``tests/unit/test_fastpath.py`` checks the contract against typer with generated argv lists.
 """
 
@@ -42,7 +44,7 @@ import importlib
 
 from . import argv
 from .argv import COMMANDS
-from .options import Command, Commands, Option
+from .options import REQUIRED, Command, Commands, Option
 
 
 class Call:
@@ -54,14 +56,16 @@ class Call:
     def __init__(self, command: Command, values: dict, flags: list[str]) -> None:
         self.command, self.values, self.flags = command, values, flags
 
-    def __call__(self) -> None:
+    def __call__(self) -> int | None:
+        """Run it: the body's exit status (``tc -b``'s; ``None``, 0, for the others)."""
         for flag in self.flags:
             argv.set_global_flag(flag)
-        self.command.body(**self.values)
+        return self.command.body(**self.values)
 
 
 def parse(args: list[str]) -> Call | None:
     """The call ``bpfbatch ARGS`` makes, or ``None`` when typer is to read ``args``."""
+    args = argv.iproute2_form(args)
     flags, at = argv.leading_global_flags(args)
     command = declared(args[at]) if at < len(args) else None
     if command is None:
@@ -76,11 +80,16 @@ def parse(args: list[str]) -> Call | None:
     return None if values is None else Call(command, values, flags)
 
 
+#: Commands whose typer module is not typer-free: the module that declares their fast form
+#: (``tc -b FILE``; ``tc apply`` and ``tc dump`` stay typer's).
+FAST_FORMS = {"tc": "tcbatch"}
+
+
 def declared(name: str) -> Command | None:
     """The command ``name`` if its module declares it as data."""
     if name not in COMMANDS:
         return None
-    module = importlib.import_module(f".{COMMANDS[name][0]}", __package__)
+    module = importlib.import_module(f".{FAST_FORMS.get(name, COMMANDS[name][0])}", __package__)
     commands = getattr(module, "commands", None)
     return commands.get(name) if isinstance(commands, Commands) else None
 
@@ -118,6 +127,9 @@ def parse_options(command: Command, args: list[str]) -> dict | None:
     arguments = command.arguments
     if len(positional) != len(arguments):
         return None  # click's usage error: missing or extra arguments
+    if any(option.default is REQUIRED and option.flags and option.param not in given
+           for option in command.options):
+        return None  # an option that must be given is missing (tc without -b): typer says so
     values = {option.param: option.default for option in command.options}
     values.update((option.param, text) for option, text in zip(arguments, positional))
     for option in command.options:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..api import Map
 
 
-#: The default of an argument that must be given (``load``'s FILE).
+#: The default of an argument or option that must be given (``load``'s FILE, ``tc``'s -b).
 REQUIRED = object()
 
 
@@ -38,7 +38,8 @@ class Option:
     default and help. ``default=None`` makes the value optional; ``minimum`` is the least an
     ``int`` may be (click's ``IntRange(min=...)``). Without flags it is a positional
     argument, in the order the command declares its arguments (``default=REQUIRED``: it
-    must be given)."""
+    must be given; an option with it: the thin entry point leaves a line without it to
+    typer)."""
 
     __slots__ = ("param", "flags", "kind", "default", "help", "metavar", "minimum", "complete")
 

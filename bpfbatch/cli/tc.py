@@ -1,12 +1,10 @@
-"""``bpfbatch tc -b FILE``: an iproute2 ``tc -batch`` file over rtnetlink, many messages per
-sendmsg, as a drop-in for ``tc -b``: the same kernel state, the same messages on stderr (the
-kernel's errors and warnings, ``Command failed FILE:LINE``) and the same exit status — 0, 1
-when a command failed, 255 when a line is one tc's parser exits on. iproute2's single-dash
-spellings (``-force``, ``-batch``, ``-netns``, ``-json``, any prefix tc accepts) work too."""
+"""``bpfbatch tc``: the typer group of ``tc -b FILE`` (declared and run by :mod:`.tcbatch`,
+which the thin entry point also reads), ``tc apply FILE`` and ``tc dump``. iproute2's
+single-dash spellings (``-force``, ``-batch``, ``-netns``, ``-json``, any prefix tc accepts)
+work too (:func:`.argv.iproute2_argv`)."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import typer
@@ -15,121 +13,30 @@ from ..errors import InputError, Interrupted
 from ..interrupts import raised_as_interrupted
 from . import complete
 from .app import usage_error
+from .tcbatch import commands as batch_commands
+from .tcbatch import opened
+from .typed import group_callback
 
 commands = typer.Typer()
-
-#: Exit status of ``tc -b`` when a line fails (a line its parser exits on gives the status tc
-#: exits with there: the report's ``fatal_status``, 255 from ``usage()``/``invarg()``).
-EXIT_FAILED = 1
-#: iproute2's single-dash options (``matches()``: any prefix) → this command's spelling.
-_IPROUTE2_OPTIONS = (("-force", "--force"), ("-batch", "--batch"), ("-netns", "--netns"),
-                     ("-json", "--json"))
-
-
-def iproute2_argv(argv: list[str]) -> list[str]:
-    """``tc``'s spelling of this command's options (``-force``, ``-ba``, ``-netns``) rewritten
-    to the double-dash form; everything else unchanged."""
-    out = []
-    for arg in argv:
-        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
-            arg = next((long for short, long in _IPROUTE2_OPTIONS if short.startswith(arg)), arg)
-        out.append(arg)
-    return out
-
-
-def _kernel_text(text: str) -> str:
-    """iproute2's ``nl_dump_ext_ack``: the kernel's text with a closing period."""
-    return text if text.endswith(".") else text + "."
-
-
-def _print_failure(failure) -> None:
-    """As tc prints it: the reason, tc's follow-up line, then ``Command failed FILE:LINE``
-    (not after a line tc's parser exits on: tc prints nothing more)."""
-    from ..tc import specs as S
-
-    if failure.said:  # a listing line tc ran: it printed its reason itself
-        pass
-    elif failure.extack:
-        print(f"Error: {_kernel_text(failure.extack)}", file=sys.stderr)
-    elif failure.errno is not None:
-        print(f"RTNETLINK answers: {failure.text}", file=sys.stderr)
-    else:
-        print(failure.text, file=sys.stderr)
-    if failure.msg_type in (S.Msg.NEWTFILTER, S.Msg.DELTFILTER, S.Msg.NEWACTION, S.Msg.DELACTION):
-        print("We have an error talking to the kernel", file=sys.stderr)
-    if failure.msg_type == S.Msg.DELACTION:
-        print('Command "action" is unknown, try "tc actions help".', file=sys.stderr)
-    if not failure.fatal:
-        print(f"Command failed {failure.where}", file=sys.stderr)
-
-
-def _print_warning(_line: int, text: str) -> None:
-    print(f"Warning: {_kernel_text(text)}", file=sys.stderr)
-
-
-def _print_said(text: str) -> None:
-    """What tc prints on stderr while parsing a line (its lines, newline-ended)."""
-    sys.stderr.write(text)
-
 
 tc = typer.Typer(invoke_without_command=True,
                  context_settings={"help_option_names": ["-h", "--help"]})
 commands.add_typer(tc, name="tc")
 
 
-@tc.callback()
-def tc_batch(
-    ctx: typer.Context,
-    batch: str = typer.Option(None, "-b", "--batch", metavar="FILE",
-                              help="tc batch file (iproute2 `tc -batch` syntax); '-' reads stdin."),
-    force: bool = typer.Option(False, "-f", "--force",
-                               help="Keep going after a failed command (exit status stays 1)."),
-    netns: str = typer.Option(None, "-n", "--netns", metavar="NAME",
-                              autocompletion=complete.netns_names,
-                              help="Network namespace (`ip netns` name) to configure."),
-    json_: bool = typer.Option(False, "-j", "--json",
-                               help="Listings of read-only lines (filter show, actions list, ...) as JSON, as tc -j."),
-    batch_bytes: int = typer.Option(None, "--batch-bytes", metavar="N", min=1024,
-                                    help="Bytes per sendmsg (default 256 KiB; capped by the "
-                                         "socket's send limit)."),
-    coalesce: bool = typer.Option(False, "--coalesce",
-                                  help="Pack consecutive `actions add` lines into shared "
-                                       "messages, up to 32 actions each."),
-) -> None:
+def _tc_batch(ctx: typer.Context, **values) -> None:
     """Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages per sendmsg.
     `tc apply FILE` brings devices to the state FILE describes; `tc dump` prints one."""
     if ctx.invoked_subcommand is not None:
         return
-    if batch is None:
+    if values["batch"] is None:
         raise usage_error("Missing option '-b' / '--batch' (or a command: apply, dump).")
-    with raised_as_interrupted():  # SIGINT/SIGTERM/SIGHUP: one line saying what was applied
-        done = []  # the report, once the send returned it
-        try:
-            _send(batch, force, netns, batch_bytes, coalesce, json_, done)
-        except Interrupted as exc:
-            if not exc.message:  # outside the send: before it began, or once it was done
-                exc.obj = batch
-                exc.message = f"after {done[0].summary()}" if done else "before any line was sent"
-            raise
-    report = done[0]
-    if report.fatal:
-        raise typer.Exit(report.fatal_status)
-    if not report.ok:
-        raise typer.Exit(EXIT_FAILED)
+    status = batch_commands["tc"].body(**values)
+    if status:
+        raise typer.Exit(status)
 
 
-def _send(batch: str, force: bool, netns: str | None, batch_bytes: int | None, coalesce: bool,
-          json_: bool, done: list) -> None:
-    """Open the file and the session, send, append the report to ``done`` (kept when a signal
-    lands while the session closes)."""
-    from ..tc import DEFAULT_BATCH_BYTES, Session
-    from ..tc.listing import tc_printer
-
-    with _opened(batch) as (lines, name), Session(
-            netns=netns, force=force, coalesce=coalesce, on_failure=_print_failure, on_warning=_print_warning,
-                                  on_listing=tc_printer(netns, json=json_), on_said=_print_said,
-                                  batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
-        done.append(session.send_batch(lines, name))
+tc.callback()(group_callback(batch_commands["tc"], _tc_batch))
 
 
 Devices = typer.Option(None, "--dev", metavar="DEV", autocompletion=complete.devices,
@@ -159,7 +66,7 @@ def tc_apply(
         try:
             from ..tc.apply import plan_for, send_plan  # a signal while importing: nothing sent
 
-            with _opened(batch) as (lines, name):
+            with opened(batch) as (lines, name):
                 difference, _live = plan_for(lines, name, netns, dev or [])
             if plan:
                 sys.stdout.write("".join(line + "\n" for line in difference.lines))
@@ -199,18 +106,3 @@ def tc_dump(
     with raised_as_interrupted():
         lines = dump_lines(netns, dev)
     sys.stdout.write("".join(line + "\n" for line in lines))
-
-
-@contextlib.contextmanager
-def _opened(batch: str):
-    """(lines, name) of the batch file, or stdin for '-'."""
-    if batch == "-":
-        yield sys.stdin, "-"
-        return
-    try:
-        stream = open(batch, encoding="utf-8", errors="surrogateescape")
-    except OSError as exc:
-        raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch,
-                         errno=exc.errno) from None
-    with stream:
-        yield stream, batch

@@ -49,7 +49,8 @@ def annotation(option: Option):
 
         extra["autocompletion"] = getattr(complete, option.complete)
     info = typer.Option(*option.flags, help=option.help, **extra)
-    return Annotated[Optional[kind] if option.default is None else kind, info]
+    optional = option.default is None or option.default is REQUIRED  # typer: None if absent
+    return Annotated[Optional[kind] if optional else kind, info]
 
 
 def typer_app(commands: Commands) -> typer.Typer:
@@ -68,12 +69,30 @@ def _signed(command: Command):
 
     run.__name__ = run.__qualname__ = command.body.__name__
     run.__doc__ = command.body.__doc__
-    run.__signature__ = inspect.Signature([
-        inspect.Parameter(option.param, inspect.Parameter.KEYWORD_ONLY,
-                          default=inspect.Parameter.empty if option.default is REQUIRED
-                          else option.default, annotation=annotation(option))
-        for option in command.options])
+    run.__signature__ = inspect.Signature(_parameters(command, required=True))
     return run
+
+
+def group_callback(command: Command, run):
+    """``run(ctx, **values)`` as the callback of a typer group that is also ``command`` when
+    no subcommand is named (``tc -b FILE`` beside ``tc apply``): ``command``'s declared
+    options as its parameters, after the click context. An option that must be given is
+    optional to typer there (a subcommand may run instead): ``run`` says when it is missing."""
+    run.__signature__ = inspect.Signature([
+        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                          annotation=typer.Context),
+        *_parameters(command, required=False)])
+    return run
+
+
+def _parameters(command: Command, *, required: bool) -> list[inspect.Parameter]:
+    """The declared options as keyword parameters (``required``: REQUIRED ones without a
+    default, else ``None``)."""
+    return [inspect.Parameter(option.param, inspect.Parameter.KEYWORD_ONLY,
+                              default=None if option.default is REQUIRED and not required
+                              else inspect.Parameter.empty if option.default is REQUIRED
+                              else option.default, annotation=annotation(option))
+            for option in command.options]
 
 
 MapId = annotation(MAP_ID)

@@ -6,8 +6,6 @@ with one line saying so."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 
 #: tc's exit status when it cannot run at all (as a shell says for a missing command).
@@ -29,6 +27,9 @@ def tc_printer(netns: str | None, *, json: bool = False):
             options += ["-n", netns]
 
     def print_listing(words: tuple[str, ...]) -> int:
+        import shutil  # here: every tc -b makes a printer, few batches have a listing line
+        import subprocess
+
         tc = shutil.which("tc")
         sys.stdout.flush()
         sys.stderr.flush()

@@ -4,6 +4,7 @@ and ``tc -j ... show`` state for comparison."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import json
@@ -27,16 +28,20 @@ def run(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess:
 
 @contextlib.contextmanager
 def veth_netns() -> Iterator[str]:
-    """A fresh netns holding vethA (ifindex made first) <-> vethB, both up; deleted after."""
+    """A fresh netns holding vethA (ifindex made first) <-> vethB, both up; deleted after.
+    The links are made by one ``ip -batch`` inside it (two processes, not four: thousands of
+    tests start one or two of these)."""
     name = f"bpfb-tc-{uuid.uuid4().hex[:10]}"
     run(["ip", "netns", "add", name])
     try:
-        run(["ip", "-n", name, "link", "add", "vethA", "type", "veth", "peer", "name", "vethB"])
-        run(["ip", "-n", name, "link", "set", "vethA", "up"])
-        run(["ip", "-n", name, "link", "set", "vethB", "up"])
+        subprocess.run(["ip", "-n", name, "-batch", "-"], input=_VETH_PAIR, capture_output=True,
+                       text=True, check=True)
         yield name
     finally:
         run(["ip", "netns", "del", name], check=False)
+
+
+_VETH_PAIR = "link add vethA type veth peer name vethB\nlink set vethA up\nlink set vethB up\n"
 
 
 def tc_batch(netns: str, path: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -109,13 +114,52 @@ def _scrub(value):
 
 
 def _read_state(netns: str, queries) -> dict:
-    state = {}
-    for query in queries:
-        out = run(["ip", "netns", "exec", netns, "tc", "-j", *query]).stdout.strip()
+    """Each query's ``tc -j`` answer (parsed JSON, ``[]`` for no output, its lines where tc
+    prints no JSON), read by one ``tc -j -batch`` where that is unambiguous, else one ``tc``
+    per query (as that is what the batch stands for, any query that fails fails here)."""
+    return _read_batched(netns, queries) or {" ".join(q): _answer(_tc_json(netns, q))
+                                             for q in queries}
+
+
+def _tc_json(netns: str, query) -> str:
+    return run(["ip", "netns", "exec", netns, "tc", "-j", *query]).stdout.strip()
+
+
+def _answer(out: str):
+    try:
+        return json.loads(out) if out else []
+    except json.JSONDecodeError:
+        return out.splitlines()
+
+
+#: The listings that print one JSON document on a line of their own even when empty (``[]``);
+#: ``class show`` prints nothing then, and iproute2 6.1 prints htb classes as plain text.
+_ONE_DOCUMENT = ("actions", "qdisc", "filter")
+_DECODER = json.JSONDecoder()
+
+
+def _read_batched(netns: str, queries) -> dict | None:
+    """:func:`_read_state` by one ``tc -n NETNS -j -batch -``, or ``None`` where its output
+    cannot be split back into the queries' answers without doubt: every query but the last
+    must be one of :data:`_ONE_DOCUMENT` and its output exactly one JSON document and a
+    newline; the last query's answer is the rest. A failing query (status not 0) → ``None``."""
+    if not queries or any(q[0] not in _ONE_DOCUMENT for q in queries[:-1]):
+        return None
+    proc = subprocess.run(["tc", "-n", netns, "-j", "-batch", "-"],
+                          input="".join(" ".join(q) + "\n" for q in queries),
+                          capture_output=True, text=True, check=False)
+    if proc.returncode:
+        return None
+    out, at, state = proc.stdout, 0, {}
+    for query in queries[:-1]:
         try:
-            state[" ".join(query)] = json.loads(out) if out else []
+            state[" ".join(query)], end = _DECODER.raw_decode(out, at)
         except json.JSONDecodeError:
-            state[" ".join(query)] = out.splitlines()
+            return None
+        if out[end:end + 1] != "\n":
+            return None
+        at = end + 1
+    state[" ".join(queries[-1])] = _answer(out[at:].strip())
     return state
 
 
@@ -225,11 +269,17 @@ def side_by_side(batch: Path, tc_options: tuple[str, ...] = (), ours: tuple[str,
                  setup: list[list[str]] = ()) -> tuple[subprocess.CompletedProcess, dict,
                                                        subprocess.CompletedProcess, dict]:
     """``tc [tc_options] -b batch`` and ``bpfbatch tc -b batch [tc_options] [ours]``, each in a
-    fresh namespace after the same ``setup`` tc commands: (tc's run, its state, ours, our state)."""
-    with veth_netns() as ns_tc, veth_netns() as ns_ours:
-        for ns in (ns_tc, ns_ours):
-            for command in setup:  # as tdc's setup: some are allowed to fail (gact is absent)
-                run(["ip", "netns", "exec", ns, "tc", *command], check=False)
-        theirs = tc_batch(ns_tc, batch, *tc_options)
-        mine = bpfbatch_tc(ns_ours, batch, *tc_options, *ours)
-        return theirs, tc_state(ns_tc, *STATE_QUERIES), mine, tc_state(ns_ours, *STATE_QUERIES)
+    fresh namespace after the same ``setup`` tc commands: (tc's run, its state, ours, our state).
+    The two sides run at the same time (each in its own namespace, so neither sees the other):
+    a test waits for the slower side, not for both."""
+    def side(ns: str, send) -> tuple[subprocess.CompletedProcess, dict]:
+        for command in setup:  # as tdc's setup: some are allowed to fail (gact is absent)
+            run(["ip", "netns", "exec", ns, "tc", *command], check=False)
+        done = send(ns)
+        return done, tc_state(ns, *STATE_QUERIES)
+
+    with veth_netns() as ns_tc, veth_netns() as ns_ours, \
+            concurrent.futures.ThreadPoolExecutor(1) as pool:
+        mine = pool.submit(side, ns_ours, lambda ns: bpfbatch_tc(ns, batch, *tc_options, *ours))
+        theirs = side(ns_tc, lambda ns: tc_batch(ns, batch, *tc_options))
+        return (*theirs, *mine.result())

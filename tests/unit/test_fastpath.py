@@ -17,9 +17,10 @@ from bpfbatch.cli import argv as cli_argv
 from bpfbatch.cli import fastpath, typer_main
 from bpfbatch.cli.load import commands as load_commands
 from bpfbatch.cli.maps import commands as map_commands
+from bpfbatch.cli.tcbatch import commands as tc_commands
 
 #: Every command the fast path may run.
-DECLARED = {**map_commands, **load_commands}
+DECLARED = {**map_commands, **load_commands, **tc_commands}
 
 #: What users and typos put on these command lines: every option of the four commands in
 #: each spelling click takes, near misses, global flags alone and run together, bpftool's
@@ -35,11 +36,12 @@ TOKENS = [
     "-ff", "-fo", "-of", "-fojson", "-ojson", "-o=json", "-otable", "-o=", "--output=table",
     "--output=", "--sum=1", "--sum=", "--bpffs=yes", "--map-id=3", "--map-id=", "--limit=-1",
     "--decode=key=hex", "--decode=", "-f=x", "--pinned=/sys/fs/bpf/x", "--name=flows",
-    "id", "pinned", "name",
+    "id", "pinned", "name", "-b", "--netns", "-n", "--coalesce", "--batch-bytes", "-force",
+    "-netns", "-ba", "apply", "dump",
     "3", "-1", "0", " 7", "+4", "1_0", "0x10", "\u0663", "x", "", "json", "table", "csv", "yaml",
     "/sys/fs/bpf/x", "key.a=hex", "--", "-", "=",
 ]
-COMMAND_NAMES = ["count", "list", "dump", "load", "cnt", "-v", "--help"]
+COMMAND_NAMES = ["count", "list", "dump", "load", "tc", "cnt", "-v", "--help"]
 
 GLOBALS = ["-v", "-q", "--verbose", "--quiet", "-j", "-p", "--json", "--pretty"]
 VALUES = ["3", "-1", "0", " 7", "+4", "1_0", "0x10", "\u0663", "x", "", "json", "table", "csv",
@@ -53,7 +55,7 @@ def command_lines(draw):
     """A command line made of one of the three commands' own options, each in a spelling
     click takes (``--opt v``, ``--opt=v``, ``-o v``, ``-ov``, ``-ff``), with global flags
     and bpftool's MAP form mixed in, and sometimes a noise token anywhere."""
-    name = draw(st.sampled_from(["count", "list", "dump", "load"]))
+    name = draw(st.sampled_from(["count", "list", "dump", "load", "tc"]))
     command = DECLARED[name]
     args = [*draw(st.lists(st.sampled_from(GLOBALS), max_size=2)), name]
     if command.takes_map and draw(st.booleans()):
@@ -161,6 +163,9 @@ ACCEPTED = [
     ["load", "id", "3", "f", "--btf", "x.o", "--value-type", "struct v"],
     ["load", "--map-id=3", "-", "--format", "parquet", "--decode", "key=hex", "-v"],
     ["load", "name", "flows", "--jobs=1", "--default-zero", "--batch-size", "-5", "f"],
+    ["tc", "-b", "f"], ["tc", "-force", "-b", "f", "-netns", "ns"], ["tc", "-fb", "-", "-j"],
+    ["tc", "--batch=f", "-n", "ns", "--batch-bytes", "4096", "--coalesce", "-v"],
+    ["-q", "tc", "-b", "f", "--json", "-j"], ["tc", "-ba", "f", "-json"],
 ]
 
 DECLINED = [
@@ -174,6 +179,9 @@ DECLINED = [
     ["load", "id", "3"], ["load", "id", "3", "f", "g"], ["load", "id", "3", "--", "f"],
     ["load", "id", "3", "f", "-j", "0"], ["load", "id", "3", "f", "--jobs=-1"],
     ["load", "id", "3", "-f"], ["load", "f", "id", "3"],
+    ["tc"], ["tc", "-f"], ["tc", "apply", "f"], ["tc", "dump", "--dev", "vethA"],
+    ["tc", "-b", "f", "apply", "g"], ["tc", "-b", "f", "--batch-bytes", "10"], ["tc", "-b"],
+    ["tc", "-b", "f", "-h"], ["-v", "tc", "-force", "-b", "f"], ["-q", "tc", "-ba", "f"],
 ]
 
 
@@ -200,7 +208,8 @@ def test_a_parsed_call_sets_the_flags_then_runs_the_body():
 
 @pytest.mark.parametrize("args", [["count", "id", "1"], ["list", "-o", "json"],
                                   ["dump", "id", "1", "-o", "table"],
-                                  ["load", "id", "1", "in.parquet", "--jobs", "2"]])
+                                  ["load", "id", "1", "in.parquet", "--jobs", "2"],
+                                  ["tc", "-force", "-b", "in.tc", "-n", "ns"]])
 def test_parsing_a_quick_command_imports_no_typer(args):
     done = subprocess.run(
         [sys.executable, "-c", "import sys; from bpfbatch.cli import fastpath; "

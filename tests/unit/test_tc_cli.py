@@ -26,7 +26,7 @@ def test_bad_first_line_from_stdin_is_refused_like_tc():
 
 
 def test_iproute2_single_dash_options_are_accepted():
-    from bpfbatch.cli.tc import iproute2_argv
+    from bpfbatch.cli.argv import iproute2_argv
 
     assert iproute2_argv(["-force", "-batch", "f", "-netns", "x", "-j", "-b", "g", "-fo", "-ba"]) == \
         ["--force", "--batch", "f", "--netns", "x", "-j", "-b", "g", "--force", "--batch"]
