@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import re
 from collections.abc import Callable, Iterable, Iterator
 
 from . import specs as S
+from .numbers import LONG_MAX, strtol, strtoul, unsigned
 
 
 #: Where tc resolves a device while it parses (mirred's ``dev``, route's ``fromif``), and so
@@ -150,12 +150,12 @@ class Words:
         return len(self.words) - 1 - self.pos
 
     def number(self, what: str, base: int = 0) -> int:
+        """The next word as ``get_u32`` reads it, in this package's words where it fails."""
         word = self.take(what)
-        try:
-            value = int(word, base)
-        except ValueError:
-            raise CommandError(f"bad {what} '{word}'") from None
-        if not 0 <= value <= 0xFFFFFFFF:
+        value = unsigned(word, base, bits=64)
+        if value is None:
+            raise CommandError(f"bad {what} '{word}'")
+        if value > 0xFFFFFFFF:
             raise CommandError(f"{what} out of range '{word}'")
         return value
 
@@ -167,76 +167,69 @@ class Words:
         return value
 
 
-def unsigned(word: str | None, base: int = 0, bits: int = 32) -> int | None:
-    """``get_u32``/``get_unsigned``/``get_u16``: a C integer literal (base 0: 0x hex, 0 octal)
-    of at most ``bits`` bits; None where tc's reader fails."""
-    if not word or not word.isascii() or word[0] in "+-" or not word[-1].isalnum():
-        return None
-    try:
-        if base == 0 and len(word) > 1 and word[0] == "0" and word[1] not in "xX":
-            value = int(word, 8)
-        else:
-            value = int(word, base)
-    except ValueError:
-        return None
-    return value if value < 1 << bits else None
-
-
 @functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
 def parse_classid(text: str) -> int | None:
-    """``get_tc_classid``: ``root``, ``none``, ``MAJ:MIN`` / ``MAJ:`` (hex), or a bare hex number."""
+    """``get_tc_classid``: ``root``, ``none``, ``MAJ:MIN`` / ``MAJ:`` / ``:MIN`` (hex), or a bare
+    hex number; each part ``strtoul``'s, cut to 32 bits as tc's ``__u32`` holds it."""
     if text == "root":
         return S.TC_H_ROOT
     if text == "none":
         return 0
-    major, colon, minor = text.partition(":")
-    try:
-        maj = _hex(major)
-        if not colon:  # strtoul's value (ULONG_MAX past 64 bits) cut to the u32 handle
-            return min(maj, (1 << 64) - 1) & 0xFFFFFFFF if major else None
-        low = _hex(minor)
-    except ValueError:
-        return None
-    if maj >= 1 << 16 or low >= 1 << 16:
-        return None
-    return maj << 16 | low
+    major, end = _hex(text)
+    if not end:
+        major = 0
+        if not text.startswith(":"):
+            return None
+    if text[end:end + 1] == ":":
+        minor, minor_end = _hex(text[end + 1:])
+        if major >= 1 << 16 or end + 1 + minor_end != len(text) or minor >= 1 << 16:
+            return None
+        return major << 16 | minor
+    return major if end == len(text) else None
 
 
 @functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
 def parse_qdisc_handle(text: str) -> int | None:
-    """``get_qdisc_handle``: ``MAJ[:...]`` (hex)."""
-    major = text.partition(":")[0]  # tc reads the major and ignores what follows the colon
-    try:
-        maj = _hex(major) if major else -1
-    except ValueError:
+    """``get_qdisc_handle``: ``none``, or ``MAJ`` (hex) alone or before a ``:`` (what follows
+    the colon is not read)."""
+    if text == "none":
+        return 0
+    major, end = _hex(text)
+    if not end or major >= 1 << 16 or text[end:end + 1] not in (":", ""):
         return None
-    return maj << 16 if 0 <= maj < 1 << 16 else None
+    return major << 16
 
 
 @functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
 def parse_u32_handle(text: str) -> int | None:
-    """``get_u32_handle``: ``HTID:HASH:NODE`` (hex, parts optional) or ``0x...``."""
-    parts = text.split(":")
-    try:
-        if len(parts) == 1:
-            return _hex(text) if text.startswith("0x") else None
-        if len(parts) > 3:
+    """``get_u32_handle``: ``0x...`` (``get_u32`` in hex) or ``HTID:HASH:NODE`` (hex, parts
+    optional). tc's quirks kept: the character after each part is skipped whatever it is, and
+    what follows the node is not read (``1:2:3:4`` is 1:2:3)."""
+    if ":" not in text:
+        return unsigned(text, 16) if text.startswith("0x") else None
+    htid, end = _hex(text)
+    if not end and text[0] != ":" or htid >= 0x1000:
+        return None
+    bucket = node = 0
+    if end < len(text):
+        rest = text[end + 1:]
+        bucket, end = _hex(rest)
+        if not end and rest[:1] not in (":", "") or bucket >= 0x100:
             return None
-        htid, bucket, node = (_hex(p) for p in (parts + ["", ""])[:3])
-    except ValueError:
-        return None
-    if htid >= 0x1000 or bucket >= 0x100 or node >= 0x1000:
-        return None
+        if end < len(rest):
+            rest = rest[end + 1:]
+            node, end = _hex(rest)
+            if not end and rest or node >= 0x1000:
+                return None
     return htid << 20 | bucket << 12 | node
 
 
-def _hex(text: str) -> int:
-    """A hex field, empty meaning 0 (``strtoul(..., 16)`` on a handle part)."""
-    if not text:
-        return 0
-    if not text.isalnum() and not text.startswith("0x"):
-        raise ValueError(text)
-    return int(text, 16)
+def _hex(text: str) -> tuple[int, int]:
+    """``strtoul(text, &end, 16)`` into a ``__u32``: (value, end)."""
+    if _is_hex(text):
+        return int(text, 16) & 0xFFFFFFFF, len(text)
+    value, end, _ = strtoul(text, 16)
+    return value & 0xFFFFFFFF, end
 
 
 def _is_hex(text: str) -> bool:
@@ -260,15 +253,15 @@ def classifier_flag(word: str, opts: dict) -> bool:
 
 
 def ipv4_address(text: str) -> bytes | None:
-    """``get_addr_ipv4``: up to four ``.``-separated C numbers (``strtoul(..., 0)``), each at
-    most 255, the parts not given zero → 4 bytes; None where tc's reader fails."""
-    out = bytearray(4)
+    """``get_addr_ipv4``: up to four ``.``-separated ``strtoul(..., 0)`` numbers, each at most
+    255, the parts not given zero → 4 bytes; None where tc's reader fails."""
     parts = text.split(".")
     if len(parts) > 4:
         return None
+    out = bytearray(4)
     for i, part in enumerate(parts):
-        value = unsigned(part.lstrip(" \t\n\v\f\r"), 0)
-        if value is None or value > 255:
+        value = unsigned(part, 0, bits=8)
+        if value is None:
             return None
         out[i] = value
     return bytes(out)
@@ -298,22 +291,12 @@ def ipv4_prefix(text: str) -> tuple[bytes, int] | None:
     return (addr, bits) if bits <= 32 else None
 
 
-#: What ``strtol(text, NULL, 0)`` reads: blanks, a sign, then digits of the base the prefix
-#: names (it stops at the first other character).
-_STRTOL = re.compile(r"[ \t\n\v\f\r]*([+-]?)(0[xX](?=[0-9a-fA-F])[0-9a-fA-F]*|0[0-7]*|[1-9][0-9]*)?")
-_LONG_MAX = (1 << 63) - 1
-
-
 def strtol_handle(text: str | None) -> int:
     """A handle as basic and matchall read it, ``strtol(text, NULL, 0)`` cut to 32 bits: what
-    it cannot read is 0, and only a value past a C long is refused (tc's words)."""
+    it cannot read is 0, and only LONG_MAX and LONG_MIN are refused (tc's words)."""
     if text is None:
         return 0
-    sign, digits = _STRTOL.match(text).groups()
-    if not digits:
-        return 0
-    base = 16 if digits[:2] in ("0x", "0X") else 8 if digits[0] == "0" else 10
-    value = int(digits, base)
-    if value >= _LONG_MAX + (sign == "-"):
+    value, _, _ = strtol(text)
+    if value in (LONG_MAX, -LONG_MAX - 1):
         raise CommandError(f'Illegal handle "{text}", must be numeric.')
-    return (-value if sign == "-" else value) & 0xFFFFFFFF
+    return value & 0xFFFFFFFF

@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 from enum import IntEnum
 
+from .numbers import unsigned
+
 
 class Msg(IntEnum):
     NEWQDISC = 36
@@ -82,15 +84,11 @@ PROTOCOLS = {"802_3": 0x0001, "802_2": 0x0004, "ip": ETH_P_IP, "ipv4": ETH_P_IP,
 
 
 def protocol_number(word: str) -> int | None:
-    """``ll_proto_a2n``: a name from :data:`PROTOCOLS` (any case) or a 16-bit number."""
+    """``ll_proto_a2n``: a name from :data:`PROTOCOLS` (any case) or a ``get_u16`` number."""
     found = PROTOCOLS.get(word.lower())
     if found is not None:
         return found
-    try:
-        value = int(word, 0)
-    except ValueError:
-        return None
-    return value if 0 <= value <= 0xFFFF else None
+    return unsigned(word, 0, bits=16)
 
 
 class TCA(IntEnum):

@@ -8,6 +8,7 @@ from .. import specs as S
 from ..action_list import incomplete, parse_actions
 from ..grammar import (CommandError, Words, illegal_unless, matches, parse_classid,
                        parse_u32_handle, unsigned, what_is)
+from ..numbers import integer
 from . import police
 from .common import police_failed
 
@@ -159,11 +160,8 @@ def _at(w: Words, off: int, offmask: int, failed: str) -> tuple[int, int]:
     word = w.take("offset")
     if word.startswith("nexthdr+"):
         offmask, word = -1, word[len("nexthdr+"):] or w.take("offset")
-    try:
-        off = int(word, 0)
-    except ValueError:
-        raise CommandError(failed) from None
-    if not -0x8000 <= off <= 0x7FFF:
+    off = integer(word)  # get_integer
+    if off is None or not -0x8000 <= off <= 0x7FFF:
         raise CommandError(failed)
     return off, offmask
 
