@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import socket
 from collections.abc import Callable, Iterable, Iterator
 
 from . import specs as S
@@ -265,6 +266,26 @@ def ipv4_address(text: str) -> bytes | None:
             return None
         out[i] = value
     return bytes(out)
+
+
+def any_address(text: str, family: int = socket.AF_UNSPEC) -> bytes | None:
+    """``get_addr_1(..., family)``: IPv6 when it has a ``:``, IPv4 as tc reads it otherwise,
+    either refused where ``family`` (AF_INET, AF_INET6) names the other; ``default`` the
+    family's zero address, ``any``/``all`` an address of no bytes (AF_UNSPEC's ``default``
+    too); None where it fails."""
+    if text in ("default", "any", "all"):
+        return bytes(_ADDRESS_BYTES.get(family, 0) if text == "default" else 0)
+    if ":" in text:
+        if family == socket.AF_INET:
+            return None
+        try:
+            return socket.inet_pton(socket.AF_INET6, text)
+        except OSError:
+            return None
+    return None if family == socket.AF_INET6 else ipv4_address(text)
+
+
+_ADDRESS_BYTES = {socket.AF_INET: 4, socket.AF_INET6: 16}
 
 
 def ipv4_prefix(text: str) -> tuple[bytes, int] | None:

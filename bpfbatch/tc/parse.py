@@ -231,7 +231,7 @@ def _parse_filter(w: Words) -> R.Filter:
             if parse is not None:
                 _filter_handle(handle_text, word, None)  # each kind reads the handle first
                 classifier = parse(w)
-            elif word in TC_ONLY_CLASSIFIERS or w.peek() is None:
+            elif w.peek() is None:
                 raise CommandError(f"unsupported filter option or classifier '{word}'")
             else:  # tc has no module by that name: its stand-in parser refuses any option
                 raise CommandError(f'Unknown filter "{word}", hence option "{w.peek()}" is '
@@ -259,9 +259,6 @@ def _filter_handle(text: str | None, kind: str, classifier) -> int:
         raise CommandError('Illegal "handle"')
     return value
 
-
-#: tc 6.1's classifiers this package has no parser for (f_*.c): tc reads their options.
-TC_ONLY_CLASSIFIERS = frozenset(("flow", "rsvp", "tcindex"))
 
 #: tc's MAX_ARGS: its batch reader takes at most one word fewer on a line.
 _MAX_ARGS = 512

@@ -55,43 +55,61 @@ class Listed:
 
 
 def listed_options(w: Words, kind: str, usage: str, numbers: dict, extra=None,
-                   flowid_prefix: bool = False, action_line: str = 'Illegal "action"') -> Listed:
-    """The option loop of fw, route and basic, the cursor past the kind word: ``classid``
-    (or a prefix; ``flowid`` too, or a prefix of it with ``flowid_prefix``), ``police``, ``action``,
-    ``help``, and the kind's own words through ``extra(word, attrs) -> bool`` (called with the
-    cursor on the word; it leaves the cursor on the last word it took). ``numbers``: the kind's
-    attribute numbers for "action" and, if it takes them, "classid" and "police". tc's words: ``Illegal "classid"``, ``Illegal "police"``,
-    ``action_line`` after a failed action, ``What is "WORD"?`` and the usage."""
+                   flowid_prefix: bool = False, action_line: str = 'Illegal "action"',
+                   extra_first: bool = False) -> Listed:
+    """The option loop of fw, route, basic, cgroup, rsvp and flow, the cursor past the kind word:
+    ``classid`` (or a prefix; ``flowid`` too, or a prefix of it with ``flowid_prefix``) where
+    ``numbers`` has a "classid", ``police``, ``action``, ``help``, and the kind's own words
+    through ``extra(word, attrs) -> bool`` (called with the cursor on the word, before the
+    shared words with ``extra_first``, as flow's ``a`` is ``and``; it leaves the cursor on the
+    last word it took). ``numbers``: the kind's attribute numbers for "action" and, if it
+    takes them, "classid" and "police". tc's words: ``Illegal "classid"``, ``Illegal
+    "police"``, ``action_line`` after a failed action, ``What is "WORD"?`` and the usage."""
     listed = Listed(kind, sends_options=w.peek() is not None)
     attrs: list = []
     while (word := w.peek()) is not None:
-        if "classid" in numbers and (matches(word, "classid") or (
+        if extra_first and extra(word, attrs):
+            pass
+        elif "classid" in numbers and (matches(word, "classid") or (
                 matches(word, "flowid") if flowid_prefix else word == "flowid")):
             classid = parse_classid(next_value(w))
             if classid is None:
                 raise CommandError('Illegal "classid"')
             attrs.append(u32(numbers["classid"], classid))
         elif "police" in numbers and matches(word, "police"):
-            next_value(w)
-            attrs.append((numbers["police"], police.parse_police(w, police_failed).options()))
+            attrs.append(police_attr(w, numbers["police"]))
             continue
         elif matches(word, "action"):
-            next_value(w)
-            try:
-                attrs.append((numbers["action"], list(parse_actions(w))))
-            except CommandError as exc:
-                text = str(exc)
-                if exc.fatal or not text.endswith('Illegal "action"'):
-                    raise
-                raise CommandError(text[:-len('Illegal "action"')] + action_line) from None
+            attrs.append(actions_attr(w, numbers["action"], action_line))
             continue
         elif word == "help":
             raise CommandError(usage)
-        elif extra is None or not extra(word, attrs):
+        elif extra_first or extra is None or not extra(word, attrs):
             raise CommandError(what_is(word, usage))
         w.pos += 1
     listed.attrs = tuple(attrs)
     return listed
+
+
+def police_attr(w: Words, number: int) -> tuple:
+    """``police ...`` as a classifier's own policer (attribute ``number``), the cursor on
+    ``police``; it ends past the police's words."""
+    next_value(w)
+    return number, police.parse_police(w, police_failed).options()
+
+
+def actions_attr(w: Words, number: int, action_line: str = 'Illegal "action"') -> tuple:
+    """``action ...`` as a classifier's actions (attribute ``number``, encoded with the
+    resolver by :meth:`Listed.options`), the cursor on ``action``; tc's ``action_line`` after a
+    failed action."""
+    next_value(w)
+    try:
+        return number, list(parse_actions(w))
+    except CommandError as exc:
+        text = str(exc)
+        if exc.fatal or not text.endswith('Illegal "action"'):
+            raise
+        raise CommandError(text[:-len('Illegal "action"')] + action_line) from None
 
 
 def next_value(w: Words) -> str:

@@ -7,13 +7,12 @@ as unsupported."""
 from __future__ import annotations
 
 import dataclasses
-import socket
 import struct
 
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, ipv4_address, matches, unsigned
+from ..grammar import CommandError, Words, any_address, matches, unsigned
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail
@@ -73,7 +72,7 @@ def parse_action(w: Words, left: int) -> TunnelKey:
         elif matches(word, "src_ip") or matches(word, "dst_ip"):
             name = "src_ip" if matches(word, "src_ip") else "dst_ip"
             text = next_arg(w)
-            address = _address(text)
+            address = any_address(text)
             if address is None:  # get_addr: its words, and exit(1)
                 raise CommandError(f'Error: any valid address is expected rather than "{text}".',
                                    fatal=True, status=1)
@@ -114,15 +113,3 @@ def parse_action(w: Words, left: int) -> TunnelKey:
     gact.refused_again(said)
     return action
 
-
-def _address(text: str) -> bytes | None:
-    """``get_addr(..., AF_UNSPEC)``: IPv6 when it has a ``:``, IPv4 as tc reads it otherwise;
-    ``default``/``any``/``all`` an address of no bytes (tc sends it as an IPv6 one)."""
-    if text in ("default", "any", "all"):
-        return b""
-    if ":" in text:
-        try:
-            return socket.inet_pton(socket.AF_INET6, text)
-        except OSError:
-            return None
-    return ipv4_address(text)
