@@ -1,8 +1,7 @@
 """tunnel_key (``m_tunnel_key.c``): ``tunnel_key unset | set src_ip IP dst_ip IP [id N]
-[dst_port N] [tos N] [ttl N] [csum|nocsum]``, then ``[CONTROL] [index N]``; tc's usage, words
-and attributes (in the order the line gives them, then NO_CSUM, then the parameters). Its
-``geneve_opts``/``vxlan_opts``/``erspan_opts`` are not read here: a line using them is refused
-as unsupported."""
+[dst_port N] [tos N] [ttl N] [geneve_opts CLASS:TYPE:DATA,...] [vxlan_opts GBP]
+[erspan_opts VERSION:INDEX:DIR:HWID] [csum|nocsum]``, then ``[CONTROL] [index N]``; tc's usage,
+words and attributes (in the order the line gives them, then NO_CSUM, then the parameters)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import struct
 
 from .. import specs as S
 from ..action_list import action_failed, next_arg
-from ..encoding import encode, strz
+from ..encoding import NLA_F_NESTED, encode, strz
 from ..grammar import CommandError, Words, any_address, matches, unsigned
 from ..resolve import Resolver
 from . import gact
@@ -33,11 +32,11 @@ csum | nocsum (default is "csum")"""
 # linux/tc_act/tc_tunnel_key.h
 _PARMS, _IPV4_SRC, _IPV4_DST, _IPV6_SRC, _IPV6_DST, _KEY_ID = 2, 3, 4, 5, 6, 7
 _DST_PORT, _NO_CSUM, _TOS, _TTL = 9, 10, 12, 13
+_ENC_OPTS = 11
 _SET, _RELEASE = 1, 2
 #: struct tc_tunnel_key: tc_gen, t_action.
 _TC_TUNNEL_KEY = struct.Struct("=IIiiii")
 _KIND = encode((strz(S.ActAttr.KIND, "tunnel_key"),))
-_UNREAD = ("geneve_opts", "vxlan_opts", "erspan_opts")
 
 
 @dataclasses.dataclass(slots=True)
@@ -89,8 +88,11 @@ def parse_action(w: Words, left: int) -> TunnelKey:
             if port is None:
                 raise failed('Illegal "dst port"')
             keys.append((_DST_PORT, struct.pack("!H", port)))
-        elif any(matches(word, name) for name in _UNREAD):
-            raise CommandError(f"unsupported tunnel_key option '{word}'")
+        elif name := next((name for name in _OPTIONS if matches(word, name)), None):
+            options = _OPTIONS[name](next_arg(w))
+            if options is None:
+                raise failed(f'Illegal "{name}"')
+            keys.append(options)
         elif matches(word, "tos") or matches(word, "ttl"):
             name = "tos" if matches(word, "tos") else "ttl"
             text = next_arg(w)
@@ -113,3 +115,76 @@ def parse_action(w: Words, left: int) -> TunnelKey:
     gact.refused_again(said)
     return action
 
+
+
+def _tokens(text: str, separator: str) -> list[str]:
+    """``strtok_r``'s tokens: empty ones (separators in a row, at either end) skipped."""
+    return [token for token in text.split(separator) if token]
+
+
+def _fields(text: str, readers: tuple) -> tuple | None:
+    """``CLASS:TYPE:DATA`` / ``VERSION:INDEX:DIR:HWID``: each ``:``-token read by its reader
+    into the attribute numbered by its place (1, 2, ...); fewer tokens are fewer attributes,
+    more fail; None where tc fails."""
+    tokens = _tokens(text, ":")
+    if len(tokens) > len(readers):
+        return None
+    attrs = []
+    for number, (token, read) in enumerate(zip(tokens, readers), 1):
+        value = read(token)
+        if value is None:
+            return None
+        attrs.append((number, value))
+    return tuple(attrs)
+
+
+def _packed(form: str, base: int, bits: int):
+    """A reader: ``get_u8``/``get_be16``/``get_be32`` in ``base``, packed as ``form``."""
+    def read(token: str) -> bytes | None:
+        value = unsigned(token, base, bits)
+        return None if value is None else struct.pack(form, value)
+    return read
+
+
+def _hex_data(token: str) -> bytes | None:
+    """``hex2mem`` of ``len // 2`` bytes: an odd last digit is not read (tc's quirk)."""
+    digits = token[:len(token) // 2 * 2]
+    if not all(c in "0123456789abcdefABCDEF" for c in digits):
+        return None
+    return bytes.fromhex(digits)
+
+
+_GENEVE_FIELDS = (_packed("!H", 16, 16), _packed("B", 16, 8), _hex_data)
+_ERSPAN_FIELDS = (_packed("B", 0, 8), _packed("!I", 0, 32), _packed("B", 0, 8), _packed("B", 0, 8))
+
+
+def _geneve(text: str) -> tuple | None:
+    """``geneve_opts CLASS:TYPE:DATA[,...]``: ENC_OPTS { GENEVE { CLASS TYPE DATA } ... },
+    without NLA_F_NESTED (tc sets it on the vxlan and erspan nests only)."""
+    options = []
+    for option in _tokens(text, ","):
+        fields = _fields(option, _GENEVE_FIELDS)
+        if fields is None:
+            return None
+        options.append((1, fields))
+    return _ENC_OPTS, tuple(options)
+
+
+def _vxlan(text: str) -> tuple | None:
+    """``vxlan_opts GBP`` (``get_u32``, base 0): ENC_OPTS { VXLAN { GBP } }."""
+    gbp = unsigned(text)
+    if gbp is None:
+        return None
+    return _ENC_OPTS | NLA_F_NESTED, ((2 | NLA_F_NESTED, ((1, struct.pack("=I", gbp)),)),)
+
+
+def _erspan(text: str) -> tuple | None:
+    """``erspan_opts VERSION:INDEX:DIR:HWID``: ENC_OPTS { ERSPAN { ... } }."""
+    fields = _fields(text, _ERSPAN_FIELDS)
+    if fields is None:
+        return None
+    return _ENC_OPTS | NLA_F_NESTED, ((3 | NLA_F_NESTED, fields),)
+
+
+#: The option blocks, in tc's order of checks: each reader → its attribute, None where it fails.
+_OPTIONS = {"geneve_opts": _geneve, "vxlan_opts": _vxlan, "erspan_opts": _erspan}
