@@ -6,7 +6,7 @@ from ...errors import InputError
 from .. import rules as R
 from .. import specs as S
 from ..action_list import incomplete, parse_actions
-from ..grammar import (CommandError, Words, illegal_unless, matches, parse_classid,
+from ..grammar import (CommandError, Words, illegal_unless, ipv4_prefix, matches, parse_classid,
                        parse_u32_handle, unsigned, what_is)
 from ..numbers import integer
 from . import police
@@ -123,7 +123,11 @@ def _selector(w: Words, failed: str) -> R.U32Key:
         if layer == "ip":
             field = w.take("ip field")
             if field in ("src", "dst"):
-                addr, mask = R.ipv4_prefix(w.take("address"))
+                prefix = ipv4_prefix(w.take("address"))  # get_prefix_1(AF_INET): tc's numbers
+                if prefix is None:
+                    raise CommandError(failed)
+                addr, bits = int.from_bytes(prefix[0], "big"), prefix[1]
+                mask = 0xFFFFFFFF << (32 - bits) & 0xFFFFFFFF if bits else 0
                 off, offmask = _at(w, 12 if field == "src" else 16, 0, failed)
                 return R.U32Key(addr & mask, mask, off, offmask)
             if field in R.IP_FIELDS:
