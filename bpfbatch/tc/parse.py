@@ -54,6 +54,12 @@ filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [
   cgroup [match EMATCH_TREE] [police POLICE] [action ...]              (handle read by strtol)
       EMATCH_TREE := [not] KIND(ARGS) | [not] ( TREE ) [and|or TREE]; KIND := cmp | nbyte | u32
                      | meta | canid | ipset
+  flow map key KEY | hash keys KEY,... [and|or|xor|rshift|addend N]... [divisor N]
+       [baseclass ID] [perturb N] [match EMATCH_TREE] [police POLICE] [action ...]
+  rsvp|rsvp6 [ipproto P] [session DST[/PORT | GPI]] [sender SRC[/PORT | GPI]] [classid ID]
+       [tunnelid N] [tunnel N skip N] [police POLICE] [action ...]
+  tcindex [hash N] [mask N] [shift N] [pass_on|fall_through] [classid ID] [police POLICE]
+       [action ...]
 actions add|change|replace ACTION [ACTION ...]    actions del action KIND index N ...
 qdisc|class|filter show|list|ls ...   filter|actions get ...   actions list|flush action KIND
       (read-only lines and flush: run by iproute2's tc at their point of the batch)
@@ -73,7 +79,8 @@ ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [c
         | action sample rate N group N [trunc N] [CONTROL] [index N]
         | action nat ingress|egress OLD[/LEN] NEW [CONTROL] [index N]
         | action tunnel_key unset | set src_ip IP dst_ip IP [id N] [dst_port N] [tos N] [ttl N]
-                 [csum|nocsum] [CONTROL] [index N]                  (no geneve/vxlan/erspan opts)
+                 [geneve_opts CLASS:TYPE:DATA,...] [vxlan_opts GBP]
+                 [erspan_opts VER:INDEX:DIR:HWID] [csum|nocsum] [CONTROL] [index N]
         | action skbmod set [dmac MAC] [smac MAC] [etype TYPE] | swap mac | ecn [CONTROL] [index N]
         | action simple [sdata STRING] [CONTROL] [index N]
         | action ife encode|decode [allow|use mark|prio|tcindex [VALUE]] [dst MAC] [src MAC]
