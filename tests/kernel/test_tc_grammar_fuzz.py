@@ -1,6 +1,7 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
 texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's,
-connmark's, sample's, nat's, tunnel_key's, skbmod's, simple's, ife's, gate's, u32's selectors, fw's, route's and basic's options,
+connmark's, sample's, nat's, tunnel_key's, skbmod's, simple's, ife's, gate's, u32's selectors,
+fw's, route's, basic's, flow's, rsvp's and tcindex's options,
 the control verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -89,7 +90,9 @@ _TUNNEL_KEY = st.tuples(
     st.lists(st.sampled_from(["src_ip 10.0.0.1", "dst_ip 10.0.0.2", "dst_ip 2001:db8::1",
                               "src_ip 10.1", "id 7", "id x", "dst_port 4789",
                               "dst_port 70000", "tos 0x10", "ttl 64", "ttl zz", "csum",
-                              "nocsum"]), max_size=4).map(" ".join),
+                              "nocsum", "geneve_opts 0102:80:00880022,0103:1:ab", "vxlan_opts 5",
+                              "erspan_opts 1:2:1:1", "geneve_opts 0102:zz:00"]),
+             max_size=4).map(" ".join),
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
     st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
 ).map(lambda t: f"action tunnel_key {t[0]} {t[1]}{t[2]}{t[3]}")
@@ -135,13 +138,19 @@ _U32 = st.tuples(
     st.sampled_from(["", " classid 1:5", " flowid 1:6 classid 1:5"]),
     st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}"), _POLICE.map(lambda p: f" {p}")),
 ).map(lambda t: f"filter add dev vethA ingress protocol ip prio {t[0]} u32 match {t[1]}{t[2]}{t[3]}")
-#: fw, route and basic: their options, a handle as each reads it, actions or a policer.
+#: fw, route, basic, flow, rsvp, tcindex: their options, a handle as each reads it, actions or a
+#: policer (no rsvp ``u8|u16|u32`` GPI: ending a line, tc crashes on it).
 _CLASSIC = st.tuples(
     st.sampled_from(["", "handle 5 ", "handle 5/0xff ", "handle x ", "handle 0x10 ", "handle 9/y "]),
-    st.sampled_from(["fw", "route", "basic"]),
+    st.sampled_from(["fw", "route", "basic", "flow", "rsvp", "tcindex"]),
     st.lists(st.sampled_from(["classid 1:1", "flowid 1:2", "classid zz", "indev vethB",
                               "to 5", "from cosmos", "to 300", "fromif vethB", "fromif nosuch",
-                              "order 3", "foo"]), max_size=2).map(" ".join),
+                              "order 3", "foo", "hash keys src,dst", "map key dst", "and 0xff",
+                              "addend -1.2.3.4", "divisor 1024", "baseclass 1:1", "keys bogus",
+                              "session 10.1.1.1/80", "sender 1.2.3.4", "ipproto tcp",
+                              "tunnelid 2", "tunnel 2 skip 1", "session 1.1.1.1 spi/ah 5",
+                              "hash 32", "mask 0xfc", "shift 2", "pass_on", "fall_through",
+                              "hash 0"]), max_size=2).map(" ".join),
     st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}"), _POLICE.map(lambda p: f" {p}")),
 ).map(lambda t: f"filter add dev vethA ingress protocol ip prio 4 {t[0]}{t[1]} {t[2]}{t[3]}")
 _LINE = st.one_of(_ACTIONS.map(lambda a: f"actions add {a}"),
@@ -154,7 +163,8 @@ _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", 
                           "zone", "sample", "group", "trunc", "nat", "egress", "tunnel_key",
                           "set", "src_ip", "fw", "route", "basic", "to", "order", "skbmod",
                           "dmac", "etype", "simple", "sdata", "ife", "encode", "allow", "use",
-                          "gate", "sched-entry", "open", "base-time"])
+                          "gate", "sched-entry", "open", "base-time", "flow", "keys", "hash",
+                          "rsvp", "session", "tcindex", "geneve_opts"])
 
 
 @st.composite

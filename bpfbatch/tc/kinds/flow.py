@@ -43,9 +43,8 @@ KEY_NAMES = ("src", "dst", "proto", "proto-src", "proto-dst", "iif", "priority",
 #: FLOW_KEY_NFCT_SRC | FLOW_KEY_NFCT_DST)``: enum values OR-ed as if they were bits (0|1|9|10
 #: = 0b1011), so the keys src, dst and proto-src allow it and nfct-src, nfct-dst do not.
 _ADDRESS_KEYS = 0 | 1 | 9 | 10
-#: The words tc reads as numbers (``get_u32``), with their attribute and tc's name for them.
-_NUMBER_WORDS = {"rshift": (_RSHIFT, "rshift"), "divisor": (_DIVISOR, "divisor"),
-                 "perturb": (_PERTURB, "perturb")}
+#: The words tc reads as plain numbers (``get_u32``), with their attribute.
+_NUMBER_WORDS = {"rshift": _RSHIFT, "divisor": _DIVISOR, "perturb": _PERTURB}
 #: and/or/xor: (tc's name for a bad value, (mask, xor) the operand folds in).
 _BITOPS = {"and": ("mask", lambda v: (v, 0)), "or": ("or", lambda v: (~v & 0xFFFFFFFF, v)),
            "xor": ("xor", lambda v: (0xFFFFFFFF, v))}
@@ -85,8 +84,7 @@ def parse_filter(w: Words) -> Listed:
                 raise CommandError('Illegal "baseclass"')
             attrs.append(u32(_BASECLASS, classid))
         else:
-            number, what = _NUMBER_WORDS[name]
-            attrs.append(u32(number, illegal_unless(unsigned(next_value(w)), what)))
+            attrs.append(u32(_NUMBER_WORDS[name], illegal_unless(unsigned(next_value(w)), name)))
         return True
 
     listed = listed_options(w, "flow", USAGE, _NUMBERS, extra, extra_first=True)
