@@ -256,6 +256,10 @@ def classifier_flag(word: str, opts: dict) -> bool:
 def ipv4_address(text: str) -> bytes | None:
     """``get_addr_ipv4``: up to four ``.``-separated ``strtoul(..., 0)`` numbers, each at most
     255, the parts not given zero → 4 bytes; None where tc's reader fails."""
+    try:  # a strict dotted quad (no sign, prefix or leading zero) reads alike: the common case
+        return socket.inet_pton(socket.AF_INET, text)
+    except OSError:
+        pass
     parts = text.split(".")
     if len(parts) > 4:
         return None

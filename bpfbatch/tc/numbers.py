@@ -74,7 +74,8 @@ def unsigned(word: str | None, base: int = 0, bits: int = 32) -> int | None:
     reader fails."""
     if not word:
         return None
-    if word.isdigit() and word.isascii() and (base in (10, 16) or base == 0 and word[0] != "0"):
+    if word.isdigit() and word.isascii() and (base in (10, 16) or base == 0 and (
+            word[0] != "0" or word == "0")):
         value = int(word, base or 10)  # the common case, read without the regex
     else:
         value, end, overflowed = strtoul(word, base)

@@ -130,6 +130,30 @@ def test_u32_handle_reads_as_f_u32(word, value):
     assert grammar.parse_u32_handle(word) == value
 
 
+def _c_addr_ipv4(word: str) -> bytes | None:
+    """iproute2's get_addr_ipv4 over libc's strtoul."""
+    out, rest = bytearray(4), word
+    for i in range(4):
+        value, end, _ = _c_call(_LIBC.strtoul, rest, 0)
+        if value > 255 or end == 0:
+            return None
+        out[i] = value
+        if end == len(rest):
+            return bytes(out)
+        if i == 3 or rest[end] != ".":
+            return None
+        rest = rest[end + 1:]
+    return None
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(word=st.lists(st.sampled_from(["0", "1", "10", "255", "256", "010", "0x1f", "+3", "-0",
+                                      "-1", "", " 2", "9x"]), min_size=1, max_size=5).map(".".join))
+@example(word="10.0.0.1")
+def test_ipv4_address_equals_iproute2(word):
+    assert grammar.ipv4_address(word) == _c_addr_ipv4(word)
+
+
 def test_ipv4_parts_read_with_strtoul():
     assert grammar.ipv4_address("+1.-0.0x2.010") == bytes((1, 0, 2, 8))
     assert grammar.ipv4_address("1.2.3.-1") is None

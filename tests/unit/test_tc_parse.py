@@ -183,7 +183,7 @@ def test_tdc_batch_lines():
     ("filter add dev a ingress u32 match ip dst 1.2.3.4 police rate 1mbit",
      "'burst' requires 'rate'. Illegal \"police\""),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
-    ("filter add dev a ingress tcindex", "unsupported filter option or classifier 'tcindex'"),
+    ("filter add dev a ingress foo", "unsupported filter option or classifier 'foo'"),
     ("filter add dev a ingress matchall action xt -j MARK --set-mark 1", "unsupported action 'xt'"),
     ("filter add dev a ingress matchall action pedit ex munge ip dst set 1.1.1.400",
      "bad pedit parsing Bad pedit construct (ip) Usage: ... pedit munge"),
