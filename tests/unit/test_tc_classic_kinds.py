@@ -49,8 +49,9 @@ def test_flow_counts_a_key_named_twice_and_sends_an_empty_line_its_mode():
     assert options("flow") == {2: [struct.pack("=I", 0)]}
 
 
-def test_flow_match_is_refused_in_one_line():
-    assert "ematch" in refusal("flow hash keys src match meta(priority eq 1)")
+def test_flow_match_sends_the_tree_before_mode():
+    assert list(options("flow hash keys src match 'cmp(u8 at 0 layer link eq 1)' divisor 4")) \
+        == [1, 11, 8, 2]  # KEYS, EMATCHES, DIVISOR, MODE
 
 
 def test_rsvp_sized_gpi_keeps_tcs_swapped_default_masks():

@@ -1,15 +1,14 @@
 """flow (``f_flow.c``): ``flow map key KEY [OPS] | hash keys KEY-LIST [perturb SECS]``, then
-``[divisor N] [baseclass ID] [police ...] [action ...]``; tc's usage, words and attributes (in
-the order the line gives them, then MODE, then MASK and XOR when ``and``/``or``/``xor`` changed
-them). Its ``match EMATCH_TREE`` (``m_ematch.c``'s own grammar) is not read here: a line using
-it is refused as unsupported."""
+``[divisor N] [baseclass ID] [match EMATCH_TREE] [police ...] [action ...]``; tc's usage, words
+and attributes (in the order the line gives them, then MODE, then MASK and XOR when
+``and``/``or``/``xor`` changed them); the tree as :mod:`..ematch` reads it."""
 
 from __future__ import annotations
 
 from ..encoding import u32
 from ..grammar import (CommandError, Words, any_address, illegal_unless, matches, parse_classid,
                        unsigned)
-from .common import Listed, listed_options, next_value
+from .common import EmatchOption, Listed, listed_options, next_value
 
 NAMES = ("flow",)
 
@@ -33,7 +32,7 @@ ID       := X:Y"""
 # linux/pkt_cls.h TCA_FLOW_*
 _KEYS, _MODE, _BASECLASS, _RSHIFT, _ADDEND, _MASK, _XOR, _DIVISOR = 1, 2, 3, 4, 5, 6, 7, 8
 _NUMBERS = {"action": 9, "police": 10}
-_PERTURB = 12
+_EMATCHES, _PERTURB = 11, 12
 _MAP, _HASH = 0, 1
 #: FLOW_KEY_* in bit order: a word takes the first key it is a prefix of.
 KEY_NAMES = ("src", "dst", "proto", "proto-src", "proto-dst", "iif", "priority", "mark", "nfct",
@@ -56,15 +55,14 @@ def parse_filter(w: Words) -> Listed:
     """tc's ``flow_parse_opt``, the cursor past ``flow``. tc sends the options nest even when
     the line ends at ``flow``."""
     state = {"mode": _MAP, "keys": 0, "nkeys": 0, "mask": 0xFFFFFFFF, "xor": 0}
+    tree = EmatchOption(w, _EMATCHES)
 
     def extra(word: str, attrs: list) -> bool:
         name = next((name for name in _WORDS if matches(word, name)), None)
         if name is None:
-            if matches(word, "match"):
-                raise CommandError("unsupported flow option 'match' (ematch trees are not read)")
             if matches(word, "help"):
                 raise CommandError(USAGE)
-            return False
+            return tree(word, attrs)
         if name in ("map", "hash"):
             state["mode"] = _MAP if name == "map" else _HASH
         elif name == "keys":
@@ -87,9 +85,12 @@ def parse_filter(w: Words) -> Listed:
             attrs.append(u32(_NUMBER_WORDS[name], illegal_unless(unsigned(next_value(w)), name)))
         return True
 
-    listed = listed_options(w, "flow", USAGE, _NUMBERS, extra, extra_first=True)
-    if state["nkeys"] > 1 and state["mode"] != _HASH:
-        raise CommandError('Invalid mode "map" for multiple keys')
+    try:
+        listed = listed_options(w, "flow", USAGE, _NUMBERS, extra, extra_first=True)
+        if state["nkeys"] > 1 and state["mode"] != _HASH:
+            raise CommandError('Invalid mode "map" for multiple keys')
+    except CommandError as exc:
+        raise tree.failed(exc) from None
     listed.attrs += (u32(_MODE, state["mode"]),)
     if state["mask"] != 0xFFFFFFFF or state["xor"]:
         listed.attrs += (u32(_MASK, state["mask"]), u32(_XOR, state["xor"]))
