@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import re
+import socket
 from collections.abc import Callable, Iterable, Iterator
 
 from . import specs as S
@@ -168,18 +169,29 @@ class Words:
 
 
 def unsigned(word: str | None, base: int = 0, bits: int = 32) -> int | None:
-    """``get_u32``/``get_unsigned``/``get_u16``: a C integer literal (base 0: 0x hex, 0 octal)
-    of at most ``bits`` bits; None where tc's reader fails."""
-    if not word or not word.isascii() or word[0] in "+-" or not word[-1].isalnum():
+    """``get_u32``/``get_unsigned``/``get_u16``/...: ``strtoul`` over the whole word — blanks
+    and a sign first (``-N`` wraps as in C, so only ``-0`` stays in range), then a C integer
+    literal (base 0: 0x hex, 0 octal) — of at most ``bits`` bits; None where tc's reader fails."""
+    if not word or not word.isascii() or not word[-1].isalnum() or "_" in word:
         return None
+    negative = False
+    if not word[0].isalnum():
+        word = word.lstrip(" \t\n\v\f\r")
+        negative = word[0] == "-"
+        if word[0] in "+-":
+            word = word[1:]
+        if not word[0].isalnum():
+            return None
     try:
         if base == 0 and len(word) > 1 and word[0] == "0" and word[1] not in "xX":
-            value = int(word, 8)
+            value = int(word, 8) if word.isdigit() else None
         else:
             value = int(word, base)
     except ValueError:
         return None
-    return value if value < 1 << bits else None
+    if negative and value:
+        value = -value % (1 << 64) if value < 1 << 64 else None
+    return value if value is not None and value < 1 << bits else None
 
 
 @functools.lru_cache(maxsize=4096)  # handles repeat across a file's lines
@@ -272,6 +284,34 @@ def ipv4_address(text: str) -> bytes | None:
             return None
         out[i] = value
     return bytes(out)
+
+
+#: ``family_name_verbose``: how ``get_addr`` names the family it wanted.
+_FAMILY_NAMES = {socket.AF_UNSPEC: "any valid", socket.AF_INET: "inet", socket.AF_INET6: "inet6"}
+
+
+def get_address(text: str, family: int = socket.AF_UNSPEC) -> tuple[int, bytes]:
+    """``get_addr(..., family)``: (family, address bytes) — IPv6 when ``text`` has a ``:``,
+    IPv4 as :func:`ipv4_address` reads it otherwise, either refused where ``family`` names the
+    other; ``any``/``all`` no bytes, ``default`` the family's zero address (no bytes when
+    unspecified), both keeping ``family``. Otherwise tc's words, and it exits with status 1."""
+    if text in ("default", "any", "all"):
+        size = {socket.AF_INET: 4, socket.AF_INET6: 16}.get(family, 0) if text == "default" else 0
+        return family, bytes(size)
+    found = None
+    if ":" in text:
+        if family in (socket.AF_UNSPEC, socket.AF_INET6):
+            try:
+                found = socket.AF_INET6, socket.inet_pton(socket.AF_INET6, text)
+            except OSError:
+                pass
+    elif family in (socket.AF_UNSPEC, socket.AF_INET):
+        v4 = ipv4_address(text)
+        found = None if v4 is None else (socket.AF_INET, v4)
+    if found is None:
+        raise CommandError(f'Error: {_FAMILY_NAMES[family]} address is expected rather than '
+                           f'"{text}".', fatal=True, status=1)
+    return found
 
 
 def ipv4_prefix(text: str) -> tuple[bytes, int] | None:

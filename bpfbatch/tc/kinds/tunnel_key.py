@@ -13,7 +13,7 @@ import struct
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, ipv4_address, matches, unsigned
+from ..grammar import CommandError, Words, get_address, matches, unsigned
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail
@@ -72,13 +72,9 @@ def parse_action(w: Words, left: int) -> TunnelKey:
             action.t_action = _RELEASE if matches(word, "unset") else _SET
         elif matches(word, "src_ip") or matches(word, "dst_ip"):
             name = "src_ip" if matches(word, "src_ip") else "dst_ip"
-            text = next_arg(w)
-            address = _address(text)
-            if address is None:  # get_addr: its words, and exit(1)
-                raise CommandError(f'Error: any valid address is expected rather than "{text}".',
-                                   fatal=True, status=1)
+            family, address = get_address(next_arg(w))
             v4, v6 = (_IPV4_SRC, _IPV6_SRC) if name == "src_ip" else (_IPV4_DST, _IPV6_DST)
-            keys.append((v4 if len(address) == 4 else v6, address))
+            keys.append((v4 if family == socket.AF_INET else v6, address))
             has_src, has_dst = has_src or name == "src_ip", has_dst or name == "dst_ip"
         elif matches(word, "id"):
             key_id = unsigned(next_arg(w), 10)
@@ -114,15 +110,3 @@ def parse_action(w: Words, left: int) -> TunnelKey:
     gact.refused_again(said)
     return action
 
-
-def _address(text: str) -> bytes | None:
-    """``get_addr(..., AF_UNSPEC)``: IPv6 when it has a ``:``, IPv4 as tc reads it otherwise;
-    ``default``/``any``/``all`` an address of no bytes (tc sends it as an IPv6 one)."""
-    if text in ("default", "any", "all"):
-        return b""
-    if ":" in text:
-        try:
-            return socket.inet_pton(socket.AF_INET6, text)
-        except OSError:
-            return None
-    return ipv4_address(text)
