@@ -82,15 +82,13 @@ PROTOCOLS = {"802_3": 0x0001, "802_2": 0x0004, "ip": ETH_P_IP, "ipv4": ETH_P_IP,
 
 
 def protocol_number(word: str) -> int | None:
-    """``ll_proto_a2n``: a name from :data:`PROTOCOLS` (any case) or a 16-bit number."""
+    """``ll_proto_a2n``: a name from :data:`PROTOCOLS` (any case) or a 16-bit number as
+    ``get_be16(..., 0)`` reads it."""
     found = PROTOCOLS.get(word.lower())
     if found is not None:
         return found
-    try:
-        value = int(word, 0)
-    except ValueError:
-        return None
-    return value if 0 <= value <= 0xFFFF else None
+    from .grammar import unsigned  # grammar builds on these values: read at call time
+    return unsigned(word, 0, bits=16)
 
 
 class TCA(IntEnum):
