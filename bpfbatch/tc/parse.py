@@ -204,6 +204,9 @@ def _parse_filter(w: Words) -> R.Filter:
     while (word := w.peek()) is not None:
         w.pos += 1
         if word == "dev":
+            if dev is not None and w.peek() is not None:  # tc's duparg(), which exits
+                raise CommandError(f'Error: duplicate "dev": "{w.peek()}" is the second value.',
+                                   fatal=True)
             dev = w.take("device name")
         elif word in _PARENTS or word == "parent":
             if parent:
