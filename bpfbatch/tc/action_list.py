@@ -21,10 +21,10 @@ _SKIP_FLAGS = {"skip_hw": 2, "skip_sw": 4}
 #: tc 6.1's action modules this package has no parser for: tc reads their options, so a line
 #: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
 #: built into Debian's tc, which reads it as gact).
-TC_ONLY_KINDS = frozenset(("bpf", "ct", "ctinfo", "mpls", "xt"))
+TC_ONLY_KINDS = frozenset(("bpf", "xt"))
 #: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
 #: tc ends with "Command line is not complete".
-_NEXT_ARG_FIRST = frozenset(("bpf", "mpls"))
+_NEXT_ARG_FIRST = frozenset(("bpf",))
 
 
 def verdict_word(token: str | None) -> str | None:

@@ -290,6 +290,20 @@ def any_address(text: str, family: int = socket.AF_UNSPEC) -> bytes | None:
 
 
 _ADDRESS_BYTES = {socket.AF_INET: 4, socket.AF_INET6: 16}
+#: ``family_name_verbose``: how ``get_addr`` names the family it wanted.
+_FAMILY_NAMES = {socket.AF_UNSPEC: "any valid", socket.AF_INET: "inet", socket.AF_INET6: "inet6"}
+
+
+def get_address(text: str, family: int = socket.AF_UNSPEC) -> tuple[int, bytes]:
+    """``get_addr(..., family)``: (family, address bytes) as :func:`any_address` reads them —
+    ``any``/``all``/``default`` keep ``family`` — or tc's words, exiting with status 1."""
+    address = any_address(text, family)
+    if address is None:
+        raise CommandError(f'Error: {_FAMILY_NAMES[family]} address is expected rather than '
+                           f'"{text}".', fatal=True, status=1)
+    if text in ("default", "any", "all"):
+        return family, address
+    return (socket.AF_INET6 if ":" in text else socket.AF_INET), address
 
 
 def ipv4_prefix(text: str) -> tuple[bytes, int] | None:

@@ -88,6 +88,11 @@ ACTION := action [gact] CONTROL [random netrand|determ CONTROL VAL] [index N] [c
         | action gate [index N] [priority P] [base-time T] [cycle-time T] [cycle-time-ext T]
                  [clockid CLOCK] [flags N] [sched-entry open|close INTERVAL [IPV [MAX-OCTETS]]]...
                  [CONTROL]
+        | action mpls (pop protocol P | push|mac_push [protocol P] label L [tc N] [ttl N] [bos N]
+                 | modify [label L] [tc N] [ttl N] [bos N] | dec_ttl) [CONTROL] [index N]
+        | action ctinfo [dscp MASK [STATEMASK]] [cpmark [MASK]] [zone N] [CONTROL] [index N]
+        | action ct [clear | commit [force]] [zone N] [mark M[/MASK]] [label HEX[/HEX]]
+                 [nat [src|dst addr A[-A] [port P[-P]]]] [index N] [CONTROL]      (tc 6.1: no helper)
           (each kind followed by [cookie HEX] [no_percpu] [skip_sw|skip_hw]...)
 POLICE := [rate R burst B[/CELL]] [pkts_rate N pkts_burst N] [mtu B[/CELL]] [mpu B]
           [peakrate R] [avrate R] [overhead N] [linklayer ethernet|atm|adsl]
@@ -206,6 +211,9 @@ def _parse_filter(w: Words) -> R.Filter:
     while (word := w.peek()) is not None:
         w.pos += 1
         if word == "dev":
+            if dev is not None and w.peek() is not None:  # tc's duparg(), which exits
+                raise CommandError(f'Error: duplicate "dev": "{w.peek()}" is the second value.',
+                                   fatal=True)
             dev = w.take("device name")
         elif word in _PARENTS or word == "parent":
             if parent:

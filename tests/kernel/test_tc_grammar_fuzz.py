@@ -1,7 +1,7 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
 texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's,
-connmark's, sample's, nat's, tunnel_key's, skbmod's, simple's, ife's, gate's, u32's selectors,
-fw's, route's, basic's, flow's, rsvp's and tcindex's options,
+connmark's, sample's, nat's, tunnel_key's, skbmod's, simple's, ife's, gate's, mpls's,
+ctinfo's, ct's, u32's selectors, fw's, route's, basic's, flow's, rsvp's and tcindex's options,
 the control verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -127,9 +127,33 @@ _GATE = st.tuples(
                               "sched-entry open 5000000000ns"]), max_size=3).map(" ".join),
     st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
 ).map(lambda t: f"action gate {t[0]}{t[1]}")
+_MPLS = st.tuples(
+    st.sampled_from(["pop", "push", "mac_push", "modify", "dec_ttl", "m", "p"]),
+    st.lists(st.sampled_from(["protocol ip", "protocol mpls_mc", "protocol foo", "label 20",
+                              "label 0x100000", "tc 3", "tc 8", "ttl 0", "ttl 64", "bos 1",
+                              "bos 2"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: f"action mpls {t[0]} {t[1]}{t[2]}{t[3]}")
+_CTINFO = st.tuples(
+    st.sampled_from(["", " dscp 0xfc000000", " dscp 0xfc000000 0x01000000", " dscp 0xf8",
+                     " dscp x"]),
+    st.sampled_from(["", " cpmark", " cpmark 0xff", " cpmark 0"]),
+    st.sampled_from(["", " zone 5", " zone 70000"]),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+    st.one_of(st.just(""), _NUMBER.map(lambda n: f" index {n}")),
+).map(lambda t: "action ctinfo" + "".join(t))
+_CT = st.tuples(
+    st.lists(st.sampled_from(["commit", "clear", "force", "zone 3", "zone 70000", "mark 5/0xff",
+                              "mark x", "label 0102/ffff", "label zz", "nat",
+                              "nat src addr 1.1.1.1-1.1.1.9 port 80-90",
+                              "nat dst addr 1::1 port 80", "nat src addr 1.1.1.1 index 3",
+                              "index 7", "index x"]), max_size=3).map(" ".join),
+    st.one_of(st.just(""), _CONTROL.map(lambda c: f" {c}")),
+).map(lambda t: f"action ct {t[0]}{t[1]}")
 _ACTIONS = st.lists(st.one_of(_GACT, _MIRRED, _SKBEDIT, _VLAN, _CSUM, _CONNMARK, _SAMPLE, _NAT,
                               _TUNNEL_KEY, _POLICE.map(lambda p: f"action {p}"), _SKBMOD,
-                              _SIMPLE, _IFE, _GATE),
+                              _SIMPLE, _IFE, _GATE, _MPLS, _CTINFO, _CT),
                     min_size=1, max_size=3).map(" ".join)
 _U32 = st.tuples(
     st.sampled_from(["1", "2", "3"]),
@@ -164,7 +188,8 @@ _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", 
                           "set", "src_ip", "fw", "route", "basic", "to", "order", "skbmod",
                           "dmac", "etype", "simple", "sdata", "ife", "encode", "allow", "use",
                           "gate", "sched-entry", "open", "base-time", "flow", "keys", "hash",
-                          "rsvp", "session", "tcindex", "geneve_opts"])
+                          "rsvp", "session", "tcindex", "geneve_opts", "mpls", "label", "ttl",
+                          "ctinfo", "dscp", "cpmark", "ct", "commit", "addr"])
 
 
 @st.composite

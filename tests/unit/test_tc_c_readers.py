@@ -1,6 +1,7 @@
-"""The C number readers some tc kinds use, against the C library itself (ctypes): skbmod's and
-ife's ``sscanf("%hhx:...")`` MAC reader, gate's ``strtod``, ``strtol`` and the x86-64
-conversions of its doubles. Random words from the characters those readers look at."""
+"""The C number readers tc's kinds use, against the C library itself (ctypes): ``get_u32``/
+``get_u16``/``get_u8`` over ``strtoul`` (every kind's numbers), skbmod's and ife's
+``sscanf("%hhx:...")`` MAC reader, gate's ``strtod``, ``strtol`` and the x86-64 conversions of
+its doubles. Random words from the characters those readers look at."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import ctypes
 import ctypes.util
 import math
 
+import pytest
 from hypothesis import example, given, settings, strategies as st
 
+from bpfbatch.tc.grammar import unsigned
 from bpfbatch.tc.kinds import gate, skbmod
 
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c"))
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_LIBC.strtoul.restype = ctypes.c_ulong
+_LIBC.strtoul.argtypes = (ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int)
 _LIBC.strtod.restype = ctypes.c_double
 _LIBC.strtod.argtypes = (ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p))
 _LIBC.strtol.restype = ctypes.c_long
@@ -85,3 +90,40 @@ def test_sizes_and_times_convert_as_x86_64_does():
     assert gate._size("2gbit") == (True, 1 << 28)
     assert gate._size("1e20") == (False, 0)
     assert gate._size("x") == (False, 0)
+
+
+def _get_unsigned(word: str, base: int, bits: int) -> int | None:
+    """``get_u32``/``get_u16``/``get_u8`` of iproute2 6.1 (lib/utils.c), on libc's strtoul."""
+    raw = word.encode()
+    if not raw:
+        return None
+    arg = ctypes.c_char_p(raw)
+    end = ctypes.c_char_p()
+    ctypes.set_errno(0)
+    res = _LIBC.strtoul(arg, ctypes.byref(end), base)
+    used = ctypes.cast(end, ctypes.c_void_p).value - ctypes.cast(arg, ctypes.c_void_p).value
+    if used == 0 or used != len(raw):  # no digits, or trailing characters
+        return None
+    if res == 2**64 - 1 and ctypes.get_errno() == 34:  # ERANGE
+        return None
+    return res if res < 1 << bits else None
+
+
+#: Words near what tc's users write, and the characters strtoul treats specially.
+_UNSIGNED = st.text(alphabet="0123456789abcdefxX+- \t_o", max_size=12) | \
+    st.integers(-2**65, 2**65).map(str) | st.integers(0, 2**40).map(hex)
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(word=_UNSIGNED, base=st.sampled_from((0, 10, 16)), bits=st.sampled_from((8, 16, 32)))
+@example(word="-18446744069414584321", base=10, bits=32)  # -N wraps into range
+@example(word="0x", base=0, bits=32)
+@example(word="0o7", base=0, bits=32)  # Python's prefix, not C's
+@example(word="1_0", base=10, bits=32)  # Python's digit separator, not C's
+def test_unsigned_reads_as_get_u32(word, base, bits):
+    assert unsigned(word, base, bits) == _get_unsigned(word, base, bits)
+
+
+@pytest.mark.parametrize("word", ["+5", "-0", " 7", "010", "0x1F"])
+def test_unsigned_takes_what_strtoul_takes(word):
+    assert unsigned(word) is not None and unsigned(word) == _get_unsigned(word, 0, 32)

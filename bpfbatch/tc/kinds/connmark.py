@@ -12,7 +12,7 @@ from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches
 from ..resolve import Resolver
 from . import gact
-from .tail import Tail, read_kind_words
+from .tail import Tail, skip_kind_words
 
 NAMES = ("connmark",)
 
@@ -45,12 +45,10 @@ def parse_action(w: Words, left: int) -> Connmark:
     def failed(text: str) -> CommandError:
         return action_failed(text, left, "connmark")
 
+    skip_kind_words(w, "connmark", USAGE)
     action = Connmark()
-    read_kind_words(w, "connmark", USAGE, lambda: setattr(w, "pos", w.pos + 1))
     if matches(w.peek(), "zone"):
-        action.zone = gact.decimal_option(w, failed, 'connmark: Illegal "zone"')
-        if action.zone > 0xFFFF:
-            raise failed('connmark: Illegal "zone"')
+        action.zone = gact.decimal_option(w, failed, 'connmark: Illegal "zone"', bits=16)
     said, _ = action.read_tail(w, failed, 'connmark: Illegal "index"')
     gact.refused_again(said)
     return action

@@ -51,10 +51,11 @@ def verdict_and_index(w: Words, failed, illegal_index: str, base: int = 10
     return verdict, decimal_option(w, failed, illegal_index, base), said
 
 
-def decimal_option(w: Words, failed, illegal: str, base: int = 10) -> int:
-    """``OPTION N`` (``index N``, connmark's ``zone N``), the cursor on the option word: N, a
-    decimal u32 (or of ``base``), or ``failed`` with the ``illegal`` words."""
-    index = unsigned(next_arg(w), base)
+def decimal_option(w: Words, failed, illegal: str, base: int = 10, bits: int = 32) -> int:
+    """``OPTION N`` (``index N``, connmark's and ctinfo's ``zone N``), the cursor on the option
+    word: N, a decimal number (or of ``base``) of at most ``bits`` bits, or ``failed`` with the
+    ``illegal`` words."""
+    index = unsigned(next_arg(w), base, bits)
     if index is None:
         raise failed(illegal.format(word=w.peek()))
     w.pos += 1

@@ -60,3 +60,9 @@ def read_kind_words(w: Words, kind: str, usage: str, read) -> bool:
         else:
             break
     return met
+
+
+def skip_kind_words(w: Words, kind: str, usage: str) -> None:
+    """connmark's and ctinfo's opening loop, the cursor on the kind word: past the kind's
+    name as often as it is given (``help`` there: the usage, and tc exits)."""
+    read_kind_words(w, kind, usage, lambda: setattr(w, "pos", w.pos + 1))

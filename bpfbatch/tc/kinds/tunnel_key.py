@@ -6,12 +6,13 @@ words and attributes (in the order the line gives them, then NO_CSUM, then the p
 from __future__ import annotations
 
 import dataclasses
+import socket
 import struct
 
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import NLA_F_NESTED, encode, strz
-from ..grammar import CommandError, Words, any_address, matches, unsigned
+from ..grammar import CommandError, Words, get_address, matches, unsigned
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail
@@ -70,13 +71,9 @@ def parse_action(w: Words, left: int) -> TunnelKey:
             action.t_action = _RELEASE if matches(word, "unset") else _SET
         elif matches(word, "src_ip") or matches(word, "dst_ip"):
             name = "src_ip" if matches(word, "src_ip") else "dst_ip"
-            text = next_arg(w)
-            address = any_address(text)
-            if address is None:  # get_addr: its words, and exit(1)
-                raise CommandError(f'Error: any valid address is expected rather than "{text}".',
-                                   fatal=True, status=1)
+            family, address = get_address(next_arg(w))
             v4, v6 = (_IPV4_SRC, _IPV6_SRC) if name == "src_ip" else (_IPV4_DST, _IPV6_DST)
-            keys.append((v4 if len(address) == 4 else v6, address))
+            keys.append((v4 if family == socket.AF_INET else v6, address))
             has_src, has_dst = has_src or name == "src_ip", has_dst or name == "dst_ip"
         elif matches(word, "id"):
             key_id = unsigned(next_arg(w), 10)

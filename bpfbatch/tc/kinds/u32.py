@@ -80,6 +80,8 @@ def parse_filter(w: Words) -> R.U32:
                 raise incomplete()
             opts["police"] = police.parse_police(w, police_failed)
             order.append("police")
+        elif word == "help":  # f_u32.c: the usage alone, and the line fails
+            raise CommandError(USAGE)
         else:
             raise CommandError(what_is(word, USAGE))
     sample = opts.pop("sample", None)
