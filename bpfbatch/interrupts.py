@@ -153,12 +153,26 @@ def _watched(exc: Interrupted) -> Interrupted:
     return exc
 
 
+#: The signal of the last watched Interrupted that died swallowed while the command ran.
+_swallowed: int | None = None
+
+
 def _died(signum: int, command: int, ref: weakref.ref) -> None:
     """A watched Interrupted of ``command`` is gone (:func:`_watched`)."""
+    global _swallowed
     _watching.discard(ref)
     if command == _command and _running and not _decided \
             and interruption_in(sys.exc_info()[1]) is None:
+        _swallowed = signum
         _send_again(signum)
+
+
+def swallowed() -> Interrupted | None:
+    """An :class:`Interrupted` for the signal whose Interrupted C code swallowed while the
+    command ran, if one did: what the swallowing code raised instead (numpy's import, which
+    turns it into an ImportError naming ``datetime``) is that signal's doing, so the entry
+    point reports the interruption, not the error it became."""
+    return None if _swallowed is None else Interrupted(_swallowed)
 
 
 def interruption_in(exc: BaseException | None) -> Interrupted | None:
@@ -219,8 +233,8 @@ def command_started() -> None:
     nor add a traceback to it (nor can one swallowed by a callback: :func:`_unraisable`).
     Call it inside the ``try`` that answers :class:`Interrupted`: a signal may land half-way
     through it."""
-    global _decided, _running, _command
-    _decided, _running, _command = False, True, _command + 1
+    global _decided, _running, _command, _swallowed
+    _decided, _running, _command, _swallowed = False, True, _command + 1, None
     if sys.unraisablehook is not _unraisable:
         _replaced_hook[0], sys.unraisablehook = sys.unraisablehook, _unraisable
     for sig in TERMINATING:

@@ -163,10 +163,10 @@ def _run(call: Callable[[], object], prog: str = "bpfbatch", *, restore: bool = 
         finally:
             interrupts.decide()  # the first statement: no signal replaces the outcome now
     except BaseException as exc:
+        if not isinstance(exc, _Said):  # an error a signal caused is that signal's outcome
+            exc = interrupts.interruption_in(exc) or interrupts.swallowed() or exc
         if not isinstance(exc, _ANSWERED):
-            exc = interrupts.interruption_in(exc)
-            if exc is None:
-                raise  # a bug: its traceback
+            raise  # a bug: its traceback
         said = exc if isinstance(exc, _Said) else _answer(exc, prog)
         if said.status == EPIPE_STATUS:  # nothing more can reach the reader: not even at exit
             _silence_stdout()

@@ -192,3 +192,18 @@ def test_an_interrupted_caught_once_decided_is_not_sent_again():
             "print('done')\n")
     proc = python(code)
     assert (proc.stdout, proc.stderr) == (f"landed\nhandled {signal.SIGTERM}\ndone\n", "")
+
+
+def test_an_error_after_a_swallowed_interrupted_is_the_signal_s_outcome():
+    """C code that swallows the Interrupted and raises its own error instead (numpy's import,
+    interrupted there, raises an ImportError naming ``datetime``): the command ends as the
+    signal ends it — one line, 128 + n — not with that error's traceback."""
+    proc = python(SWALLOWED_BY_NUMPY +
+                  "from bpfbatch.cli import _run\n"
+                  "def call():\n"
+                  "    np.dtype((np.void, 4))\n"
+                  "    raise ImportError('PyCapsule_Import could not import module \"datetime\"')\n"
+                  "_run(call)\n")
+    assert proc.returncode == 128 + signal.SIGINT, proc.stderr
+    assert proc.stdout == "landed\n" and proc.stderr.count("\n") == 1, proc.stderr
+    assert "interrupted" in proc.stderr and "Traceback" not in proc.stderr
