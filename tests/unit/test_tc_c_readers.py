@@ -14,6 +14,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from bpfbatch.tc.grammar import unsigned
 from bpfbatch.tc.kinds import gate, skbmod
+from bpfbatch.tc.numbers import integer
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _LIBC.strtoul.restype = ctypes.c_ulong
@@ -73,7 +74,7 @@ def test_s32_reads_as_strtol_of_the_whole_word(text):
     value = _LIBC.strtol(raw, ctypes.byref(end), 0)
     used = ctypes.cast(end, ctypes.c_void_p).value - ctypes.cast(ctypes.c_char_p(raw), ctypes.c_void_p).value
     whole = used == len(raw) and used > 0 and -(1 << 31) <= value < 1 << 31
-    assert gate._c_long(text, 32) == (value if whole else None)
+    assert integer(text) == (value if whole else None)  # get_s32, get_integer: one reader
 
 
 def test_sizes_and_times_convert_as_x86_64_does():

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from .. import numbers
+from ..numbers import ULONG_MAX
+
 #: linux/pkt_cls.h TCF_LAYER_*
 LAYER_NETWORK, LAYER_MAX = 1, 2
 _LAYERS = {ord("l"): 0, ord("n"): 1, ord("t"): 2}
-ULONG_MAX = (1 << 64) - 1
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -78,29 +80,10 @@ def bstrtoul(arg: Arg) -> int:
 
 
 def strtoul(text: str, base: int) -> int | None:
-    """C's ``strtoul`` (base 0 or 16): blanks, a sign, the longest number; a negative one wraps,
-    an overflow is :data:`ULONG_MAX`; None where no digit is read (``end == text``)."""
-    pos = len(text) - len(text.lstrip(" \t\n\v\f\r"))
-    sign = 1
-    if text[pos:pos + 1] in ("+", "-"):
-        sign = -1 if text[pos] == "-" else 1
-        pos += 1
-    digits_of = "0123456789abcdefABCDEF"
-    if text[pos:pos + 2] in ("0x", "0X") and text[pos + 2:pos + 3] and \
-            text[pos + 2] in digits_of and base in (0, 16):
-        base, pos = 16, pos + 2
-    elif base == 0:
-        base = 8 if text[pos:pos + 1] == "0" else 10
-    end = pos
-    allowed = digits_of[:base] if base <= 10 else digits_of
-    while end < len(text) and text[end] in allowed:
-        end += 1
-    if end == pos:
-        return None
-    value = int(text[pos:end], base)
-    if value > ULONG_MAX:
-        return ULONG_MAX
-    return value if sign > 0 else (-value) & ULONG_MAX
+    """C's ``strtoul`` (:func:`..numbers.strtoul`: a negative number wraps, an overflow is
+    :data:`ULONG_MAX`); None where no digit is read (``end == text``)."""
+    value, end, _ = numbers.strtoul(text, base)
+    return value if end else None
 
 
 def parse_layer(arg: Arg) -> int:

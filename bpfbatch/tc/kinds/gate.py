@@ -16,6 +16,7 @@ import struct
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import NLA_F_NESTED, encode, strz
+from ..numbers import integer
 from ..grammar import CommandError, Words, invalid, matches, unsigned
 from ..resolve import Resolver
 from . import gact
@@ -62,8 +63,6 @@ _S64 = struct.Struct("=q")
 _INT_MAX = (1 << 31) - 1
 _S64_MIN = -(1 << 63)
 
-#: What ``strtol(..., 0)`` reads when it reads the whole word (blanks, a sign, a C literal).
-_C_INTEGER = r"[ \t\n\v\f\r]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)"
 _DECIMAL = r"[ \t\n\v\f\r]*([+-]?)([0-9]+)"
 #: What ``strtod`` reads at the start of a word: hex and decimal floats, inf, nan.
 _STRTOD = (r"[ \t\n\v\f\r]*([+-]?)(?:(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?)"
@@ -119,7 +118,7 @@ def parse_action(w: Words, left: int) -> Gate:
         if matches(word, "index"):
             action.index = _value(unsigned(next_arg(w), 10), w, "index")
         elif matches(word, "priority"):
-            action.priority = _value(_c_long(next_arg(w), 32), w, "priority")
+            action.priority = _value(integer(next_arg(w)), w, "priority")
         elif matches(word, "base-time"):
             action.base_time = _value(_time(next_arg(w)), w, "base-time")
         elif matches(word, "cycle-time"):
@@ -176,7 +175,7 @@ def _entry(w: Words, failed) -> tuple[bool, int, int, int]:
     ipv = octets = -1
     if w.left() < 2:
         return is_open, interval, ipv, octets
-    ipv = _c_long(next_arg(w), 32)
+    ipv = integer(next_arg(w))
     if ipv is None:
         w.pos -= 1
         return is_open, interval, -1, octets
@@ -185,7 +184,7 @@ def _entry(w: Words, failed) -> tuple[bool, int, int, int]:
     if w.left() < 2:
         return is_open, interval, ipv, octets
     text = next_arg(w)
-    octets = _c_long(text, 32)
+    octets = integer(text)
     size = 0
     if octets is None:
         octets = -1
@@ -198,17 +197,6 @@ def _entry(w: Words, failed) -> tuple[bool, int, int, int]:
         if size:
             octets = size
     return is_open, interval, ipv, octets if is_open else -1
-
-
-def _c_long(text: str, bits: int) -> int | None:
-    """``get_s32(..., 0)`` (``bits`` 32): a C integer literal, signed, filling the word."""
-    found = re.fullmatch(_C_INTEGER, text)
-    if found is None:
-        return None
-    sign, digits = found.groups()
-    value = int(digits, 16 if digits[:2] in ("0x", "0X") else 8 if digits[0] == "0" else 10)
-    value = -value if sign == "-" else value
-    return value if -(1 << bits - 1) <= value < 1 << bits - 1 else None
 
 
 def _time(text: str) -> int | None:
