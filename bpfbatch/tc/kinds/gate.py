@@ -16,7 +16,7 @@ import struct
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import NLA_F_NESTED, encode, strz
-from ..numbers import integer
+from ..numbers import integer, strtol
 from ..grammar import CommandError, Words, invalid, matches, unsigned
 from ..resolve import Resolver
 from . import gact
@@ -63,7 +63,6 @@ _S64 = struct.Struct("=q")
 _INT_MAX = (1 << 31) - 1
 _S64_MIN = -(1 << 63)
 
-_DECIMAL = r"[ \t\n\v\f\r]*([+-]?)([0-9]+)"
 #: What ``strtod`` reads at the start of a word: hex and decimal floats, inf, nan.
 _STRTOD = (r"[ \t\n\v\f\r]*([+-]?)(?:(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?)"
            r"|((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)|((?i:inf(?:inity)?|nan(?:\([0-9a-z_]*\))?)))")
@@ -201,11 +200,9 @@ def _entry(w: Words, failed) -> tuple[bool, int, int, int]:
 
 def _time(text: str) -> int | None:
     """base-time and the cycle times: ``get_s64(..., 10)``, else ``get_time64``."""
-    found = re.fullmatch(_DECIMAL, text)
-    if found is not None:
-        value = int(found.group(2)) * (-1 if found.group(1) == "-" else 1)
-        if -(1 << 63) <= value < 1 << 63:
-            return value
+    value, end, overflowed = strtol(text, 10)
+    if end and end == len(text) and not overflowed:
+        return value
     return _time64(text)
 
 
