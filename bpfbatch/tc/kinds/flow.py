@@ -6,7 +6,7 @@ and attributes (in the order the line gives them, then MODE, then MASK and XOR w
 from __future__ import annotations
 
 from ..encoding import u32
-from ..grammar import (CommandError, Words, any_address, illegal_unless, matches, parse_classid,
+from ..grammar import (CommandError, Words, get_address, illegal_unless, matches, parse_classid,
                        unsigned)
 from .common import EmatchOption, Listed, listed_options, next_value
 
@@ -118,10 +118,7 @@ def _addend(text: str, keys: int) -> int:
     body = text[1:] if negative else text
     value = unsigned(body)
     if value is None and keys & _ADDRESS_KEYS:
-        address = any_address(body)
-        if address is None:  # get_addr: its words, and exit(1)
-            raise CommandError(f'Error: any valid address is expected rather than "{body}".',
-                               fatal=True, status=1)
+        _, address = get_address(body)  # get_addr: tc's words, and exit(1)
         if address:
             value = int.from_bytes(address[-4:], "big")
     if value is None:
