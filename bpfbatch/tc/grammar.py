@@ -318,16 +318,45 @@ def ipv4_prefix(text: str) -> tuple[bytes, int] | None:
         return None
     if not slash:
         return addr, 32
-    bits = unsigned(length)
-    if bits is None:  # a netmask: its ones must be contiguous
-        mask = ipv4_address(length)
-        if mask is None:
-            return None
-        host = ~int.from_bytes(mask, "big") & 0xFFFFFFFF
-        if host & (host + 1):
-            return None
-        bits = 32 - host.bit_length()
-    return (addr, bits) if bits <= 32 else None
+    bits = _netmask(length)
+    return (addr, bits) if bits is not None and bits <= 32 else None
+
+
+def _netmask(text: str) -> int | None:
+    """``get_netmask``: a prefix length (``get_unsigned``, base 0) or an IPv4 netmask whose ones
+    are contiguous (``get_addr_1``'s, so ``default``/``any``/``all`` are 0) → the length; None
+    where it fails."""
+    bits = unsigned(text)
+    if bits is not None:
+        return bits
+    mask = any_address(text, socket.AF_INET)
+    if mask is None:
+        return None
+    host = ~int.from_bytes(mask.ljust(4, b"\0"), "big") & 0xFFFFFFFF
+    return None if host & (host + 1) else 32 - host.bit_length()
+
+
+def get_prefix(text: str, family: int = socket.AF_UNSPEC) -> tuple[int, bytes, int]:
+    """``get_prefix(..., family)``: ``ADDRESS[/LEN|/NETMASK]`` → (family, address bytes as
+    given, prefix length), the address as :func:`get_address` reads it and the length at most
+    the family's bits (all of them when not given). ``default``/``any``/``all`` keep
+    ``family`` and take no ``/`` (length 0). tc's words where it fails, exiting with status 1."""
+    address, slash, length = text.partition("/")
+    found = any_address(address, family)
+    bits = None
+    read = family
+    if found is not None:
+        if address in ("default", "any", "all"):
+            bits = None if slash else 0
+        else:
+            read = socket.AF_INET6 if ":" in address else socket.AF_INET
+            most = 8 * _ADDRESS_BYTES[read]
+            bits = _netmask(length) if slash else most
+            bits = bits if bits is not None and bits <= most else None
+    if bits is None:
+        raise CommandError(f'Error: {_FAMILY_NAMES[family]} prefix is expected rather than '
+                           f'"{text}".', fatal=True, status=1)
+    return read, found, bits
 
 
 def strtol_handle(text: str | None) -> int:

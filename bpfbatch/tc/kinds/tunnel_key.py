@@ -14,7 +14,7 @@ from ..action_list import action_failed, next_arg
 from ..encoding import NLA_F_NESTED, encode, strz
 from ..grammar import CommandError, Words, get_address, matches, unsigned
 from ..resolve import Resolver
-from . import gact
+from . import gact, tunnel_opts
 from .tail import Tail
 
 NAMES = ("tunnel_key",)
@@ -119,68 +119,32 @@ def _tokens(text: str, separator: str) -> list[str]:
     return [token for token in text.split(separator) if token]
 
 
-def _fields(text: str, readers: tuple) -> tuple | None:
-    """``CLASS:TYPE:DATA`` / ``VERSION:INDEX:DIR:HWID``: each ``:``-token read by its reader
-    into the attribute numbered by its place (1, 2, ...); fewer tokens are fewer attributes,
-    more fail; None where tc fails."""
-    tokens = _tokens(text, ":")
-    if len(tokens) > len(readers):
-        return None
-    attrs = []
-    for number, (token, read) in enumerate(zip(tokens, readers), 1):
-        value = read(token)
-        if value is None:
-            return None
-        attrs.append((number, value))
-    return tuple(attrs)
-
-
-def _packed(form: str, base: int, bits: int):
-    """A reader: ``get_u8``/``get_be16``/``get_be32`` in ``base``, packed as ``form``."""
-    def read(token: str) -> bytes | None:
-        value = unsigned(token, base, bits)
-        return None if value is None else struct.pack(form, value)
-    return read
-
-
-def _hex_data(token: str) -> bytes | None:
-    """``hex2mem`` of ``len // 2`` bytes: an odd last digit is not read (tc's quirk)."""
-    digits = token[:len(token) // 2 * 2]
-    if not all(c in "0123456789abcdefABCDEF" for c in digits):
-        return None
-    return bytes.fromhex(digits)
-
-
-_GENEVE_FIELDS = (_packed("!H", 16, 16), _packed("B", 16, 8), _hex_data)
-_ERSPAN_FIELDS = (_packed("B", 0, 8), _packed("!I", 0, 32), _packed("B", 0, 8), _packed("B", 0, 8))
-
-
 def _geneve(text: str) -> tuple | None:
     """``geneve_opts CLASS:TYPE:DATA[,...]``: ENC_OPTS { GENEVE { CLASS TYPE DATA } ... },
     without NLA_F_NESTED (tc sets it on the vxlan and erspan nests only)."""
     options = []
     for option in _tokens(text, ","):
-        fields = _fields(option, _GENEVE_FIELDS)
+        fields = tunnel_opts.fields(_tokens(option, ":"), tunnel_opts.GENEVE_FIELDS)
         if fields is None:
             return None
-        options.append((1, fields))
+        options.append((tunnel_opts.GENEVE, fields))
     return _ENC_OPTS, tuple(options)
 
 
 def _vxlan(text: str) -> tuple | None:
-    """``vxlan_opts GBP`` (``get_u32``, base 0): ENC_OPTS { VXLAN { GBP } }."""
-    gbp = unsigned(text)
+    """``vxlan_opts GBP``: ENC_OPTS { VXLAN { GBP } }."""
+    gbp = tunnel_opts.vxlan_gbp(text)
     if gbp is None:
         return None
-    return _ENC_OPTS | NLA_F_NESTED, ((2 | NLA_F_NESTED, ((1, struct.pack("=I", gbp)),)),)
+    return _ENC_OPTS | NLA_F_NESTED, ((tunnel_opts.VXLAN | NLA_F_NESTED, gbp),)
 
 
 def _erspan(text: str) -> tuple | None:
     """``erspan_opts VERSION:INDEX:DIR:HWID``: ENC_OPTS { ERSPAN { ... } }."""
-    fields = _fields(text, _ERSPAN_FIELDS)
+    fields = tunnel_opts.fields(_tokens(text, ":"), tunnel_opts.ERSPAN_FIELDS)
     if fields is None:
         return None
-    return _ENC_OPTS | NLA_F_NESTED, ((3 | NLA_F_NESTED, fields),)
+    return _ENC_OPTS | NLA_F_NESTED, ((tunnel_opts.ERSPAN | NLA_F_NESTED, fields),)
 
 
 #: The option blocks, in tc's order of checks: each reader → its attribute, None where it fails.
