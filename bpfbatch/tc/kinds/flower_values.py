@@ -1,7 +1,7 @@
 """The values flower's keys take, read as ``f_flower.c`` (iproute2 6.1) and the ``utils.c``
-readers under it read them: masked numbers, MAC addresses (``ll_addr_a2n``), prefixes
-(``get_prefix``), port ranges, conntrack states and labels, fragment flags. Not a kind: it
-names none.
+readers under it read them: masked numbers, MAC addresses (``ll_addr_a2n``), port ranges,
+conntrack states and labels, fragment flags (addresses and tos/ttl: :mod:`.flower_tunnel`'s
+readers, which the tunnel keys share). Not a kind: it names none.
 
 Each reader returns the attributes tc appends for the value, ``(type, bytes)`` in tc's order, or
 raises :class:`Bad` where tc's reader returns -1 (the key then says ``Illegal "KEY"``); where tc
@@ -9,17 +9,13 @@ exits (``invarg``, ``get_prefix``) it raises that :class:`~..grammar.CommandErro
 
 from __future__ import annotations
 
-import socket
 import struct
 
-from ..grammar import CommandError, any_address, invalid, ipv4_address
+from ..grammar import ipv4_address
 from ..numbers import strtoul, unsigned
 
-_U8 = struct.Struct("=B")
-_U16 = struct.Struct("=H")
-_BE16 = struct.Struct("!H")
-_U32 = struct.Struct("=I")
-_BE32 = struct.Struct("!I")
+#: The layouts of flower's numbers: host order (U*) or network order (BE*).
+U8, U16, BE16, U32, BE32 = (struct.Struct(f) for f in ("=B", "=H", "!H", "=I", "!I"))
 _ETH_ALEN = 6
 
 
@@ -53,18 +49,8 @@ def masked(text: str, value_type: int, mask_type: int, bits: int, network: bool 
     if valid is not None and not valid(value):
         raise Bad
     mask = number(mask_text, base, bits) if slash else (1 << bits) - 1
-    pack = {8: _U8, 16: _BE16 if network else _U16, 32: _BE32 if network else _U32}[bits].pack
+    pack = {8: U8, 16: BE16 if network else U16, 32: BE32 if network else U32}[bits].pack
     return [(value_type, pack(value)), (mask_type, pack(mask))]
-
-
-def tos_ttl(text: str, key_type: int, mask_type: int) -> list[tuple[int, bytes]]:
-    """``flower_parse_ip_tos_ttl``: the value in decimal or else hex, the mask in hex."""
-    value_text, slash, mask_text = text.partition("/")
-    value = unsigned(value_text, 10, bits=8)
-    if value is None:
-        value = number(value_text, 16, 8)
-    mask = number(mask_text, 16, 8) if slash else 0xFF
-    return [(key_type, _U8.pack(value)), (mask_type, _U8.pack(mask))]
 
 
 def tcp_flags(text: str, flags_type: int, mask_type: int) -> list[tuple[int, bytes]]:
@@ -75,7 +61,7 @@ def tcp_flags(text: str, flags_type: int, mask_type: int) -> list[tuple[int, byt
         value = number(part, 16, 16) if part is value_text or slash else 0xFFF
         if value & ~0xFFF:
             raise Bad
-        attrs.append((type_, _BE16.pack(value)))
+        attrs.append((type_, BE16.pack(value)))
     return attrs
 
 
@@ -123,63 +109,6 @@ def eth_addr(text: str, addr_type: int, mask_type: int) -> list[tuple[int, bytes
     return attrs
 
 
-#: ``family_name_verbose``, as ``get_prefix`` names the family it wanted.
-_FAMILY_NAMES = {socket.AF_UNSPEC: "any valid", socket.AF_INET: "inet", socket.AF_INET6: "inet6"}
-_BITS = {socket.AF_INET: 32, socket.AF_INET6: 128}
-
-
-def prefix(text: str, family: int) -> tuple[int, bytes, int]:
-    """``get_prefix(..., family)``: ``ADDRESS[/LEN|/NETMASK]`` → (family, address bytes, prefix
-    length). ``default``/``any``/``all`` take ``family`` (``default`` its zero address, the
-    others no bytes) and length 0; tc exits with status 1 where it fails."""
-    addr_text, slash, length = text.partition("/")
-    try:
-        address = any_address(addr_text, family)
-        if address is None:
-            raise Bad
-        if addr_text in ("default", "any", "all"):
-            if slash:
-                raise Bad
-            return family, address, 0
-        got = socket.AF_INET6 if ":" in addr_text else socket.AF_INET
-        if not slash:
-            return got, address, _BITS[got]
-        bits = _netmask(length)
-        if bits > _BITS[got]:
-            raise Bad
-        return got, address, bits
-    except Bad:
-        raise CommandError(f'Error: {_FAMILY_NAMES[family]} prefix is expected rather than '
-                           f'"{text}".', fatal=True, status=1) from None
-
-
-def _netmask(text: str) -> int:
-    """``get_netmask``: ``get_unsigned`` (any base), or a dotted IPv4 netmask of contiguous ones
-    (``default``/``any``/``all``: 0)."""
-    bits = unsigned(text)
-    if bits is not None:
-        return bits
-    mask = bytes(4) if text in ("default", "any", "all") else ipv4_address(text)
-    if mask is None:
-        raise Bad
-    host = ~int.from_bytes(mask, "big") & 0xFFFFFFFF
-    if host & (host + 1):
-        raise Bad
-    return 32 - host.bit_length()
-
-
-def ip_addr(text: str, family: int, v4_types: tuple[int, int], v6_types: tuple[int, int]
-            ) -> list[tuple[int, bytes]]:
-    """``__flower_parse_ip_addr``: the address then its prefix's mask, in the IPv4 attributes
-    when it is IPv4, else in the IPv6 ones (also for ``any``/``default`` of no family: no
-    bytes)."""
-    got, address, bits = prefix(text, family)
-    mask = ((1 << bits) - 1 << (len(address) * 8 - bits)).to_bytes(len(address), "big") \
-        if address else b""
-    value_type, mask_type = v4_types if got == socket.AF_INET else v6_types
-    return [(value_type, address), (mask_type, mask)]
-
-
 def port(text: str, types: tuple[int, int, int, int] | None) -> list[tuple[int, bytes]]:
     """``flower_parse_port``: ``PORT``, ``PORT/MASK`` or ``MIN-MAX``, decimal u16s (``MAX-0``
     is ``MAX`` alone, as tc reads it). ``types``: (port, port mask, range min, range max)
@@ -198,11 +127,11 @@ def port(text: str, types: tuple[int, int, int, int] | None) -> list[tuple[int, 
             raise Bad("max value should be greater than min value")
         if types is None:
             raise Bad
-        return [(types[2], _BE16.pack(low)), (types[3], _BE16.pack(high))]
+        return [(types[2], BE16.pack(low)), (types[3], BE16.pack(high))]
     if not (slash or low) or types is None:
         raise Bad
     if not slash:
-        return [(types[0], _BE16.pack(low))]
+        return [(types[0], BE16.pack(low))]
     return masked(low_text, types[0], types[1], 16, network=True)
 
 
@@ -227,36 +156,7 @@ def ct_state(text: str, state_type: int, mask_type: int) -> list[tuple[int, byte
                 break
         else:
             raise Bad
-    return [(state_type, _U16.pack(flags)), (mask_type, _U16.pack(mask))]
-
-
-_LABELS_SIZE = 16
-
-
-def ct_labels(text: str, labels_type: int, mask_type: int) -> list[tuple[int, bytes]]:
-    """``flower_parse_ct_labels``: ``HEX[/HEX]``, at most 32 digits each, read two at a time
-    (an odd last digit is not read); tc exits where they are too long or not hex."""
-    labels, slash, mask = text.partition("/")
-    if len(labels) > _LABELS_SIZE * 2 or len(mask) > _LABELS_SIZE * 2:
-        raise invalid(labels, f"{len(labels)} Max allowed size {_LABELS_SIZE * 2}")
-    value = _hex_bytes(labels)
-    if value is None:
-        raise invalid(labels, "labels must be a hex string\n")
-    if slash:
-        mask_value = _hex_bytes(mask)
-        if mask_value is None:
-            raise invalid(mask, "labels mask must be a hex string\n")
-    else:
-        mask_value = b"\xff" * _LABELS_SIZE
-    return [(labels_type, value), (mask_type, mask_value)]
-
-
-def _hex_bytes(text: str) -> bytes | None:
-    """``hex2mem(text, mem, len(text) / 2)``."""
-    digits = text[:len(text) // 2 * 2]
-    if not all(c in "0123456789abcdefABCDEF" for c in digits):
-        return None
-    return bytes.fromhex(digits)
+    return [(state_type, U16.pack(flags)), (mask_type, U16.pack(mask))]
 
 
 #: ``flags_str``: the fragment flags ``ip_flags`` names, TCA_FLOWER_KEY_FLAGS_*.
