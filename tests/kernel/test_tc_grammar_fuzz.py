@@ -1,7 +1,8 @@
 """A grammar fuzzer against the oracle: batch files of random lines drawn from tc's own usage
 texts (gact's ``<ACTION> [RAND] [INDEX]``, mirred's, skbedit's, police's, vlan's, csum's,
 connmark's, sample's, nat's, tunnel_key's, skbmod's, simple's, ife's, gate's, mpls's,
-ctinfo's, ct's, u32's selectors, fw's, route's, basic's, flow's, rsvp's and tcindex's options,
+ctinfo's, ct's, u32's selectors, fw's, route's, basic's, flow's, rsvp's, tcindex's and flower's
+options,
 the control verdicts),
 with words dropped, repeated or replaced by other words of those texts, run by ``tc -force -b``
 and ``bpfbatch tc -force -b`` in fresh namespaces: stdout, stderr, exit status and kernel state
@@ -177,8 +178,24 @@ _CLASSIC = st.tuples(
                               "hash 0"]), max_size=2).map(" ".join),
     st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}"), _POLICE.map(lambda p: f" {p}")),
 ).map(lambda t: f"filter add dev vethA ingress protocol ip prio 4 {t[0]}{t[1]} {t[2]}{t[3]}")
+#: flower: its keys under the ethertypes that allow them or not (no bad address for the
+#: ethertype's family: tc exits on it, ending the file's run early).
+_FLOWER = st.tuples(
+    st.sampled_from(["ip", "ipv6", "arp", "802.1q", "all"]),
+    st.lists(st.sampled_from(["skip_hw", "verbose", "classid 1:1", "hw_tc 3", "hw_tc 16",
+                              "indev vethB", "num_of_vlans 2", "vlan_id 5", "vlan_prio 8",
+                              "vlan_ethtype ip", "cvlan_id 3", "dst_mac 1:2:3:4:5:6/24",
+                              "src_mac zz", "ip_proto tcp", "ip_proto icmp", "ip_proto 0x2f",
+                              "ip_tos 0x10/fc", "ip_ttl 300", "dst_ip any", "dst_port 80",
+                              "src_port 90-80", "dst_port 10-20", "tcp_flags 0x12/0x17",
+                              "type 8", "code 0/15", "arp_op reply", "arp_op 3", "arp_sha zz",
+                              "ip_flags frag/nofirstfrag", "ip_flags bogus", "ct_state +trk+est",
+                              "ct_state trk", "ct_zone 5/0xff", "ct_mark x", "ct_label 0102/ff",
+                              "pppoe_sid 5", "foo"]), max_size=4).map(" ".join),
+    st.one_of(st.just(""), _ACTIONS.map(lambda a: f" {a}")),
+).map(lambda t: f"filter add dev vethA ingress protocol {t[0]} prio 5 flower {t[1]}{t[2]}")
 _LINE = st.one_of(_ACTIONS.map(lambda a: f"actions add {a}"),
-                  _ACTIONS.map(lambda a: f"actions replace {a}"), _U32, _CLASSIC)
+                  _ACTIONS.map(lambda a: f"actions replace {a}"), _U32, _CLASSIC, _FLOWER)
 _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", "goto", "chain",
                           "jump", "cookie", "aabb", "no_percpu", "pump", "help", "flowid", "1:1",
                           "skbedit", "mark", "ptype", "queue_mapping", "priority", "police",
@@ -189,7 +206,8 @@ _NOISE = st.sampled_from(["action", "index", "random", "gact", "mirred", "dev", 
                           "dmac", "etype", "simple", "sdata", "ife", "encode", "allow", "use",
                           "gate", "sched-entry", "open", "base-time", "flow", "keys", "hash",
                           "rsvp", "session", "tcindex", "geneve_opts", "mpls", "label", "ttl",
-                          "ctinfo", "dscp", "cpmark", "ct", "commit", "addr"])
+                          "ctinfo", "dscp", "cpmark", "ct", "commit", "addr", "flower",
+                          "ip_proto", "dst_port", "vlan_id", "ct_state"])
 
 
 @st.composite
