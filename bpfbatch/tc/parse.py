@@ -47,7 +47,14 @@ filter add|del|change|replace dev DEV [ingress|egress|root|parent ID] [prio N] [
   bpf [pinned|object-pinned|fd PATH | obj|object-file FILE [sec NAME] | bytecode 'N,c t f k,...']
       [da] [classid ID] [skip_hw|skip_sw] [action ...]
   matchall [skip_hw|skip_sw] [classid ID] [action ...]                  (handle read by strtol)
-  flower [skip_hw|skip_sw] [src_mac MAC] [dst_mac MAC] [classid ID] [action ...]
+  flower [MATCH ...] [verbose] [skip_hw|skip_sw] [classid ID | hw_tc TC] [action ...]
+      MATCH := indev DEV | num_of_vlans N | [c]vlan_id|[c]vlan_prio N | [c]vlan_ethtype P
+             | pppoe_sid N | ppp_proto P | dst_mac|src_mac|arp_tha|arp_sha MAC[/MASK|/BITS]
+             | ip_proto P | ip_tos|ip_ttl V[/M] | dst_ip|src_ip|arp_tip|arp_sip PREFIX
+             | dst_port|src_port PORT[/MASK]|MIN-MAX | tcp_flags F[/M] | type|code V[/M]
+             | arp_op request|reply|N[/M] | ip_flags [no]frag/[no]firstfrag
+             | ct_state {+|-}FLAGS | ct_zone|ct_mark V[/M] | ct_label HEX[/HEX]
+             | enc_*, geneve_opts, vxlan_opts, erspan_opts, gtp_opts, mpls* (tunnel keys)
   fw [classid ID] [indev DEV] [police POLICE] [action ...]           (handle HANDLE[/FWMASK])
   route [from REALM | fromif DEV] [to REALM] [order N] [classid ID] [police POLICE] [action ...]
   basic [match EMATCH_TREE] [classid ID] [police POLICE] [action ...] (handle read by strtol)
@@ -245,7 +252,8 @@ def _parse_filter(w: Words) -> R.Filter:
             parse = parsers("filter").get(word)
             if parse is not None:
                 _filter_handle(handle_text, word, None)  # each kind reads the handle first
-                classifier = parse(w)
+                classifier = parse(w, R.filter_protocol(verb, protocol), parent) \
+                    if getattr(parse, "reads_header", False) else parse(w)
             elif w.peek() is None:
                 raise CommandError(f"unsupported filter option or classifier '{word}'")
             else:  # tc has no module by that name: its stand-in parser refuses any option

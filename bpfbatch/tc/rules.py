@@ -535,9 +535,7 @@ class Filter:
 
     def message(self, resolve: Resolver) -> tuple[int, int, bytes]:
         flags = S.FILTER_VERB_FLAGS[self.verb]
-        protocol = self.protocol
-        if protocol is None:
-            protocol = S.ETH_P_ALL if flags & S.NLM_F_CREATE else 0
+        protocol = filter_protocol(self.verb, self.protocol)
         info = (self.prio << 16) | socket.htons(protocol)
         attrs = [] if self.chain is None else [u32(S.TCA.CHAIN, self.chain)]  # tc: before KIND
         if self.classifier is not None:
@@ -548,6 +546,14 @@ class Filter:
         body = S.TCMSG.pack(0, resolve.ifindex(self.dev), self.handle, self.parent, info) + encode(attrs)
         msg_type = S.Msg.DELTFILTER if self.verb == "del" else S.Msg.NEWTFILTER
         return msg_type, flags, body
+
+
+def filter_protocol(verb: str, protocol: int | None) -> int:
+    """The ethertype a filter line sends: its ``protocol``, or tc's default where it names none
+    (``all`` for the verbs that create, add and replace; 0 for change and del)."""
+    if protocol is not None:
+        return protocol
+    return S.ETH_P_ALL if S.FILTER_VERB_FLAGS[verb] & S.NLM_F_CREATE else 0
 
 
 INGRESS = S.tc_h_make(S.TC_H_INGRESS, S.TC_H_MIN_INGRESS)

@@ -71,16 +71,20 @@ ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
 ETH_P_ARP = 0x0806
 ETH_P_8021Q = 0x8100
-#: ``protocol`` names (iproute2's ll_proto.c table, matched case-insensitively as it does).
-PROTOCOLS = {"802_3": 0x0001, "802_2": 0x0004, "ip": ETH_P_IP, "ipv4": ETH_P_IP, "arp": ETH_P_ARP,
-             "rarp": 0x8035, "802.1q": ETH_P_8021Q, "802.1ad": 0x88A8, "ipv6": ETH_P_IPV6,
-             "all": ETH_P_ALL, "loop": 0x0060, "mpls_uc": 0x8847, "mpls_mc": 0x8848,
-             "lldp": 0x88CC, "ipx": 0x8137, "pppoe_disc": 0x8863, "pppoe_sess": 0x8864,
-             "wan_ppp": 0x0007, "ppp_mp": 0x0008, "atalk": 0x809B, "aarp": 0x80F3, "x25": 0x0805,
-             "ieeepup": 0x0a00, "ieeepupat": 0x0a01, "pup": 0x0200, "pupat": 0x0201,
-             "dec": 0x6000, "dna_dl": 0x6001, "dna_rc": 0x6002, "dna_rt": 0x6003, "lat": 0x6004,
-             "cust": 0x6006, "sca": 0x6007, "rarp_old": 0x8035, "tipc": 0x88CA, "fcoe": 0x8906,
-             "macsec": 0x88E5, "ncsi": 0x88F8, "mpls": 0x8847}
+#: ``protocol`` names: iproute2 6.1's ll_proto.c table (matched case-insensitively, as it does).
+PROTOCOLS = {
+    "loop": 0x0060, "pup": 0x0200, "pupat": 0x0201, "ip": ETH_P_IP, "x25": 0x0805,
+    "arp": ETH_P_ARP, "bpq": 0x08FF, "ieeepup": 0x0A00, "ieeepupat": 0x0A01, "dec": 0x6000,
+    "dna_dl": 0x6001, "dna_rc": 0x6002, "dna_rt": 0x6003, "lat": 0x6004, "diag": 0x6005,
+    "cust": 0x6006, "sca": 0x6007, "rarp": 0x8035, "atalk": 0x809B, "aarp": 0x80F3,
+    "ipx": 0x8137, "ipv6": ETH_P_IPV6, "ppp_disc": 0x8863, "ppp_ses": 0x8864, "atmmpoa": 0x884C,
+    "atmfate": 0x8884, "802_3": 0x0001, "ax25": 0x0002, "all": ETH_P_ALL, "802_2": 0x0004,
+    "snap": 0x0005, "ddcmp": 0x0006, "wan_ppp": 0x0007, "ppp_mp": 0x0008, "localtalk": 0x0009,
+    "can": 0x000C, "ppptalk": 0x0010, "tr_802_2": 0x0011, "mobitex": 0x0015, "control": 0x0016,
+    "irda": 0x0017, "econet": 0x0018, "tipc": 0x88CA, "profinet": 0x8892, "aoe": 0x88A2,
+    "ethercat": 0x88A4, "802.1q": ETH_P_8021Q, "802.1ad": 0x88A8, "mpls_uc": 0x8847,
+    "mpls_mc": 0x8848, "teb": 0x6558, "lldp": 0x88CC, "ipv4": ETH_P_IP,
+}
 
 
 def protocol_number(word: str) -> int | None:

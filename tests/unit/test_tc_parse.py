@@ -172,9 +172,11 @@ def test_write_verbs_take_a_prefix_first():
 def test_tdc_batch_lines():
     rule = parse_command("filter add dev v prio 1 protocol ip ingress handle 1  flower skip_hw "
                          "src_mac e4:11:00:00:01:02 dst_mac e4:12:00:00:01:02 action drop index 1")
-    assert rule.handle == 1 and rule.classifier.flags == 1
-    assert rule.classifier.src_mac == bytes.fromhex("e41100000102")
-    assert rule.classifier.actions == (Gact("drop", 1),)
+    assert rule.handle == 1 and rule.classifier.kind == "flower"
+    attrs = dict(rule.classifier.attrs)  # flower's TCA_FLOWER_* attributes, by number
+    assert attrs[6] == bytes.fromhex("e41100000102") and attrs[7] == b"\xff" * 6  # ETH_SRC, mask
+    assert attrs[22] == b"\x01\0\0\0"  # FLAGS: skip_hw
+    assert attrs[3] == [Gact("drop", 1)]
 
 
 @pytest.mark.parametrize("line,message", [
@@ -193,7 +195,7 @@ def test_tdc_batch_lines():
     ("filter add dev a ingress handle 1:2:1000 u32", "Illegal filter ID"),
     ("filter add dev a ingress u32 match ip sport 80", 'Illegal "match"'),
     ("filter add dev a ingress u32 match ip dst 1.2.3.4/33", 'Illegal "match"'),
-    ("filter add dev a ingress flower src_mac e4:11", "bad MAC address 'e4:11'"),
+    ("filter add dev a ingress flower src_mac e4:zz", '"zz" is invalid lladdr. Illegal "src_mac"'),
     ("actions add action mirred sideways redirect dev b", "mirred option not supported sideways "
      "bad action parsing parse_action: bad value (5:mirred)! Illegal \"action\""),
     ("actions add action mirred egress redirect index 3", 'Command line is not complete.'),

@@ -5,7 +5,10 @@ A module names its kind(s) in ``NAMES`` and defines a parser for each role it pl
 ``parse_action(w, left)`` (``left``: tc's argc at the kind word, which some error lines print),
 ``parse_filter(w)``, ``parse_qdisc(w, name)`` or ``parse_class(w, name)``, each returning the
 :mod:`..rules` object; a classifier reading its own ``handle`` (tc passes it to the kind)
-defines ``parse_handle(text, classifier)`` (``text`` None when the line gives none). Adding a kind is adding a module here; :func:`parsers` finds it.
+defines ``parse_handle(text, classifier)`` (``text`` None when the line gives none); a
+classifier reading the filter's protocol and parent as tc's message header holds them when the
+kind parses (flower) marks its parser ``reads_header`` and is called ``parse_filter(w,
+protocol, parent)``. Adding a kind is adding a module here; :func:`parsers` finds it.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def parse_action(w: Words, left: int) -> Ct:
                 raise failed('ct: Illegal "mark"')
             options += ((_MARK, _U32.pack(mark[0])), (_MARK_MASK, _U32.pack(mark[1])))
         elif matches(word, "label"):
-            options += _labels(next_arg(w))
+            options += labels(next_arg(w), (_LABELS, _LABELS_MASK), "ct: ")
         elif matches(word, "help"):
             raise CommandError(USAGE, fatal=True)
         else:
@@ -160,24 +160,25 @@ def _masked(text: str) -> tuple[int, int] | None:
     return None if value is None or mask is None else (value, mask)
 
 
-def _labels(text: str) -> tuple:
-    """``ct_parse_labels``: ``HEX[/HEX]`` → the LABELS and LABELS_MASK attributes (the mask
-    16 bytes of ones when absent). As in tc, each hex string is read two digits at a time, so
-    an odd last digit is dropped; too long or not hex: tc's words (``invarg``), and it exits."""
+def labels(text: str, numbers: tuple[int, int], said: str) -> tuple:
+    """``ct_parse_labels`` (flower's ``flower_parse_ct_labels`` too): ``HEX[/HEX]`` → the
+    labels and mask attributes, ``numbers`` (the mask 16 bytes of ones when absent). As in tc,
+    each hex string is read two digits at a time, so an odd last digit is dropped; too long or
+    not hex: tc's words after ``said`` (``invarg``), and it exits."""
     labels, slash, mask = text.partition("/")
     if len(labels) > 2 * _LABELS_SIZE or len(mask) > 2 * _LABELS_SIZE:
         # tc names the label's length even when the mask is the long one
         raise invalid(labels, f"{len(labels)} Max allowed size {2 * _LABELS_SIZE}")
     value = _hex_bytes(labels)
     if value is None:
-        raise invalid(labels, "ct: labels must be a hex string\n")
+        raise invalid(labels, f"{said}labels must be a hex string\n")
     if slash:
         lmask = _hex_bytes(mask)
         if lmask is None:
-            raise invalid(mask, "ct: labels mask must be a hex string\n")
+            raise invalid(mask, f"{said}labels mask must be a hex string\n")
     else:
         lmask = b"\xff" * _LABELS_SIZE
-    return (_LABELS, value), (_LABELS_MASK, lmask)
+    return (numbers[0], value), (numbers[1], lmask)
 
 
 def _hex_bytes(text: str) -> bytes | None:
