@@ -16,6 +16,7 @@ from ..action_list import next_arg
 from ..encoding import NLA_F_NESTED, encode
 from ..grammar import CommandError, Words, get_prefix, matches, unsigned
 from . import tunnel_opts
+from .flower_values import Bad, number
 
 # linux/pkt_cls.h: TCA_FLOWER_KEY_*
 _ENC_KEY_ID = 26
@@ -41,20 +42,20 @@ def ip_address(text: str, family: int, v4: int, v6: int) -> list[tuple[int, byte
     read, address, bits = get_prefix(text, family)
     size = len(address)
     mask = (((1 << bits) - 1) << (8 * size - bits)).to_bytes(size, "big")
-    number = v4 if read == socket.AF_INET else v6
-    return [(number, address), (number + 1, mask)]
+    attr = v4 if read == socket.AF_INET else v6
+    return [(attr, address), (attr + 1, mask)]
 
 
 def tos_ttl(text: str) -> tuple[int, int] | None:
     """``flower_parse_ip_tos_ttl``: ``VALUE[/MASK]``, the value ``get_u8`` in base 10 or else
     16, the mask in base 16 (0xff when not given) → (value, mask); None where it fails."""
     value, slash, mask = text.partition("/")
-    number = unsigned(value, 10, 8)
-    number = unsigned(value, 16, 8) if number is None else number
-    mask_number = unsigned(mask, 16, 8) if slash else 0xFF
-    if number is None or mask_number is None:
+    read = unsigned(value, 10, 8)
+    read = unsigned(value, 16, 8) if read is None else read
+    mask_read = unsigned(mask, 16, 8) if slash else 0xFF
+    if read is None or mask_read is None:
         return None
-    return number, mask_number
+    return read, mask_read
 
 
 def parse_key(w: Words, attrs: list[tuple[int, bytes]], types: tuple[int, int, int]) -> bool:
@@ -68,13 +69,13 @@ def parse_key(w: Words, attrs: list[tuple[int, bytes]], types: tuple[int, int, i
         return False
     for name, parse in _KEYS:
         if word == name if name == "gtp_opts" else matches(word, name):  # gtp_opts: strcmp
-            parse(w, attrs, types[0], name)
+            try:
+                parse(w, attrs, types[0], name)
+            except Bad as failed:  # the key's reader returned -1
+                said = f"{failed.text}\n" if failed.text else ""
+                raise CommandError(f'{said}Illegal "{name}"') from None
             return True
     return False
-
-
-def _illegal(name: str, said: str = "") -> CommandError:
-    return CommandError(f'{said}Illegal "{name}"')
 
 
 def _enc_ip(v4: int, v6: int):
@@ -86,23 +87,20 @@ def _enc_ip(v4: int, v6: int):
     return parse
 
 
-def _number(number: int, form: str, base: int, bits: int):
+def _number(attr: int, form: str, base: int, bits: int):
     """A key of one number: ``get_be32``/``get_be16`` in ``base``."""
     def parse(w: Words, attrs: list, eth_type: int, name: str) -> None:
-        value = unsigned(next_arg(w), base, bits)
-        if value is None:
-            raise _illegal(name)
-        attrs.append((number, struct.pack(form, value)))
+        attrs.append((attr, struct.pack(form, number(next_arg(w), base, bits))))
         w.pos += 1
     return parse
 
 
-def _tos_ttl(number: int):
+def _tos_ttl(attr: int):
     def parse(w: Words, attrs: list, eth_type: int, name: str) -> None:
         read = tos_ttl(next_arg(w))
         if read is None:
-            raise _illegal(name)
-        attrs += ((number, bytes((read[0],))), (number + 1, bytes((read[1],))))
+            raise Bad
+        attrs += ((attr, bytes((read[0],))), (attr + 1, bytes((read[1],))))
         w.pos += 1
     return parse
 
@@ -115,9 +113,9 @@ def _option_block(text: str, readers: tuple, block: int, unknown: str) -> bytes:
     tokens = text.split(":")
     fields = tunnel_opts.fields(tokens[:len(readers)], readers)
     if fields is None:
-        raise ValueError
+        raise Bad
     if len(tokens) > len(readers):
-        raise ValueError(f'Unknown "{unknown}" type\n')
+        raise Bad(f'Unknown "{unknown}" type')
     flag = 0 if block == tunnel_opts.GENEVE else NLA_F_NESTED
     return encode(((block | flag, fields),))
 
@@ -130,7 +128,7 @@ def _geneve(text: str) -> tuple[list, list]:
     for option in text.split(","):
         key, slash, mask = option.partition("/")
         if not all(key.split(":")) or key.count(":") != 2:
-            raise ValueError
+            raise Bad
         keys.append(key)
         masks.append(mask if slash else "ffff:ff:" + "f" * len(key.rpartition(":")[2]))
     return ([_option_block(key, tunnel_opts.GENEVE_FIELDS, tunnel_opts.GENEVE, "geneve_opts")
@@ -146,7 +144,7 @@ def _vxlan(text: str) -> tuple[list, list]:
     for gbp in (key, mask if slash else "0xffffffff"):
         fields = tunnel_opts.vxlan_gbp(gbp)
         if fields is None:
-            raise ValueError
+            raise Bad
         blocks.append([encode(((tunnel_opts.VXLAN | NLA_F_NESTED, fields),))])
     return blocks[0], blocks[1]
 
@@ -159,7 +157,7 @@ def _erspan(text: str) -> tuple[list, list]:
     key, slash, mask = text.partition("/")
     if not slash:
         if ":" not in key:
-            raise ValueError
+            raise Bad
         mask = key.partition(":")[0] + ":0xffffffff:0xff:0xff"
     return ([_option_block(key, tunnel_opts.ERSPAN_FIELDS, tunnel_opts.ERSPAN, "geneve_opts")],
             [_option_block(mask, tunnel_opts.ERSPAN_FIELDS, tunnel_opts.ERSPAN, "geneve_opts")])
@@ -174,7 +172,7 @@ def _gtp(text: str) -> tuple[list, list]:
     for option in (key, mask if slash else "ff:ff"):
         tokens = option.split(":")
         if len(tokens) < 2:
-            raise ValueError
+            raise Bad
         blocks.append([_option_block(":".join(tokens[:2]), tunnel_opts.GTP_FIELDS,
                                      tunnel_opts.GTP, "gtp_opts")])
     return blocks[0], blocks[1]
@@ -182,13 +180,9 @@ def _gtp(text: str) -> tuple[list, list]:
 
 def _options(read, flag: int):
     """An ``*_opts`` key: ENC_OPTS { the key's blocks } then ENC_OPTS_MASK { the masks' },
-    NLA_F_NESTED on both where ``flag``; 'Illegal "<key>"' (after what the reader said) where
-    the reader fails."""
+    NLA_F_NESTED on both where ``flag``."""
     def parse(w: Words, attrs: list, eth_type: int, name: str) -> None:
-        try:
-            keys, masks = read(next_arg(w))
-        except ValueError as failure:
-            raise _illegal(name, failure.args[0] if failure.args else "") from None
+        keys, masks = read(next_arg(w))
         attrs += ((_ENC_OPTS | flag, b"".join(keys)), (_ENC_OPTS_MASK | flag, b"".join(masks)))
         w.pos += 1
     return parse
@@ -201,7 +195,7 @@ def _mpls_checked(w: Words, attrs: list, eth_type: int, name: str, format_new: b
     value = next_arg(w)
     if eth_type not in _ETH_P_MPLS:
         raise CommandError(f'Can\'t set "{name}" if ethertype isn\'t MPLS')
-    used = {number & ~NLA_F_NESTED for number, _ in attrs}
+    used = {attr & ~NLA_F_NESTED for attr, _ in attrs}
     if format_new and used & _MPLS_OLD:
         raise CommandError('Can\'t set "mpls" if "mpls_label", "mpls_tc", "mpls_bos" or '
                            '"mpls_ttl" is set')
@@ -210,13 +204,13 @@ def _mpls_checked(w: Words, attrs: list, eth_type: int, name: str, format_new: b
     return value
 
 
-def _field(number: int, form: str, most: int):
+def _field(attr: int, form: str, most: int):
     """A number of an MPLS label stack entry: ``get_u32``/``get_u8`` in base 10, at most
     ``most`` (its field's width) → (attribute, read) where read is None where it fails."""
     def read(text: str) -> bytes | None:
         value = unsigned(text, 10, 32 if form == "=I" else 8)
         return None if value is None or value & ~most else struct.pack(form, value)
-    return number, read
+    return attr, read
 
 
 _LABEL, _TC, _BOS, _TTL = ("=I", 0xFFFFF), ("B", 7), ("B", 1), ("B", 0xFF)
@@ -230,11 +224,11 @@ _LSE = {"depth": _field(_LSE_DEPTH, "B", 0xFF), "label": _field(_LSE_LABEL, *_LA
 
 
 def _mpls_single(w: Words, attrs: list, eth_type: int, name: str) -> None:
-    number, read = _SINGLE[name]
+    attr, read = _SINGLE[name]
     value = read(_mpls_checked(w, attrs, eth_type, name, False))
     if value is None:
-        raise _illegal(name)
-    attrs.append((number, value))
+        raise Bad
+    attrs.append((attr, value))
     w.pos += 1
 
 
@@ -259,12 +253,12 @@ def _lse(w: Words) -> bytes:
         name = next((name for name in _LSE if matches(word, name)), None)
         if name is None:
             break
-        number, read = _LSE[name]
+        attr, read = _LSE[name]
         value = read(next_arg(w))
         if value is None or name == "depth" and value == b"\0":
-            raise _illegal(name)
+            raise CommandError(f'Illegal "{name}"')  # the entry's word, not the key's
         depth = depth or name == "depth"
-        fields.append((number, value))
+        fields.append((attr, value))
         w.pos += 1
     if not depth:
         raise CommandError('Error: argument "depth" is required', fatal=True)
