@@ -16,8 +16,9 @@ from __future__ import annotations
 import socket
 
 from .. import specs as S
-from ..grammar import CommandError, Words, invalid, matches, parse_classid, unsigned
+from ..grammar import CommandError, Words, invalid, matches, parse_classid, unsigned, what_is
 from ..numbers import strtoul
+from ..resolve import IFNAMSIZ
 from . import flower_tunnel
 from . import flower_values as V
 from .flower_tunnel import ip_address, tos_ttl
@@ -123,7 +124,6 @@ _PPP_PROTOCOLS = {"ip": 0x21, "at": 0x29, "ipx": 0x2B, "vjc_comp": 0x2D, "vjc_un
 _PPP_ETHERTYPES = {0x21: S.ETH_P_IP, 0x57: S.ETH_P_IPV6, 0x281: _ETH_P_MPLS_UC,
                    0x283: _ETH_P_MPLS_MC}
 _ARP_OPS = {"request": 1, "reply": 2}
-_IFNAMSIZ = 16
 
 
 class _State:
@@ -167,7 +167,7 @@ def parse_filter(w: Words, protocol: int = S.ETH_P_ALL, parent: int = 0) -> List
         elif word == "help":
             raise CommandError(USAGE)
         else:
-            raise CommandError(f'What is "{word}"?\n{USAGE}')
+            raise CommandError(what_is(word, USAGE))
         w.pos += 1
     attrs.append((_FLAGS, V.U32.pack(state.flags)))
     if state.mtf_mask:
@@ -222,7 +222,7 @@ def _flag(bit: int):
 
 
 def _indev(state: _State, value: str) -> None:
-    if not value or len(value.encode()) >= _IFNAMSIZ or any(c == "/" or c in " \t\n\v\f\r"
+    if not value or len(value.encode()) >= IFNAMSIZ or any(c == "/" or c in " \t\n\v\f\r"
                                                               for c in value):
         raise invalid(value, '"indev" not a valid ifname')
     state.attrs.append((_INDEV, value.encode() + b"\0"))
