@@ -54,15 +54,14 @@ def masked(text: str, value_type: int, mask_type: int, bits: int, network: bool 
 
 
 def tcp_flags(text: str, flags_type: int, mask_type: int) -> list[tuple[int, bytes]]:
-    """``flower_parse_tcp_flags``: hex, at most 0xfff each, network order."""
-    attrs = []
+    """``flower_parse_tcp_flags``: ``FLAGS[/MASK]`` in hex, at most 0xfff each (the mask 0xfff
+    when absent), network order."""
     value_text, slash, mask_text = text.partition("/")
-    for part, type_ in ((value_text, flags_type), (mask_text, mask_type)):
-        value = number(part, 16, 16) if part is value_text or slash else 0xFFF
-        if value & ~0xFFF:
-            raise Bad
-        attrs.append((type_, BE16.pack(value)))
-    return attrs
+    flags = number(value_text, 16, 16)
+    mask = number(mask_text, 16, 16) if slash else 0xFFF
+    if (flags | mask) & ~0xFFF:
+        raise Bad
+    return [(flags_type, BE16.pack(flags)), (mask_type, BE16.pack(mask))]
 
 
 def lladdr(text: str, size: int = _ETH_ALEN, into: bytearray | None = None) -> bytearray:
