@@ -35,12 +35,18 @@ def verdict_word(token: str | None) -> str | None:
     return next((word for word in S.CONTROL_WORDS if matches(token, word)), None)
 
 
-def parse_actions(w: Words) -> tuple[R.Action, ...]:
+#: ``new_cmd``: a word tc's ``parse_action`` ends the list at (a prefix of one of these).
+_COMMAND_WORDS = ("change", "replace", "delete", "get", "add")
+
+
+def parse_actions(w: Words, in_filter: bool = False) -> tuple[R.Action, ...]:
     """One or more actions, the cursor on the first ``action``.
 
     As in tc's ``parse_action``, a cookie stays set for the rest of the command: an action
     without one of its own carries the last one given before it (tc keeps one cookie buffer
-    per command and never clears it)."""
+    per command and never clears it). ``in_filter``: a classifier's actions, which end, as
+    tc's do, at a prefix of a command word (``a``, ``d``, ``get``...: ``new_cmd``), the
+    classifier reading on from there (none read yet: none at all)."""
     kinds = parsers("action")
     actions = []
     cookie = None
@@ -48,7 +54,8 @@ def parse_actions(w: Words) -> tuple[R.Action, ...]:
         if word in ("action", "actions"):
             w.pos += 1
             continue
-        if word in ("flowid", "classid"):
+        if word in ("flowid", "classid") or in_filter and any(
+                matches(word, command) for command in _COMMAND_WORDS):
             break
         if word == "help":  # tc's parse_action fails at once: only its caller's line is said
             raise CommandError('Illegal "action"')

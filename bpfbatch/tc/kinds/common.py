@@ -104,7 +104,7 @@ def actions_attr(w: Words, number: int, action_line: str = 'Illegal "action"') -
     failed action."""
     next_value(w)
     try:
-        return number, list(parse_actions(w))
+        return number, list(parse_actions(w, in_filter=True))
     except CommandError as exc:
         text = str(exc)
         if exc.fatal or not text.endswith('Illegal "action"'):
