@@ -24,6 +24,12 @@ from .numbers import LONG_MAX, strtol, strtoul, unsigned
 DEVICES: contextvars.ContextVar[Callable[[str], int | None] | None] = \
     contextvars.ContextVar("tc_devices", default=None)
 
+#: Where tc loads or opens a BPF program while it parses (the bpf action's ``object-file`` and
+#: ``object-pinned``), and so fails there: the batch's :class:`~.resolve.Resolver`, whose fds
+#: the encoder then finds cached. Set by the batch reader around each line it parses; unset
+#: (None), the encoder loads the program instead.
+PROGRAMS: contextvars.ContextVar = contextvars.ContextVar("tc_programs", default=None)
+
 #: What a kind's parser keeps from one line of a batch to the next, as tc's static variables do
 #: (the ematch scanner's rest of input and string mode): a dict per batch, keyed by the kind's
 #: module. Set by the batch reader around each line it parses; unset (None), each line is read

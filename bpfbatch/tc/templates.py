@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 from ..errors import BpfBatchError
 from .message import LineError, Listing, Message, Parsed, undo_of
-from .grammar import BATCH_STATE, DEVICES
+from .grammar import BATCH_STATE, DEVICES, PROGRAMS
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
 from . import rules as R
@@ -274,11 +274,13 @@ class TemplateReader:
     def _parsed(self, number: int, text: str | None, name: str) -> Parsed | Rule:
         """The full parser and encoder for one line (the rule itself if ``unencoded`` takes it)."""
         token = DEVICES.set(self._resolve.find_device)  # devices tc resolves while parsing
+        programs = PROGRAMS.set(self._resolve)  # and programs it loads while parsing
         kept = BATCH_STATE.set(self._kept)
         try:
             rule = parse_numbered(number, text, name)
         finally:
             BATCH_STATE.reset(kept)
+            PROGRAMS.reset(programs)
             DEVICES.reset(token)
         if rule.__class__ in _NOT_RULES or (self._unencoded is not None and self._unencoded(rule)):
             return rule
