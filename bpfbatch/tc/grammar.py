@@ -111,13 +111,23 @@ def split_words(text: str) -> list[str]:
     return words
 
 
-def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
+def read_commands(lines: Iterable[str], buffer=None) -> Iterator[tuple[int, str | None]]:
     """Yield ``(line_number, command_text)`` per logical command, numbered like tc; text None
-    when the input ends inside a continuation (tc: "Missing continuation line")."""
+    when the input ends inside a continuation (tc: "Missing continuation line"). ``buffer``,
+    a :class:`~.linebuffer.LineBuffer`, is shown every line as tc's line buffer takes it."""
     number = 0
     pending: list[str] = []
+    # the buffer's stack, fed here rather than through a call: this loop reads every line
+    kept, sizes = (buffer.lines, buffer.sizes) if buffer is not None else (None, None)
     for raw in lines:
         number += 1
+        if kept is not None:  # getline(): the line hides the shorter ones it overwrites
+            size = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogateescape"))
+            while sizes and sizes[-1] <= size:
+                sizes.pop()
+                kept.pop()
+            sizes.append(size)
+            kept.append(raw)
         text = raw.split("#", 1)[0] if "#" in raw else raw
         if text.endswith("\\\n"):
             pending.append(text[:-2])
@@ -126,6 +136,8 @@ def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
             pending.append(text)
             text = "".join(pending)
             pending.clear()
+            if buffer is not None:
+                buffer.join(text)
         if text and not text.isspace():
             yield number, text
     if pending:
