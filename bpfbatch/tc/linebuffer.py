@@ -72,7 +72,7 @@ def _as_tc_leaves(raw: str) -> tuple[bytearray, list[int]]:
     makeargs' NULs), and where each of makeargs' words starts."""
     data = bytearray(raw.encode("utf-8", "surrogateescape"))
     data.append(0)
-    cut = data.find(b"#")
+    cut = data.find(b"#", 0, data.find(0))  # strchr(): up to the line's first NUL
     if cut >= 0:
         data[cut] = 0
     end = data.find(0)
