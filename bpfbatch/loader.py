@@ -172,12 +172,14 @@ class BpfObject:
         check(lib.bpf_map__set_inner_map_fd(handle, template.fd), "set inner map template",
               what)
 
-    def only_section(self, section: str, prog_type: int) -> Program:
-        """Load only the program in ELF ``section``, as ``prog_type`` (tc's ``bpf obj FILE sec
-        NAME``: the section name is the user's, libbpf may not know what type it implies)."""
+    def only_section(self, section: str, prog_type: int, name: str | None = None) -> Program:
+        """Load only the (first) program in ELF ``section``, or the one named ``name`` in any
+        section, as ``prog_type`` (tc's ``bpf obj FILE sec NAME [program NAME]``: the section
+        name is the user's, libbpf may not know what type it implies)."""
         chosen = None
         for prog in self.programs():
-            mine = prog.section == section and chosen is None
+            mine = (prog.section == section if name is None else prog.name == name) \
+                and chosen is None
             check(lib.bpf_program__set_autoload(prog.handle, mine), "set autoload",
                   f"{self.label}: {prog.name}")
             if mine:
@@ -185,7 +187,8 @@ class BpfObject:
                       f"{self.label}: {prog.name}")
                 chosen = prog
         if chosen is None:
-            raise NotFoundError(f"no program in section {section}", obj=self.label)
+            raise NotFoundError(f"no program in section {section}" if name is None
+                                else f"no program named {name}", obj=self.label)
         return chosen
 
     def program_fd(self, name: str) -> int:

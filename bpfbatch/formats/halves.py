@@ -106,11 +106,21 @@ class _Child:
         self.args = fd, start, stop, typed
 
     def __enter__(self) -> _Child:
-        self.fd = os.memfd_create("bpfbatch-load")
+        """Start the child. A signal that lands while it starts is held until its pid is
+        stored and is then raised here, after the child is killed and reaped: raised the
+        moment ``fork()`` returned, it would leave ``__enter__`` with no ``__exit__`` to come
+        and the child running on its own."""
+        self.fd = self.pid = None
         parent = os.getpid()
-        self.pid = os.fork()
-        if self.pid == 0:
-            _child(self.fd, parent, *self.args)  # never returns
+        try:
+            with interrupts.deferred():
+                self.fd = os.memfd_create("bpfbatch-load")
+                self.pid = os.fork()
+                if self.pid == 0:
+                    _child(self.fd, parent, *self.args)  # never returns
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def result(self) -> tuple[int, int, np.ndarray, bytes, bytes] | None:
@@ -132,17 +142,21 @@ class _Child:
             if self.pid is not None:
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
-            os.close(self.fd)
+            if self.fd is not None:
+                os.close(self.fd)
 
 
 def _child(out_fd: int, parent: int, fd: int, start: int, stop: int, typed: TypedLines):
     """Encode pieces of ``[start, stop)`` of the file ``fd`` until the typed path declines
     one; write the header and the records to ``out_fd``; exit (0 when written). Signals take their default
-    action here: the parent alone says what a signal stopped."""
+    action here: the parent alone says what a signal stopped (the child starts inside the
+    parent's :func:`~bpfbatch.interrupts.deferred` section: what it holds back is let
+    through once the default actions are set)."""
     code = 1
     try:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.DEFERRED)
         numbers, keys, values = array("q"), [], []
         line, offset = 1, start
         for piece in _pieces(_Slice(fd, start, stop), "input"):

@@ -18,13 +18,6 @@ from .kinds import parsers
 _MAX_COOKIE = 16  # TC_COOKIE_MAX_SIZE
 #: The flags tc reads after an action's cookie and no_percpu: TCA_ACT_FLAGS_SKIP_HW/_SW.
 _SKIP_FLAGS = {"skip_hw": 2, "skip_sw": 4}
-#: tc 6.1's action modules this package has no parser for: tc reads their options, so a line
-#: naming one is refused here rather than read as gact (m_*.c of iproute2 6.1; ``ipt`` is not
-#: built into Debian's tc, which reads it as gact).
-TC_ONLY_KINDS = frozenset(("bpf", "xt"))
-#: Those whose parser steps past the kind word first (``NEXT_ARG()``): named last on a line,
-#: tc ends with "Command line is not complete".
-_NEXT_ARG_FIRST = frozenset(("bpf",))
 
 
 def verdict_word(token: str | None) -> str | None:
@@ -77,10 +70,6 @@ def parse_action(w: Words, kinds: dict) -> R.Action:
     kind = "gact" if verdict_word(word) else word
     parse = kinds.get(kind)
     if parse is None:
-        if kind in _NEXT_ARG_FIRST and left == 1:
-            raise incomplete()
-        if kind in TC_ONLY_KINDS:
-            raise CommandError(f"unsupported action '{kind}'")
         parse = kinds["gact"]  # tc: no module by that name, gact's parser takes the words
     action = parse(w, left)
     if w.peek() == "cookie":

@@ -24,6 +24,12 @@ from .numbers import LONG_MAX, strtol, strtoul, unsigned
 DEVICES: contextvars.ContextVar[Callable[[str], int | None] | None] = \
     contextvars.ContextVar("tc_devices", default=None)
 
+#: Where tc loads or opens a BPF program while it parses (the bpf action's ``object-file`` and
+#: ``object-pinned``), and so fails there: the batch's :class:`~.resolve.Resolver`, whose fds
+#: the encoder then finds cached. Set by the batch reader around each line it parses; unset
+#: (None), the encoder loads the program instead.
+PROGRAMS: contextvars.ContextVar = contextvars.ContextVar("tc_programs", default=None)
+
 #: What a kind's parser keeps from one line of a batch to the next, as tc's static variables do
 #: (the ematch scanner's rest of input and string mode): a dict per batch, keyed by the kind's
 #: module. Set by the batch reader around each line it parses; unset (None), each line is read
@@ -105,13 +111,23 @@ def split_words(text: str) -> list[str]:
     return words
 
 
-def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
+def read_commands(lines: Iterable[str], buffer=None) -> Iterator[tuple[int, str | None]]:
     """Yield ``(line_number, command_text)`` per logical command, numbered like tc; text None
-    when the input ends inside a continuation (tc: "Missing continuation line")."""
+    when the input ends inside a continuation (tc: "Missing continuation line"). ``buffer``,
+    a :class:`~.linebuffer.LineBuffer`, is shown every line as tc's line buffer takes it."""
     number = 0
     pending: list[str] = []
+    # the buffer's stack, fed here rather than through a call: this loop reads every line
+    kept, sizes = (buffer.lines, buffer.sizes) if buffer is not None else (None, None)
     for raw in lines:
         number += 1
+        if kept is not None:  # getline(): the line hides the shorter ones it overwrites
+            size = len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogateescape"))
+            while sizes and sizes[-1] <= size:
+                sizes.pop()
+                kept.pop()
+            sizes.append(size)
+            kept.append(raw)
         text = raw.split("#", 1)[0] if "#" in raw else raw
         if text.endswith("\\\n"):
             pending.append(text[:-2])
@@ -120,6 +136,8 @@ def read_commands(lines: Iterable[str]) -> Iterator[tuple[int, str | None]]:
             pending.append(text)
             text = "".join(pending)
             pending.clear()
+            if buffer is not None:
+                buffer.join(text)
         if text and not text.isspace():
             yield number, text
     if pending:

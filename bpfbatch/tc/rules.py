@@ -450,13 +450,21 @@ class BpfProg:
         return tuple(attrs) or None
 
     def _program(self, resolve: Resolver) -> tuple[int, str]:
+        """The program's fd and tc's name for it; a missing one in f_bpf's words."""
         if self.fd is not None:
             return self.fd, self.name or f"fd{self.fd}"
         if self.object_file is not None:
             section = self.section or "classifier"
-            return (resolve.object_program_fd(self.object_file, section),
-                    f"{os.path.basename(self.object_file)}:[{section}]")
-        return resolve.program_fd(self.pinned), f"{os.path.basename(self.pinned)}:[*fsobj]"
+            try:
+                fd = resolve.object_program_fd(self.object_file, section)
+            except NotFoundError as exc:
+                raise NotFoundError(f"{exc.message}\nUnable to load program") from None
+            return fd, f"{os.path.basename(self.object_file)}:[{section}]"
+        try:
+            fd = resolve.program_fd(self.pinned)
+        except NotFoundError as exc:
+            raise NotFoundError(f"{exc.message}\nUnable to parse bpf command line") from None
+        return fd, f"{os.path.basename(self.pinned)}:[*fsobj]"
 
 
 #: struct sock_filter: code, jt, jf, k.

@@ -44,7 +44,8 @@ from typing import NamedTuple
 
 from ..errors import BpfBatchError
 from .message import LineError, Listing, Message, Parsed, undo_of
-from .grammar import BATCH_STATE, DEVICES
+from .grammar import BATCH_STATE, DEVICES, PROGRAMS
+from .linebuffer import LineBuffer
 from .parse import CommandError, parse_command, parse_mac, parse_numbered, read_commands
 from .resolve import Resolver
 from . import rules as R
@@ -232,7 +233,8 @@ class TemplateReader:
         self._unencoded = unencoded
         self._templates: dict[tuple[str, ...], MessageTemplate | ActionsTemplate | object] = {}
         self._seen: set[tuple[str, ...]] = set()
-        self._kept: dict = {}  # what parsers keep from line to line (grammar.BATCH_STATE)
+        self._buffer = LineBuffer()  # tc's line buffer, for simple's sdata
+        self._kept: dict = {LineBuffer: self._buffer}  # what parsers keep from line to line
         #: Lines filled from a template so far (the rest went through the parser).
         self.filled = 0
 
@@ -241,7 +243,7 @@ class TemplateReader:
         last = None  # the template of the last filled line: files repeat one shape in runs
         filled = 0  # counted locally and published when reading ends: this is the hot loop
         try:
-            for number, text in read_commands(stream):
+            for number, text in read_commands(stream, self._buffer):
                 if text is not None:
                     if last is not None:
                         found = last.line.fullmatch(text)
@@ -274,11 +276,14 @@ class TemplateReader:
     def _parsed(self, number: int, text: str | None, name: str) -> Parsed | Rule:
         """The full parser and encoder for one line (the rule itself if ``unencoded`` takes it)."""
         token = DEVICES.set(self._resolve.find_device)  # devices tc resolves while parsing
+        programs = PROGRAMS.set(self._resolve)  # and programs it loads while parsing
         kept = BATCH_STATE.set(self._kept)
+        self._buffer.used = False
         try:
             rule = parse_numbered(number, text, name)
         finally:
             BATCH_STATE.reset(kept)
+            PROGRAMS.reset(programs)
             DEVICES.reset(token)
         if rule.__class__ in _NOT_RULES or (self._unencoded is not None and self._unencoded(rule)):
             return rule
@@ -288,8 +293,10 @@ class TemplateReader:
                      name: str) -> Parsed | Rule:
         """A shape without a template yet: parse; on its second line, build the template."""
         message = self._parsed(number, text, name)
-        if message.__class__ in _NOT_RULES or (message.__class__ is Message and message.said):
-            return message  # a template would not say what tc says while parsing the line
+        if message.__class__ in _NOT_RULES or (message.__class__ is Message and message.said) \
+                or self._buffer.used:
+            return message  # a template would not say what tc says while parsing the line,
+            # nor copy what tc's line buffer holds after its words
         if shape not in self._seen:
             if len(self._seen) >= MAX_SEEN:
                 self._seen.clear()

@@ -2,8 +2,9 @@
 byte, what the installed iproute2 ``tc`` sends for the same line (captured with strace).
 
 Masked: sequence numbers and port ids, NLM_F_ACK (we ask only on each sendmsg's last message)
-and the program fd in bpf filters (each process opens its own). flower, matchall and gact are
-refused by this kernel (modules absent), but tc still sends them, so they are compared too.
+and the program fd in bpf filters and actions (each process opens its own). flower, matchall and
+gact are refused by this kernel (modules absent), but tc still sends them, so they are compared
+too.
 htb classes carry rate tables computed from /proc/net/psched, compared whole.
 """
 
@@ -141,13 +142,14 @@ qdisc del dev vethB clsact
 qdisc del dev vethA ingress
 """
 
-_BPF_FD = re.compile(rb"(\x08\x00\x06\x00)....", re.DOTALL)
+#: The program fd of a bpf filter (TCA_BPF_FD) or action (TCA_ACT_BPF_FD, before its name).
+_BPF_FD = re.compile(rb"(\x08\x00\x06\x00)....|(\x08\x00\x05\x00)....(?=..\x06\x00)", re.DOTALL)
 
 
 def _comparable(message: bytes) -> bytes:
     message = masked(message)
     if b"\x08\x00\x01\x00bpf\x00" in message:
-        message = _BPF_FD.sub(rb"\1\0\0\0\0", message)
+        message = _BPF_FD.sub(lambda m: (m[1] or m[2]) + bytes(4), message)
     return message
 
 

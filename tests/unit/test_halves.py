@@ -7,12 +7,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bpfbatch.errors import InputError
+from bpfbatch import interrupts
+from bpfbatch.errors import InputError, Interrupted
 from bpfbatch.formats import halves, read
 
 from test_typedjson import FLOWS, GOOD_FLOWS, INFO, _dumped_flows, _flow_line, _outcome
@@ -113,6 +115,30 @@ def test_a_failing_child_leaves_its_half_to_the_parent(split, tmp_path, monkeypa
     both = _outcome(str(path), FLOWS)
     assert split == [None] and both[0] == 2000
     assert both == _general(path, monkeypatch)
+
+
+def test_a_signal_as_the_fork_returns_leaves_no_child(split, tmp_path, monkeypatch):
+    """SIGINT's handler running the moment ``fork()`` returns in the parent, before its pid
+    is stored (where the signal lands when it is sent as soon as the child shows up, as
+    tests/kernel/test_load_halves.py does): the read stops with Interrupted and the child
+    is killed and reaped, not left running."""
+    path = tmp_path / "flows.jsonl"
+    path.write_text("\n".join(_dumped_flows(3000)) + "\n")
+    forked, fork = [], os.fork
+
+    def fork_then_signal():
+        pid = fork()
+        if pid:
+            forked.append(pid)
+            signal.raise_signal(signal.SIGINT)  # its handler runs before this returns
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork_then_signal)
+    with pytest.raises(Interrupted), interrupts.raised_as_interrupted():
+        read.read_records(str(path), INFO, fmt="jsonl", codecs=FLOWS)
+    [child] = forked
+    with pytest.raises(ChildProcessError):  # reaped: no longer this process's child
+        os.waitpid(child, os.WNOHANG)
 
 
 def test_small_files_stdin_and_one_cpu_are_read_in_one_pass(tmp_path, monkeypatch):

@@ -186,7 +186,8 @@ def test_tdc_batch_lines():
      "'burst' requires 'rate'. Illegal \"police\""),
     ("filter add dev a ingress u32 match ip6 dst ::1", 'Illegal "match"'),
     ("filter add dev a ingress foo", "unsupported filter option or classifier 'foo'"),
-    ("filter add dev a ingress matchall action xt -j MARK --set-mark 1", "unsupported action 'xt'"),
+    ("filter add dev a ingress matchall action xt -j", "too few arguments for xt, need at least "
+     "'-j <target>' bad action parsing parse_action: bad value (2:xt)!"),
     ("filter add dev a ingress matchall action pedit ex munge ip dst set 1.1.1.400",
      "bad pedit parsing Bad pedit construct (ip) Usage: ... pedit munge"),
     ("filter add dev a ingress bpf bytecode '2,6 0 0 0'", "Error parsing bytecode"),

@@ -24,11 +24,9 @@ from . import Arg, EmError
 from .lexer import AND, END, NOT, OR, Lexer, ScanState
 
 EMATCH_MAP = "/etc/iproute2/ematch_map"
-#: The ematch kinds tc 6.1 builds in (``<kind>_ematch_util``), with their TCF_EM_* numbers
-#: (what tc suggests for a kind its map lacks); None: no module here (ipt reads xtables).
+#: The ematch kinds tc 6.1 builds in (``<kind>_ematch_util``), by name.
 _MODULES = {"cmp": "cmp", "nbyte": "nbyte", "u32": "u32", "meta": "meta", "canid": "canid",
-            "ipset": "ipset", "ipt": None}
-_IPT_NUM = 9
+            "ipset": "ipset", "ipt": "ipt"}
 _TREE_HDR, _TREE_LIST, _PROG_TC = 1, 2, 0  # TCA_EMATCH_TREE_HDR/_LIST, TCF_EM_PROG_TC
 _REL_AND, _REL_OR, _INVERT = 1, 2, 4  # TCF_EM_REL_AND/_OR, TCF_EM_INVERT
 _HDR = struct.Struct("=HHHH")  # struct tcf_ematch_hdr: matchid, kind, flags, pad
@@ -169,11 +167,10 @@ def _term_data(term: _Term) -> bytes:
         return _HDR.pack(0, 0, flags, 0) + _REF.pack(term.ref)
     name = term.args[0].cstr()[:63].decode("utf-8", "surrogateescape")
     module = _module(name)
-    number = _map_number(name, _IPT_NUM if module is None else module.KIND_NUM)
-    if module is None:
-        raise EmError(f"unsupported ematch '{name}' (xtables matches are not read)", report=False)
-    try:
-        data = module.parse(term.args[1:])
+    number = _map_number(name, module.KIND_NUM)
+    try:  # tc's parse_eopt_argv (ipt) takes the kind too, as getopt's program name
+        data = module.parse_argv(term.args) if hasattr(module, "parse_argv") \
+            else module.parse(term.args[1:])
     except EmError as exc:
         exc.where = (module, term.args[1:])
         raise
@@ -181,11 +178,10 @@ def _term_data(term: _Term) -> bytes:
 
 
 def _module(name: str):
-    """``get_ematch_kind()``: the kind's module (None for ipt); tc's words for an unknown one."""
+    """``get_ematch_kind()``: the kind's module; tc's words for an unknown one."""
     if name not in _MODULES:
         raise EmError(f'Unknown ematch "{name}"\n', report=False)
-    module = _MODULES[name]
-    return None if module is None else importlib.import_module(f"{__package__}.{module}")
+    return importlib.import_module(f"{__package__}.{_MODULES[name]}")
 
 
 def _map_number(name: str, kind_num: int) -> int:

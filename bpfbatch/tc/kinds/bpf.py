@@ -1,18 +1,21 @@
 """bpf: the classifier (``f_bpf.c``: a pinned program, classic BPF bytecode or an object file,
-``da``) and the action (``m_bpf.c``: classic BPF bytecode, given inline or in a file)."""
+``da``) and the action (``m_bpf.c``: classic BPF bytecode, given inline or in a file, or an
+eBPF program from an object file or pinned)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import struct
 
 from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed, incomplete
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, matches
-from ..resolve import Resolver
+from ...errors import NotFoundError
+from ..grammar import PROGRAMS, CommandError, Words, matches
+from ..resolve import BPF_PROG_TYPE_SCHED_ACT, Resolver
 from . import gact
 from .common import classifier_options
 from .tail import Tail
@@ -47,7 +50,7 @@ Where optionally INDEX points to an existing action, or
 explicitly specifies an action index upon creation."""
 
 # linux/tc_act/tc_bpf.h TCA_ACT_BPF_*
-_PARMS, _OPS_LEN, _OPS = 2, 3, 4
+_PARMS, _OPS_LEN, _OPS, _FD, _NAME = 2, 3, 4, 5, 6
 _KIND = encode((strz(S.ActAttr.KIND, "bpf"),))
 _BPF_MAXINSNS = 4096
 #: bpf_parse_string's buffer for a bytecode file: "4096," and 4096 of "65535 255 255 4294967295,"
@@ -164,11 +167,39 @@ def _bytecode_file(path: str) -> str:
 
 
 @dataclasses.dataclass(slots=True)
+class EbpfProgram:
+    """An eBPF program as tc's ``bpf_do_parse`` names it for an action: the ``section`` (or
+    the program called ``name``) of object file ``path``, or (``section`` None) the program
+    pinned at ``path``; ``uds``: the socket tc's ``export`` hands the object's maps to."""
+
+    path: str
+    section: str | None = None
+    name: str | None = None
+    uds: str | None = None
+
+    def fd(self, resolve: Resolver) -> int:
+        """Its fd, loaded (or opened) once per batch; NotFoundError in tc's words."""
+        if self.section is None:
+            return resolve.program_fd(self.path)
+        return resolve.object_program_fd(self.path, self.section, BPF_PROG_TYPE_SCHED_ACT,
+                                         self.name)
+
+    def annotation(self) -> bytes:
+        """tc's ``TCA_ACT_BPF_NAME``: ``snprintf("%s:[%s]", basename(FILE), SECTION)`` into
+        256 bytes (``*fsobj`` for a pinned program)."""
+        text = f"{os.path.basename(self.path)}:[{self.section or '*fsobj'}]"
+        return text.encode(errors="surrogateescape")[:255]
+
+
+@dataclasses.dataclass(slots=True)
 class BpfAction(Tail):
-    """act_bpf: a classic BPF program (``ops``) run on the packet, its return value the
-    verdict; no ops for ``bpf index N`` naming an existing action."""
+    """act_bpf: a classic BPF program (``ops``) or an eBPF ``program`` run on the packet, its
+    return value the verdict; neither for ``bpf index N`` naming an existing action.
+    ``tc_argc``: tc's argc at ``bpf`` (its error lines print it when the program is missing)."""
 
     ops: tuple[tuple[int, int, int, int], ...] | None = None
+    program: EbpfProgram | None = None
+    tc_argc: int = dataclasses.field(default=0, compare=False, repr=False)
     kind = "bpf"
 
     def attrs(self, resolve: Resolver) -> tuple:
@@ -176,6 +207,12 @@ class BpfAction(Tail):
         if self.ops is not None:  # tc's order: the program while parsing, the parms after
             options += [(_OPS_LEN, struct.pack("=H", len(self.ops))),
                         (_OPS, b"".join(_SOCK_FILTER.pack(*op) for op in self.ops))]
+        elif self.program is not None:
+            try:
+                fd = self.program.fd(resolve)
+            except NotFoundError as exc:  # loaded here when the reader did not while parsing
+                raise NotFoundError(str(action_failed(exc.message, self.tc_argc, "bpf"))) from None
+            options += [(_FD, struct.pack("=I", fd)), (_NAME, self.program.annotation() + b"\0")]
         options.append((_PARMS, self.parms()))
         return self.action_attrs(_KIND, options)
 
@@ -184,12 +221,15 @@ _SOCK_FILTER = struct.Struct("=HBBI")
 
 
 def parse_action(w: Words, left: int) -> BpfAction:
-    """tc's ``m_bpf.c`` ``bpf_parse_opt``, the cursor on ``bpf``: ``[run] MODE ARG`` once, then
-    ``[CONTROL] [index N]``. The eBPF modes (an object file, a pinned program) are refused."""
+    """tc's ``m_bpf.c`` ``bpf_parse_opt``, the cursor on ``bpf``: ``[run] MODE ARG ...`` once,
+    then ``[CONTROL] [index N]``. An eBPF program is loaded (or opened) here, as tc does, where
+    the reader gives a resolver (:data:`~..grammar.PROGRAMS`); ``export``'s socket is connected
+    after the tail, as tc does, and nothing is sent on it (tc's libbpf loader keeps no maps for
+    it to hand over)."""
     def failed(text: str) -> CommandError:
         return action_failed(text, left, "bpf")
 
-    action = BpfAction()
+    action = BpfAction(tc_argc=left)
     w.pos += 1
     if w.peek() is None:
         raise incomplete()
@@ -208,32 +248,96 @@ def parse_action(w: Words, left: int) -> BpfAction:
             break
         seen_run = True
         try:
-            action.ops = _mode(w)
+            mode = _mode(w)
         except CommandError as exc:
             if exc.fatal:
                 raise
             raise failed(str(exc)) from None
+        if isinstance(mode, EbpfProgram):
+            action.program = mode
+        else:
+            action.ops = mode
         w.pos += 1
     said, _ = action.read_tail(w, failed, 'bpf: Illegal "index"')
     gact.refused_again(said)
+    if action.program is not None and action.program.uds is not None:
+        _connect(action.program.uds, w)
     return action
 
 
-def _mode(w: Words) -> tuple[tuple[int, int, int, int], ...]:
-    """``bpf_do_parse`` for the action, the cursor on the mode word; left on its argument."""
+def _mode(w: Words) -> tuple[tuple[int, int, int, int], ...] | EbpfProgram:
+    """``bpf_do_parse`` for the action, the cursor on the mode word; left on its last word."""
     word = w.peek()
     if matches(word, "bytecode") or word == "bc":
         read = cbpf_ops
     elif matches(word, "bytecode-file") or word == "bcf":
         def read(path: str) -> tuple:
             return cbpf_ops(_bytecode_file(path))
-    elif matches(word, "object-file") or word == "obj" or any(
-            matches(word, name) for name in ("object-pinned", "pinned", "fd")):
-        raise CommandError(f"unsupported bpf action mode '{word}' (eBPF programs are not "
-                           "loaded for actions)")
+    elif matches(word, "object-file") or word == "obj":
+        return _ebpf(w, pinned=False)
+    elif any(matches(word, name) for name in ("object-pinned", "pinned", "fd")):
+        return _ebpf(w, pinned=True)
     else:
         raise CommandError(f'What mode is "{word}"?')
     w.pos += 1
     if w.peek() is None:
         raise incomplete()
     return read(w.peek())
+
+
+#: tc's default section for an action (``bpf_prog_to_default_section(BPF_PROG_TYPE_SCHED_ACT)``).
+_ACT_SECTION = "action"
+
+
+def _ebpf(w: Words, pinned: bool) -> EbpfProgram:
+    """The eBPF modes' words, the cursor on the mode: ``FILE [section NAME] [program NAME]
+    [export UDS] [verbose]``, each read by a pinned program too, as tc reads them; then the
+    program loaded (a pinned one opened, its section kept by tc but not used). (``verbose``: tc's libbpf log, which
+    the package's loader does not print.)"""
+    w.pos += 1
+    program = EbpfProgram(_arg(w))
+    section = _ACT_SECTION
+    w.pos += 1
+    if w.peek() is not None and matches(w.peek(), "section"):
+        w.pos += 1
+        section = _arg(w)
+        w.pos += 1
+    if w.peek() == "program":
+        w.pos += 1
+        program.name = _arg(w)
+        w.pos += 1
+    program.uds = os.environ.get("TC_BPF_UDS")  # BPF_ENV_UDS: the word is then not read
+    if w.peek() is not None and program.uds is None and matches(w.peek(), "export"):
+        w.pos += 1
+        program.uds = _arg(w)
+        w.pos += 1
+    if w.peek() is not None and matches(w.peek(), "verbose"):
+        w.pos += 1
+    w.pos -= 1
+    program.section = None if pinned else section
+    resolve = PROGRAMS.get()
+    if resolve is not None:
+        try:
+            program.fd(resolve)
+        except NotFoundError as exc:
+            raise CommandError(exc.message) from None
+    return program
+
+
+def _arg(w: Words) -> str:
+    """tc's ``NEXT_ARG()`` having moved the cursor: the word there, or the line is incomplete."""
+    if w.peek() is None:
+        raise incomplete()
+    return w.peek()
+
+
+def _connect(path: str, w: Words) -> None:
+    """tc's ``bpf_send_map_fds`` after the action is read: a datagram socket connected to
+    ``path`` (cut to ``sun_path``), on which nothing is sent; a failure is the action's, tc's
+    argc and word then being those after the tail."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(path.encode(errors="surrogateescape")[:107])
+        except OSError as exc:
+            raise action_failed(f"Cannot connect to {path}: {os.strerror(exc.errno or 0)}",
+                                w.left(), w.peek() or "(null)") from None

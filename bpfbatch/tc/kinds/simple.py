@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from .. import linebuffer
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
@@ -30,7 +31,8 @@ _KIND = encode((strz(S.ActAttr.KIND, "simple"),))
 
 @dataclasses.dataclass(slots=True)
 class Simple(Tail):
-    """simple: ``sdata``, at most 31 bytes, or None (no data attribute)."""
+    """simple: ``sdata``, the 32 bytes tc sends (the string of at most 31 bytes, its NUL, and
+    what tc's line buffer holds after it), or None (no data attribute)."""
 
     sdata: bytes | None = None
     kind = "simple"
@@ -38,10 +40,7 @@ class Simple(Tail):
     def attrs(self, resolve: Resolver) -> tuple:
         options = [(_PARMS, self.parms())]
         if self.sdata is not None:
-            # tc copies 32 bytes from the string's start, reading past its NUL into the rest
-            # of its line buffer; the NUL-padded string is sent here (the kernel reads up to
-            # the NUL, so both store the same)
-            options.append((_DATA, self.sdata.ljust(_MAX_DATA, b"\0")))
+            options.append((_DATA, self.sdata))
         return self.action_attrs(_KIND, options)
 
 
@@ -49,12 +48,12 @@ def parse_action(w: Words, left: int) -> Simple:
     """tc's ``parse_simple``, the cursor on ``simple``."""
     failed = functools.partial(action_failed, left=left, kind="simple")
     action = Simple()
-    text = None
+    text = at = None
     while (word := w.peek()) is not None:
         if matches(word, "simple"):
             next_arg(w)
         elif matches(word, "sdata"):
-            text = next_arg(w)
+            text, at = next_arg(w), w.pos
             w.pos += 1
         elif matches(word, "help"):
             raise CommandError(USAGE, fatal=True)
@@ -64,8 +63,12 @@ def parse_action(w: Words, left: int) -> Simple:
     if text is None and not indexed:
         raise failed(said + USAGE)
     if text is not None:
-        action.sdata = text.encode(errors="surrogateescape")
-        if len(action.sdata) > _MAX_DATA - 1:
-            raise failed(f"{said}simple: Illegal string len {len(action.sdata)} <{text}>")
+        sdata = text.encode(errors="surrogateescape")
+        if len(sdata) > _MAX_DATA - 1:
+            raise failed(f"{said}simple: Illegal string len {len(sdata)} <{text}>")
+        # tc copies 32 bytes from the string's start in its line buffer, past its NUL
+        buffer = linebuffer.current()
+        copied = buffer.word(at, text, _MAX_DATA) if buffer is not None else None
+        action.sdata = copied if copied is not None else sdata.ljust(_MAX_DATA, b"\0")
     gact.refused_again(said)
     return action

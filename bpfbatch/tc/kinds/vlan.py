@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import socket
 import struct
 
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, invalid, matches, unsigned
+from ..grammar import CommandError, Words, any_address, invalid, matches, unsigned
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail
@@ -98,7 +99,8 @@ def parse_action(w: Words, left: int) -> Vlan:
             name = "dst_mac" if matches(word, "dst_mac") else "src_mac"
             if action.operation != _PUSH_ETH:
                 raise invalid(word, "only valid for push_eth")
-            setattr(action, name, _lladdr(next_arg(w), f"{name} is invalid"))
+            setattr(action, name, _lladdr(next_arg(w), f"{name} is invalid",
+                                          getattr(action, name)))
         elif matches(word, "help"):
             raise CommandError(USAGE, fatal=True)
         else:
@@ -126,11 +128,19 @@ def _incomplete(action: Vlan) -> str | None:
     return None
 
 
-def _lladdr(text: str, what: str) -> bytes:
-    """``ll_addr_a2n`` into 6 bytes: up to six ``:``-separated hex numbers (each read as
-    ``sscanf("%x")``), the bytes not given left zero. A part it cannot read: its line, then
-    ``invarg``'s naming ``what``."""
-    out = bytearray(6)
+def _lladdr(text: str, what: str, before: bytes | None) -> bytes:
+    """``ll_addr_a2n`` into tc's 6-byte array, which holds ``before`` (the same option given
+    earlier on the line; zeros if none): a word with a ``.`` is an IPv4 address
+    (``get_addr_1(AF_INET)``) written over the first 4 bytes; any other is up to six
+    ``:``-separated hex numbers (each read as ``sscanf("%x")``) written over as many bytes.
+    A word it cannot read: its line, then ``invarg``'s naming ``what``."""
+    out = bytearray(before or bytes(6))
+    if "." in text:
+        address = any_address(text, socket.AF_INET)
+        if address is None:
+            raise CommandError(f'"{text}" is invalid lladdr.\n{invalid(text, what)}', fatal=True)
+        out[:4] = address
+        return bytes(out)
     for i, part in enumerate(text.split(":")[:6]):
         digits = _HEX_BYTE.match(part)
         if digits is None or int(digits.group(1), 16) > 255:
