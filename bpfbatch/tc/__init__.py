@@ -19,7 +19,7 @@ Files: ``Session.send_batch(open(path), path)``; the CLI is ``bpfbatch tc -b FIL
 
 from .parse import SUPPORTED, parse_batch, parse_command
 from .htb import HtbClass, parse_rate
-from .rules import (EGRESS, INGRESS, ActionRef, Actions, BpfProg, Class, Filter, Flower, Gact, Htb,
+from .rules import (EGRESS, INGRESS, ActionRef, Actions, BpfProg, Class, Filter, Gact, Htb,
                     Matchall, Mirred, Qdisc, U32, U32Key, ip_match, pack_keys)
 from .sender import DEFAULT_BATCH_BYTES, Failure, Report, raise_for
 from .message import Joined, LineError, Message, Parsed
@@ -28,7 +28,7 @@ from .specs import ETH_P_ALL, ETH_P_IP, ETH_P_IPV6, tc_h_make
 
 __all__ = [
     "SUPPORTED", "parse_batch", "parse_command", "EGRESS", "INGRESS", "ActionRef", "Actions",
-    "BpfProg", "Class", "HtbClass", "parse_rate", "Filter", "Flower", "Gact", "Htb", "Matchall", "Mirred", "Qdisc", "U32", "U32Key",
+    "BpfProg", "Class", "HtbClass", "parse_rate", "Filter", "Gact", "Htb", "Matchall", "Mirred", "Qdisc", "U32", "U32Key",
     "ip_match", "pack_keys", "Joined", "LineError", "Message", "Parsed", "DEFAULT_BATCH_BYTES", "Failure", "Report", "raise_for", "BatchInterrupted", "Session",
     "ETH_P_ALL", "ETH_P_IP", "ETH_P_IPV6", "tc_h_make",
 ]

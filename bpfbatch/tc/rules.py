@@ -2,7 +2,7 @@
 
 This is the Python API for tools that generate rules: build :class:`Qdisc`, :class:`Filter`
 and :class:`Actions` objects (with :class:`Gact` / :class:`Mirred` actions and a
-:class:`U32`, :class:`BpfProg`, :class:`Matchall` or :class:`Flower` classifier) and hand them
+:class:`U32`, :class:`BpfProg` or :class:`Matchall` classifier) and hand them
 to :class:`bpfbatch.tc.Session`. The batch-file parser builds the very same objects, so a
 rule sent from Python and the equivalent ``tc -b`` line are one code path.
 
@@ -25,7 +25,7 @@ from ..errors import InputError, NotFoundError
 from . import specs as S
 from .htb import HtbClass
 from .resolve import Resolver
-from .encoding import NLA_F_NESTED, Attr, be16, encode, nest, strz, u32
+from .encoding import NLA_F_NESTED, Attr, encode, nest, strz, u32
 
 Dev = Union[str, int]
 
@@ -487,32 +487,7 @@ class Matchall:
         return tuple(attrs) or None
 
 
-@dataclasses.dataclass(slots=True)
-class Flower:
-    """flower, the subset ``tdc_batch.py`` writes: source/destination MAC, flags, actions."""
-
-    src_mac: bytes | None = None
-    dst_mac: bytes | None = None
-    actions: tuple[Action, ...] = ()
-    classid: int | None = None
-    flags: int = 0
-    kind = "flower"
-
-    def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...]:
-        full = b"\xff" * 6
-        attrs = []
-        if self.src_mac is not None:
-            attrs += (Attr(S.Flower.KEY_ETH_SRC, self.src_mac), Attr(S.Flower.KEY_ETH_SRC_MASK, full))
-        if self.dst_mac is not None:
-            attrs += (Attr(S.Flower.KEY_ETH_DST, self.dst_mac), Attr(S.Flower.KEY_ETH_DST_MASK, full))
-        attrs += _classid_and_actions(S.Flower, self.classid, self.actions, resolve)
-        attrs.append(u32(S.Flower.FLAGS, self.flags))
-        if protocol != S.ETH_P_ALL:
-            attrs.append(be16(S.Flower.KEY_ETH_TYPE, protocol))
-        return tuple(attrs)
-
-
-Classifier = Union[U32, BpfProg, Matchall, Flower]
+Classifier = Union[U32, BpfProg, Matchall]
 class _KindTlv(dict):
     """TCA_KIND of each classifier kind, encoded once, on first use."""
 
