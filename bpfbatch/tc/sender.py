@@ -51,7 +51,7 @@ import errno as _errno
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
@@ -160,7 +160,7 @@ def _joined_entry(joined: Joined) -> _Entry:
 
 
 class Sender:
-    """Feed it ``(line, Parsed)`` in order with :meth:`submit`; :meth:`finish` sends the rest.
+    """Feed it ``(line, Parsed)`` in order with :meth:`feed`; :meth:`finish` sends the rest.
     ``coalesce``: :class:`~.message.Joined` messages may come (even with ``force``, a failure
     then needs the messages after it undone).
 
@@ -193,9 +193,8 @@ class Sender:
         self._last_offset = 0
         #: Per message of the batch being packed: its line (an int: the common case, rebuilt
         #: from the buffer if ever needed — ints cost the garbage collector nothing) or an
-        #: :class:`_Entry`; and where its header starts in the buffer.
+        #: :class:`_Entry`.
         self._entries: list[int | _Entry] = []
-        self._offsets: list[int] = []
         #: The batch being packed holds a joined message (its entries then count several lines).
         self._has_joined = False
         #: The batch has a message that asked for its own ACK (it may carry a warning).
@@ -220,31 +219,48 @@ class Sender:
 
     # --- packing (caller's thread) -------------------------------------------------------------
 
-    def submit(self, line: int, parsed: Parsed) -> bool:
-        """Queue one command (or record the reader's error in its place). False once stopped."""
-        if self.report.stopped or self._error is not None:
-            return False
+    def feed(self, items: Iterable[tuple[int, Parsed]]) -> None:
+        """Queue each command of ``items`` (``(line, Parsed)``, a reader's error recorded in
+        its line's place) in order, until sending stops: no item is taken once it has.
+
+        This is the batch's hot loop: a message undone by fixed messages (an ``actions add``
+        naming its indexes, from a template) never needs a new sendmsg first and goes straight
+        to :meth:`_append`."""
+        report = self.report
+        append = self._append
+        for line, parsed in items:
+            if parsed.__class__ is not Message:
+                self._submit(line, parsed)
+            elif parsed.said and not self._say(parsed.said):
+                return
+            else:
+                undo = parsed.undo
+                if undo is UNKNOWN:
+                    undo = undo_of(parsed)
+                if undo is not None and not undo.echo and undo.u32_instance is None:
+                    append(line, parsed, parsed[1] | S.NLM_F_REQUEST)
+                else:
+                    self._queue(_entry(line, parsed, undo, self._may_undo))
+            if report.stopped or self._error is not None:
+                return
+
+    def _submit(self, line: int, parsed: LineError | Listing | Joined) -> None:
+        """Queue what is not a message: a reader's error, a listing, a joined message."""
         if parsed.__class__ is LineError:
-            return self._input_failure(line, parsed)
-        if parsed.__class__ is Listing:
-            return self._listing(line, parsed)
-        if parsed.__class__ is Joined:
-            self._queue(_joined_entry(parsed))
-            return not self.report.stopped
-        if parsed.said:  # tc printed it while parsing: after every earlier line's outcome
-            if not self._settled():
-                return False
-            if self._on_said is not None:
-                self._on_said(parsed.said)
-        undo = parsed.undo
-        if undo is UNKNOWN:
-            undo = undo_of(parsed)
-        if undo is not None and not undo.echo and undo.u32_instance is None:
-            # the hot path: an add undone by fixed messages never needs a new sendmsg first
-            self._append(line, parsed, parsed[1] | S.NLM_F_REQUEST)
+            self._input_failure(line, parsed)
+        elif parsed.__class__ is Listing:
+            self._listing(line, parsed)
         else:
-            self._queue(_entry(line, parsed, undo, self._may_undo))
-        return not self.report.stopped
+            self._queue(_joined_entry(parsed))
+
+    def _say(self, text: str) -> bool:
+        """What tc printed while parsing a line: printed once every earlier line's outcome is
+        (False, printing nothing, when sending has stopped before it)."""
+        if not self._settled():
+            return False
+        if self._on_said is not None:
+            self._on_said(text)
+        return True
 
     def abort(self) -> None:
         """Stop after the batch being sent (its replies read and accounted, undone as needed);
@@ -277,11 +293,11 @@ class Sender:
             raise self._error
         return not self.report.stopped
 
-    def _listing(self, line: int, listing: Listing) -> bool:
+    def _listing(self, line: int, listing: Listing) -> None:
         """A line tc answers by printing: every line before it settled, then ``on_listing``
         prints it and says tc's exit status (255: tc's parser ended the batch)."""
         if not self._settled():
-            return False
+            return
         report = self.report
         report.commands += 1
         report.last_line = line
@@ -299,11 +315,10 @@ class Sender:
         elif status == 255 or not self._force:
             report.stopped = True
             report.fatal = status == 255
-        return not report.stopped
 
-    def _input_failure(self, line: int, failure: LineError) -> bool:
+    def _input_failure(self, line: int, failure: LineError) -> None:
         if not self._settled():
-            return False
+            return
         report = self.report
         report.commands += 1
         report.last_line = line
@@ -312,7 +327,6 @@ class Sender:
         if failure.fatal or not self._force:
             report.stopped = True
             report.fatal, report.fatal_status = failure.fatal, failure.status
-        return not report.stopped
 
     def _queue(self, entry: _Entry) -> None:
         message, undo, flags = entry[1], entry[3], entry[4]
@@ -331,16 +345,16 @@ class Sender:
         size = 16 + len(body)
         entries = self._entries
         buf = self._buf
-        if entries and (len(buf) + size > self._max_bytes or len(entries) >= self._max_messages):
-            self._flush()
-            entries, buf = self._entries, self._buf
-        if size > self._send_limit:
-            raise InputError(f"message of {size} bytes exceeds the socket's send limit",
-                             obj=f"{self.report.source}:{_last_line(entry)}")
-        self._seq += 1
+        if len(buf) + size > self._max_bytes or len(entries) >= self._max_messages:
+            if entries:
+                self._flush()
+                entries, buf = self._entries, self._buf
+            if size > self._send_limit:  # past _max_bytes too: checked only here
+                raise InputError(f"message of {size} bytes exceeds the socket's send limit",
+                                 obj=f"{self.report.source}:{_last_line(entry)}")
+        self._seq = seq = self._seq + 1
         self._last_offset = len(buf)
-        self._offsets.append(len(buf))
-        buf += _pack_header(size, message[0], flags, self._seq, 0)
+        buf += _pack_header(size, message[0], flags, seq, 0)
         buf += body
         entries.append(entry)
 
@@ -375,11 +389,10 @@ class Sender:
         """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
         if not self._entries:
             return
-        self._batches.put((self._buf, self._last_offset, self._entries, self._offsets, self._seq,
+        self._batches.put((self._buf, self._last_offset, self._entries, self._seq,
                            self._acked_inside, self._has_joined))
         self._buf = bytearray()
         self._entries = []
-        self._offsets = []
         self._has_joined = self._acked_inside = False
         self._u32_nonempty |= self._u32_pending
         self._u32_pending = set()
@@ -400,12 +413,12 @@ class Sender:
                     return
                 if self.report.stopped or self._error is not None or self._aborted:
                     continue  # packed after a stop or an abort: never sent
-                buf, last_offset, entries, offsets, last_seq, acked_inside, has_joined = batch
+                buf, last_offset, entries, last_seq, acked_inside, has_joined = batch
                 acks, dumps = self._transmit(buf, last_offset, len(entries), last_seq)
                 if len(acks) == 1 and not acks[len(entries) - 1].error and not acked_inside:
                     self._all_applied(entries, acks[len(entries) - 1], has_joined)
                 else:
-                    self._settle([_entry_at(e, buf, o) for e, o in zip(entries, offsets)],
+                    self._settle([_entry_at(e, buf, o) for e, o in zip(entries, _offsets(buf))],
                                  acks, dumps)
             except BaseException as exc:  # handed to the caller's thread
                 self._error = exc
@@ -570,6 +583,15 @@ def _last_line(entry: int | _Entry) -> int:
 
 
 _SENT_ONLY = S.NLM_F_REQUEST | S.NLM_F_ACK | S.NLM_F_ECHO
+
+
+def _offsets(buf: bytearray) -> list[int]:
+    """Where each message of a packed batch starts (walked as the kernel walks it)."""
+    offsets, offset, end = [], 0, len(buf)
+    while offset < end:
+        offsets.append(offset)
+        offset += (S.NLMSGHDR.unpack_from(buf, offset)[0] + 3) & ~3
+    return offsets
 
 
 def _entry_at(entry: int | _Entry, buf: bytearray, offset: int) -> _Entry:

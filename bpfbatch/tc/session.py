@@ -113,9 +113,7 @@ class Session:
         exits 128 + the signal); anything else becomes :class:`BatchInterrupted`."""
         sender = Sender(self._sock, source=source, **self._options)
         try:
-            for line, parsed in items:
-                if not sender.submit(line, parsed):
-                    break
+            sender.feed(items)
             return sender.finish()
         except BaseException as exc:
             _stop(sender)
