@@ -109,6 +109,31 @@ def test_odd_values_are_judged_by_the_parser(devices, odd):
     assert fast == full
 
 
+_MIRRED = "actions add action mirred egress redirect dev vethB "
+
+
+@pytest.mark.parametrize("odd", [
+    "index 5 # a comment\n", "index 5#comment\n", "index 5#\n", "# index 5\n", "\n",
+    "index \\\n5\n", "index 5 \\\n# cut\n",
+    # a continued line, then a whole line of the run's shape: joined, not read on its own
+    "index 5 \\\n" + _MIRRED + "index 6\n",
+])
+def test_comments_and_continuations_inside_a_run(devices, odd):
+    """The reader matches raw lines against the last shape before cutting comments and
+    joining continued lines: every such line must still read as tc reads it."""
+    good = [f"{_MIRRED}index {i}\n" for i in range(10, 14)]
+    lines = good + "".join([_MIRRED + odd] + good).splitlines(keepends=True)
+    fast, full, filled = _both_paths(lines, devices)
+    assert fast == full
+    assert filled >= len(good) - 2 + len(good)  # the run around the odd line came from a template
+
+
+def test_a_batch_ending_inside_a_continuation_after_a_run(devices):
+    lines = [f"{_MIRRED}index {i}\n" for i in range(1, 5)] + [f"{_MIRRED}index 5 \\\n"]
+    fast, full, _ = _both_paths(lines, devices)
+    assert fast == full and full[-1][0] == "error"
+
+
 def test_values_that_change_structure_keep_the_shape_on_the_parser(devices):
     # two matches on one word: merged while equal, a conflict when not
     lines = [f"filter add dev vethA ingress protocol ip prio 1 u32 match ip dst 10.0.0.{a}/32 "
