@@ -21,6 +21,7 @@ import pytest
 
 from bpfbatch.map import whole
 from bpfbatch.records import columns
+from bpfbatch.records.decoding import view
 from bpfbatch.formats.read import read_records
 from bpfbatch.btf import INT_BOOL, MODIFIERS, Btf, Kind
 from tools import layoutgen
@@ -39,6 +40,10 @@ class Layouts:
         self.obj = obj
         self.maps = {name: obj.map(name) for name in names}
         self.dumps = dict(zip(names, dumps))
+        self.kernel_btf = layoutgen.kernel_btf(list(self.maps.values()))  # read once, not 300×
+
+    def render(self, name: str, fmt: str) -> bytes:
+        return layoutgen.render(self.maps[name], fmt, self.kernel_btf)
 
     def traits(self, name: str) -> set[str]:
         info = self.maps[name].info
@@ -106,7 +111,7 @@ def test_the_generator_covers_the_edges(layouts):
 
 def _mismatches(layouts, names) -> list[str]:
     return [name for name in names
-            if layoutgen.render(layouts.maps[name], "bpftool-json") != layouts.dumps[name]]
+            if layouts.render(name, "bpftool-json") != layouts.dumps[name]]
 
 
 def test_bpftool_json_is_byte_identical(layouts):
@@ -129,10 +134,9 @@ def test_bpftool_json_is_byte_identical_when_read_with_numpy(layouts, monkeypatc
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "csv", "table"])
 def test_every_format_is_the_same_read_with_or_without_numpy(layouts, monkeypatch, fmt):
-    without = {name: layoutgen.render(m, fmt) for name, m in layouts.maps.items()}
+    without = {name: layouts.render(name, fmt) for name in layouts.maps}
     monkeypatch.setattr(columns, "SMALL_BATCH_BYTES", -1)
-    assert [name for name, m in layouts.maps.items()
-            if layoutgen.render(m, fmt) != without[name]] == []
+    assert [name for name in layouts.maps if layouts.render(name, fmt) != without[name]] == []
 
 
 # -- typed JSON against bpftool's formatted member ------------------------------------------
@@ -144,7 +148,7 @@ def _expected(layouts, name) -> list:
 
 def _typed_mismatches(layouts, names) -> list[str]:
     return [name for name in names if [layoutgen.bpftool_spelling(e) for e in json.loads(
-        layoutgen.render(layouts.maps[name], "json"))] != _expected(layouts, name)]
+        layouts.render(name, "json"))] != _expected(layouts, name)]
 
 
 def test_typed_json_equals_bpftools_formatted(layouts):
@@ -168,13 +172,14 @@ def _round_trip_mismatches(layouts, names, tmp_path: Path) -> list[str]:
     bad = []
     for name in names:
         m = layouts.maps[name]
-        before = layoutgen.render(m, "json")
+        before = layouts.render(name, "json")
         dump = tmp_path / f"{name}.json"
         dump.write_bytes(before)
-        records = read_records(str(dump), m.info, fmt="json")
+        records = read_records(str(dump), m.info, fmt="json",
+                               codecs=view(m.info, btf=layouts.kernel_btf))
         whole.clear(m)
         whole.load(m, records.keys, records.values, records.count)
-        if _records(layoutgen.render(m, "json")) != _records(before):
+        if _records(layouts.render(name, "json")) != _records(before):
             bad.append(name)
     return bad
 
