@@ -22,7 +22,7 @@ import pytest
 
 from bpfbatch.map import probes, whole
 from fault_helpers import (SIGNALS, bad, bpfbatch_argv, fill, judge, map_contents, mix,
-                           parse_jsonl, report, run_script_with_signal, run_with_signal, said,
+                           parse_jsonl, refill, report, run_script_with_signal, run_with_signal, said,
                            signal_after_open,
                            small_tmpfs, typed_map)
 
@@ -173,7 +173,7 @@ def test_drain_1m_in_one_batch_interrupted_inside_the_syscall(big, tmp_path):
     arrives during it must not cost the batch."""
     outcomes = []
     for i, delay in enumerate([0.05, 0.15, 0.3, 0.6]):
-        fill(big, BIG)
+        refill(big, BIG, outcomes[-1] if outcomes else None)
         path = tmp_path / f"out{i}.jsonl"
         rc, stderr = run_with_signal(drain_argv(big, "--batch-size", BIG), path, big,
                                      signal.SIGINT, delay)
@@ -274,7 +274,7 @@ def test_bcc_drain_interrupted_keeps_what_it_did_not_hand_over(big, tmp_path, dr
     whole map), now after they are put back."""
     outcomes = []
     for i, delay in enumerate([0.02, 0.1, 0.25, 0.5]):
-        fill(big, BIG)
+        refill(big, BIG, outcomes[-1] if outcomes else None)
         out = tmp_path / f"got{i}.npy"
         rc, stderr = run_script_with_signal(BCC_DRAIN, [big.info.id, out, drain], big, delay,
                                             sig)
