@@ -68,16 +68,17 @@ def restore(m, entries) -> None:
                len(entries))
 
 
-def render(m, fmt: str, decode) -> bytes:
+def render(m, fmt: str, decode, btf) -> bytes:
     out = io.BytesIO()
-    pipeline.run(BatchCursor(m, batch_size=4), pipeline.Output(fmt, m.info, out, decode=decode))
+    pipeline.run(BatchCursor(m, batch_size=4),
+                 pipeline.Output(fmt, m.info, out, btf=btf, decode=decode))
     return out.getvalue()
 
 
-def by_number(m) -> bool:
+def by_number(m, btf=None) -> bool:
     """Whether a field of the map's default view is a byte-order kind (its numbers are display
     values: ambiguous with the stored ones)."""
-    codecs = view(m.info)
+    codecs = view(m.info, btf=btf)
     return any(isinstance(leaf, Decoded) and leaf.decoder.numeric
                for side, codec in zip(("key", "value"), codecs)
                for leaf in _leaves(getattr(codec, "base", codec), side))
@@ -96,14 +97,16 @@ def _leaves(codec, side):
 
 
 class Law:
-    """The compiled maps, each in its loaded state, and the failures found."""
+    """The compiled maps, each in its loaded state, and the failures found. ``btf``: the
+    maps' kernel BTF, read once (its parse costs more than a map's render or read)."""
 
     def __init__(self, obj, names, tmp):
         self.obj, self.names, self.tmp = obj, names, tmp
         self.maps = {name: obj.map(name) for name in names}
+        self.btf = layoutgen.kernel_btf(list(self.maps.values()))
         self.before = {}
         for name, m in self.maps.items():
-            records = self.read(m, render(m, "jsonl", "none"), "jsonl", "none")
+            records = self.read(m, render(m, "jsonl", "none", self.btf), "jsonl", "none")
             whole.clear(m)
             whole.load(m, records.keys, records.values, records.count)
             self.before[name] = raw(m)
@@ -112,7 +115,7 @@ class Law:
         path = self.tmp / f"{m.info.name}.{SUFFIX[fmt]}"
         path.write_bytes(data)
         return read_records(str(path), m.info, fmt=fmt if given else None,
-                            with_values=with_values, codecs=view(m.info, decode))
+                            with_values=with_values, codecs=view(m.info, decode, btf=self.btf))
 
     def load_back(self, m, data: bytes, fmt: str, decode, given=True) -> str | None:
         """What differs after a load of ``data`` into the emptied map, or ``None``."""
@@ -167,14 +170,14 @@ def test_dump_loads_and_deletes_back(law, fmt, decode):
     bad, covered = [], 0
     for name, m in law.maps.items():
         try:
-            data = render(m, fmt, decode if fmt != "bpftool-json" else None)
+            data = render(m, fmt, decode if fmt != "bpftool-json" else None, law.btf)
         except InputError:
             assert fmt in COLUMNAR  # a layout without Arrow columns, or non-ASCII text
             continue
         covered += 1
         # The same view reads it back; the default one too but for byte-order numbers.
         views = [decode] + ([None] if decode == "none" and (
-            fmt in COLUMNAR or not by_number(m)) else [])
+            fmt in COLUMNAR or not by_number(m, law.btf)) else [])
         for reader in views:
             for surface, check in (("load", law.load_back), ("delete", law.delete_back)):
                 problem = check(m, data, fmt, reader)
@@ -207,7 +210,7 @@ def test_an_element_printed_parses_back(law, decode):
     the JSON it is given through the same codecs."""
     bad = []
     for name, m in law.maps.items():
-        key_codec, value_codec = view(m.info, decode)
+        key_codec, value_codec = view(m.info, decode, btf=law.btf)
         for key, value in law.before[name]:
             printed = json.dumps({"key": key_codec.decode(key), "value": value_codec.decode(value)})
             parsed = json.loads(printed)
