@@ -60,13 +60,13 @@ def bpfbatch_tc(netns: str, path: Path | str, *extra: str, stdin: str | None = N
     ``main()`` in a process of its own, stdin, stdout and stderr pipes), forked from an
     interpreter that imported the CLI once (:class:`_Warm`): the ~1,400 side-by-side runs of
     the suite would otherwise import it ~1,400 times (0.125 s of CPU a run, 0.05 s forked).
-    stdin is empty unless given; the environment is the test process's when its first run
-    started; all runs of one test process share a hash seed."""
+    stdin is empty unless given; the environment is the test process's at the call; all runs
+    of one test process share a hash seed."""
     return _warm().run(["tc", "-b", str(path), "--netns", netns, *extra], stdin)
 
 
-#: The warm interpreter (argv[1]: its end of a SOCK_SEQPACKET socket pair). Per request (a JSON
-#: argv, and the fds to become 0, 1 and 2) it forks; the child leaves the loop and calls
+#: The warm interpreter (argv[1]: its end of a SOCK_SEQPACKET socket pair). Per request (JSON:
+#: argv and environment; and the fds to become 0, 1 and 2) it forks; the child leaves the loop and calls
 #: ``main()`` at the top level of the script, so it ends as ``python -c "...; main()"`` ends
 #: (exit status, atexit, a KeyboardInterrupt's or a signal's death); the parent answers with
 #: the status as subprocess reports it (-N: killed by signal N). Nothing is read from or
@@ -90,7 +90,10 @@ server.close()
 for target, fd in enumerate(fds):
     os.dup2(fd, target)
     os.close(fd)
-sys.argv = ["-c", *json.loads(message)]
+request = json.loads(message)
+os.environ.clear()
+os.environ.update(request["env"])
+sys.argv = ["-c", *request["argv"]]
 main()
 """
 
@@ -118,7 +121,9 @@ class _Warm:
         (in_r, in_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
         with self._lock, concurrent.futures.ThreadPoolExecutor(3) as pool:
             try:
-                socket.send_fds(self._sock, [json.dumps(args).encode()], [in_r, out_w, err_w])
+                request = {"argv": args, "env": dict(os.environ)}
+                socket.send_fds(self._sock, [json.dumps(request).encode()],
+                                [in_r, out_w, err_w])
             finally:
                 for fd in (in_r, out_w, err_w):
                     os.close(fd)
