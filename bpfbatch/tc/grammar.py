@@ -263,6 +263,42 @@ def parse_mac(text: str) -> bytes | None:
     return bytes(int(p, 16) for p in parts)
 
 
+class BadLladdr(Exception):
+    """``ll_addr_a2n`` returned -1: ``said`` is the line it printed (``"PART" is invalid
+    lladdr.``, no newline), ``word`` the argument as tc left it, cut at its first ``:`` when it
+    was read as hex parts (tc writes a NUL over each ``:`` it passes), which is what a message
+    printed after it (vlan's ``invarg``) names."""
+
+    def __init__(self, said: str, word: str) -> None:
+        super().__init__(said)
+        self.said = said
+        self.word = word
+
+
+def lladdr(text: str, into: bytearray) -> int:
+    """``ll_addr_a2n(into, len(into), text)`` (lib/ll_addr.c), for every kind that reads a
+    link-layer address: a word with a ``.`` is an IPv4 address (``get_addr_1(AF_INET)``) over
+    the first four bytes, returning 4; any other is ``:``-separated parts, each a
+    ``sscanf("%x")`` into an int (C's ``strtoul`` cut to 32 bits: a sign, ``0x`` and trailing
+    junk are taken, ``-0`` and ``100000000`` read 0) of 0..255, written over as many bytes as
+    the buffer holds, returning the parts read (one more than fit when more follow, as tc
+    counts). The bytes not written keep what ``into`` held. ``into`` holds at least 4 bytes.
+    Raises :class:`BadLladdr` where tc prints its line and returns -1."""
+    if "." in text:
+        address = ipv4_address(text)
+        if address is None:
+            raise BadLladdr(f'"{text}" is invalid lladdr.', text)
+        into[:4] = address
+        return 4
+    parts = text.split(":")
+    for i, part in enumerate(parts[:len(into)]):
+        value, end, _ = strtoul(part, 16)
+        if not end or value & 0xFFFFFFFF > 255:
+            raise BadLladdr(f'"{part}" is invalid lladdr.', parts[0])
+        into[i] = value & 0xFF
+    return min(len(parts), len(into) + 1)
+
+
 def classifier_flag(word: str, opts: dict) -> bool:
     """``skip_hw``/``skip_sw``, the flags every classifier takes, into ``opts["flags"]``."""
     if word not in S.CLS_FLAGS:

@@ -13,7 +13,7 @@ import struct
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from bpfbatch.tc.grammar import CommandError
+from bpfbatch.tc.grammar import BadLladdr, CommandError, lladdr
 from bpfbatch.tc.kinds import flower_values as V
 from bpfbatch.tc.parse import parse_command
 
@@ -147,10 +147,35 @@ def _c_scan_hex(part: str) -> int | None:
 @example("100000001")
 @example("")
 def test_mac_parts_read_as_libcs_sscanf_reads_them(part):
-    """A one-part MAC: what ``ll_addr_a2n`` takes (0..255 from sscanf) or refuses."""
+    """A one-part MAC: what ``ll_addr_a2n`` (the reader flower, vlan and pedit share) takes
+    (0..255 from sscanf) or refuses."""
     want = _c_scan_hex(part)
+    out = bytearray(6)
     try:
-        got = V.lladdr(part)[0]
-    except V.Bad:
+        assert lladdr(part, out) == 1
+        got = out[0]
+    except BadLladdr:
         got = None
     assert got == (want if want is not None and 0 <= want <= 255 else None)
+
+
+@pytest.mark.parametrize("text, count, written", [
+    ("1:2:3:4:5:6", 6, b"\x01\x02\x03\x04\x05\x06"),
+    ("1:2:3:4:5:6:7", 7, b"\x01\x02\x03\x04\x05\x06"),  # tc counts one more, reads no 7th
+    ("1:2", 2, b"\x01\x02\xee\xee\xee\xee"),  # the rest of the buffer kept
+    ("10.0.0.1", 4, b"\x0a\x00\x00\x01\xee\xee"),
+])
+def test_lladdr_counts_and_writes_as_ll_addr_a2n(text, count, written):
+    out = bytearray(b"\xee" * 6)
+    assert lladdr(text, out) == count
+    assert bytes(out) == written
+
+
+@pytest.mark.parametrize("text, said, word", [
+    ("1:zz:3", '"zz" is invalid lladdr.', "1"),  # tc cut the word at its first ':'
+    ("1.2.3.400", '"1.2.3.400" is invalid lladdr.', "1.2.3.400"),
+])
+def test_lladdr_refusal_names_what_tc_printed_and_left(text, said, word):
+    with pytest.raises(BadLladdr) as bad:
+        lladdr(text, bytearray(6))
+    assert (bad.value.said, bad.value.word) == (said, word)

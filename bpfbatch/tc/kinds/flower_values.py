@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import struct
 
-from ..grammar import ipv4_address
-from ..numbers import strtoul, unsigned
+from .. import grammar
+from ..numbers import unsigned
 
 #: The layouts of flower's numbers: host order (U*) or network order (BE*).
 U8, U16, BE16, U32, BE32 = (struct.Struct(f) for f in ("=B", "=H", "!H", "=I", "!I"))
@@ -64,26 +64,14 @@ def tcp_flags(text: str, flags_type: int, mask_type: int) -> list[tuple[int, byt
     return [(flags_type, BE16.pack(flags)), (mask_type, BE16.pack(mask))]
 
 
-def lladdr(text: str, size: int = _ETH_ALEN, into: bytearray | None = None) -> bytearray:
-    """``ll_addr_a2n`` into ``size`` bytes (written over ``into`` when given): a dotted IPv4
-    address fills the first four, else up to ``size`` ``:``-separated ``%x`` numbers of 0..255
-    (what follows the last one is not read). The bytes tc leaves unwritten hold whatever its
-    buffer held: ``into``'s, or zeros (tc's stack, unknowable: a short MAC's bytes differ)."""
-    out = bytearray(size) if into is None else into
-    if "." in text:
-        address = ipv4_address(text)
-        if address is None:
-            raise Bad(f'"{text}" is invalid lladdr.')
-        out[:4] = address
-        return out
-    parts = text.split(":")
-    for i in range(min(size, len(parts))):
-        value, end, _ = strtoul(parts[i], 16)  # sscanf's %x, stored in an int
-        value &= 0xFFFFFFFF
-        if not end or value > 255:
-            raise Bad(f'"{parts[i]}" is invalid lladdr.')
-        out[i] = value
-    return out
+def lladdr(text: str, into: bytearray) -> None:
+    """``ll_addr_a2n`` (:func:`..grammar.lladdr`) over ``into``, or :class:`Bad` with its
+    line. tc's buffer is on its stack: the bytes a short MAC leaves unwritten are unknowable,
+    zeros here (a mask read after an address keeps the address's)."""
+    try:
+        grammar.lladdr(text, into)
+    except grammar.BadLladdr as bad:
+        raise Bad(bad.said) from None
 
 
 def eth_addr(text: str, addr_type: int, mask_type: int) -> list[tuple[int, bytes]]:
@@ -92,7 +80,8 @@ def eth_addr(text: str, addr_type: int, mask_type: int) -> list[tuple[int, bytes
     after it. ``/BITS`` shifts 48 ones by ``64 - BITS`` in 64 bits, which x86 takes modulo 64
     (``/0`` is then all ones, ``/100`` a shift by 28): tc's arithmetic, kept."""
     addr_text, slash, mask_text = text.partition("/")
-    addr = lladdr(addr_text)
+    addr = bytearray(_ETH_ALEN)
+    lladdr(addr_text, addr)
     attrs = [(addr_type, bytes(addr))]
     if slash:
         bits = unsigned(mask_text, 10)
@@ -100,7 +89,7 @@ def eth_addr(text: str, addr_type: int, mask_type: int) -> list[tuple[int, bytes
             shifted = (0xFFFFFFFFFFFF << ((64 - bits) & 63)) & 0xFFFFFFFFFFFFFFFF
             addr[:] = shifted.to_bytes(8, "big")[:_ETH_ALEN]
         else:
-            lladdr(mask_text, into=addr)
+            lladdr(mask_text, addr)
         mask = bytes(addr)
     else:
         mask = b"\xff" * _ETH_ALEN

@@ -18,7 +18,7 @@ import struct
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import NLA_F_NESTED, encode, strz
-from ..grammar import CommandError, Words, ipv4_address, ipv4_prefix, matches, unsigned
+from ..grammar import BadLladdr, CommandError, Words, ipv4_prefix, lladdr, matches, unsigned
 from ..resolve import Resolver
 from . import gact
 from . import pedit_fields as F
@@ -63,8 +63,6 @@ _KEEP8 = (0x00FFFFFF, 0xFF00FFFF, 0xFFFF00FF, 0xFFFFFF00)
 _NON_EXTENDED = "Non extended mode. only 'set' command is supported\n"
 #: ``strtol(..., 0)`` over the whole word, as ``get_integer`` takes it.
 _C_INT = re.compile(r"[ \t\n\v\f\r]*([+-]?)(?:0[xX]([0-9a-fA-F]+)|(0[0-7]*)|([1-9][0-9]*))\Z")
-#: What ``sscanf("%x")`` reads of one part of a MAC address.
-_HEX_PART = re.compile(r"[ \t\n\v\f\r]*([+-]?)(?:0[xX])?([0-9a-fA-F]+)")
 
 
 @dataclasses.dataclass(slots=True)
@@ -340,19 +338,12 @@ def _ipv6_prefix(text: str) -> bytes | None:
 
 
 def _lladdr(text: str) -> tuple[bytes | None, str]:
-    """``ll_addr_a2n`` for a 6-byte address: (the bytes, "") when exactly six ``:``-separated
-    parts read (each as ``sscanf("%x")``, at most 255), else (None, what tc said, maybe
-    nothing). A word with a ``.`` is read as an IPv4 address, which is never 6 bytes."""
-    if "." in text:
-        return None, "" if ipv4_address(text) is not None else f'"{text}" is invalid lladdr.\n'
-    parts = text.split(":")
-    out = bytearray()
-    for part in parts[:6]:
-        found = _HEX_PART.match(part)
-        value = int(found.group(2), 16) if found else -1
-        if found and found.group(1) == "-":
-            value = -value & _M32 if value else 0
-        if not 0 <= value <= 255:
-            return None, f'"{part}" is invalid lladdr.\n'
-        out.append(value)
-    return (bytes(out), "") if len(parts) == 6 else (None, "")
+    """``ll_addr_a2n`` (:func:`..grammar.lladdr`) for a 6-byte address: (the bytes, "") when
+    it read exactly six parts, else (None, what tc said, maybe nothing: an IPv4 address, which
+    reads 4 bytes, or a seventh part)."""
+    out = bytearray(6)
+    try:
+        count = lladdr(text, out)
+    except BadLladdr as bad:
+        return None, bad.said + "\n"
+    return (bytes(out), "") if count == 6 else (None, "")

@@ -5,14 +5,12 @@ attributes."""
 from __future__ import annotations
 
 import dataclasses
-import re
-import socket
 import struct
 
 from .. import specs as S
 from ..action_list import action_failed, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, any_address, invalid, matches, unsigned
+from ..grammar import BadLladdr, CommandError, Words, invalid, lladdr, matches, unsigned
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail
@@ -40,7 +38,6 @@ _PARMS, _ID, _PROTOCOL, _PRIORITY, _ETH_DST, _ETH_SRC = 2, 3, 4, 6, 7, 8
 _TC_VLAN = struct.Struct("=IIiiii")
 _KIND = encode((strz(S.ActAttr.KIND, "vlan"),))
 _VLAN_PROTOCOLS = (0x8100, 0x88A8)  # ETH_P_8021Q, ETH_P_8021AD
-_HEX_BYTE = re.compile(r"\s*\+?(?:0[xX])?([0-9a-fA-F]+)")
 
 
 @dataclasses.dataclass(slots=True)
@@ -129,25 +126,14 @@ def _incomplete(action: Vlan) -> str | None:
 
 
 def _lladdr(text: str, what: str, before: bytes | None) -> bytes:
-    """``ll_addr_a2n`` into tc's 6-byte array, which holds ``before`` (the same option given
-    earlier on the line; zeros if none): a word with a ``.`` is an IPv4 address
-    (``get_addr_1(AF_INET)``) written over the first 4 bytes; any other is up to six
-    ``:``-separated hex numbers (each read as ``sscanf("%x")``) written over as many bytes.
-    A word it cannot read: its line, then ``invarg``'s naming ``what``."""
+    """``ll_addr_a2n`` (:func:`..grammar.lladdr`) into tc's 6-byte array, which holds
+    ``before`` (the same option given earlier on the line; zeros if none). A word it cannot
+    read: its line, then ``invarg``'s naming ``what`` and the word as tc left it."""
     out = bytearray(before or bytes(6))
-    if "." in text:
-        address = any_address(text, socket.AF_INET)
-        if address is None:
-            raise CommandError(f'"{text}" is invalid lladdr.\n{invalid(text, what)}', fatal=True)
-        out[:4] = address
-        return bytes(out)
-    for i, part in enumerate(text.split(":")[:6]):
-        digits = _HEX_BYTE.match(part)
-        if digits is None or int(digits.group(1), 16) > 255:
-            # tc cut the word at each ':' it read: invarg names its first part
-            first = text.partition(":")[0]
-            raise CommandError(f'"{part}" is invalid lladdr.\n{invalid(first, what)}', fatal=True)
-        out[i] = int(digits.group(1), 16)
+    try:
+        lladdr(text, out)
+    except BadLladdr as bad:
+        raise CommandError(f"{bad.said}\n{invalid(bad.word, what)}", fatal=True) from None
     return bytes(out)
 
 
