@@ -28,27 +28,31 @@ def verdict_word(token: str | None) -> str | None:
     return next((word for word in S.CONTROL_WORDS if matches(token, word)), None)
 
 
-#: ``new_cmd``: a word tc's ``parse_action`` ends the list at (a prefix of one of these).
-_COMMAND_WORDS = ("change", "replace", "delete", "get", "add")
+#: ``new_cmd``: the words tc's ``parse_action`` ends the list at, every non-empty prefix of
+#: change, replace, delete, get and add (a set: looked up once per action on the hot path),
+#: with flowid and classid, where it ends too.
+_LIST_ENDS = frozenset(word[:n] for word in ("change", "replace", "delete", "get", "add")
+                       for n in range(1, len(word) + 1)) | {"flowid", "classid"}
 
 
-def parse_actions(w: Words, in_filter: bool = False) -> tuple[R.Action, ...]:
-    """One or more actions, the cursor on the first ``action``.
+def parse_actions(w: Words) -> tuple[R.Action, ...]:
+    """One or more actions, the cursor on the first ``action`` (or kind). Only ``action``
+    itself is skipped (tc's ``strcmp``): ``actions`` there names a kind, which gact refuses.
 
     As in tc's ``parse_action``, a cookie stays set for the rest of the command: an action
     without one of its own carries the last one given before it (tc keeps one cookie buffer
-    per command and never clears it). ``in_filter``: a classifier's actions, which end, as
-    tc's do, at a prefix of a command word (``a``, ``d``, ``get``...: ``new_cmd``), the
-    classifier reading on from there (none read yet: none at all)."""
+    per command and never clears it). The list ends, as tc's does, at ``flowid``/``classid``
+    or at a prefix of a command word (``a``, ``d``, ``get``...: ``new_cmd``), its caller
+    reading on from there (none read yet: none at all): a classifier its own words, ``tc
+    actions`` its next command."""
     kinds = parsers("action")
     actions = []
     cookie = None
     while (word := w.peek()) is not None:
-        if word in ("action", "actions"):
+        if word == "action":
             w.pos += 1
             continue
-        if word in ("flowid", "classid") or in_filter and any(
-                matches(word, command) for command in _COMMAND_WORDS):
+        if word in _LIST_ENDS:
             break
         if word == "help":  # tc's parse_action fails at once: only its caller's line is said
             raise CommandError('Illegal "action"')

@@ -97,7 +97,8 @@ class Joined(NamedTuple):
 
 class Listing(NamedTuple):
     """A line tc answers by printing (``filter show``, ``actions list``, ``qdisc show``,
-    ``class show``, ``... get``, ``help``) or ``actions flush``: no message of ours. The sender
+    ``class show``, ``... get``, ``help``), ``actions flush``, or an ``actions`` line of
+    several commands (``actions add action ... add action ...``): no message of ours. The sender
     settles every line before it, then hands its ``words`` to whoever prints listings (the
     CLI runs iproute2's tc on them, so the listing is tc's own, text or JSON)."""
 

@@ -107,7 +107,12 @@ POLICE := [rate R burst B[/CELL]] [pkts_rate N pkts_burst N] [mtu B[/CELL]] [mpu
 CONTROL := drop|shot|pass|ok|pipe|continue|reclassify|trap (or a prefix) | jump N | goto chain N"""
 
 
-def _parse_actions_command(w: Words) -> R.Actions:
+def _parse_actions_command(w: Words) -> R.Actions | Listing:
+    """``actions add|change|replace|del ...``. As tc's ``parse_action`` ends an action list at
+    a prefix of a command word (``add``, ``d``, ``get``...) and its ``do_action`` then runs the
+    rest of the line as another ``tc actions`` command (each sent, or printed, before the next
+    is read), a line whose list ends so is several commands: it goes to iproute2's tc whole,
+    as a :class:`~.message.Listing` does, once its first list has parsed."""
     verb = _verb(w.take("command"), ("add", "change", "replace", "del"))
     if verb == "del":
         refs = []
@@ -123,6 +128,8 @@ def _parse_actions_command(w: Words) -> R.Actions:
     else:
         start = w.pos
         actions = parse_actions(w)
+        if w.peek() is not None:  # a command word follows
+            return Listing(tuple(w.words[:-1]))
         if not actions and w.peek() is None:  # tc's words: `action` alone, or nothing at all
             raise CommandError('bad action empty 1\nparse_action: bad value (0:(null))!\n'
                                'Illegal "action"' if w.pos > start else 'Illegal "action"')

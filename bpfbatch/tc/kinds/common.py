@@ -22,9 +22,9 @@ def classifier_options(w: Words, kind: str, extra) -> dict:
         w.pos += 1
         if word in ("classid", "flowid"):
             opts["classid"] = illegal_unless(parse_classid(w.take("classid")), "classid")
-        elif word in ("action", "actions"):
+        elif matches(word, "action"):
             w.pos -= 1
-            opts["actions"] = parse_actions(w)
+            opts["actions"] = action_list(w)
         elif not extra(word, opts):
             raise CommandError(f"unsupported {kind} option '{word}'")
     return opts
@@ -102,14 +102,22 @@ def actions_attr(w: Words, number: int, action_line: str = 'Illegal "action"') -
     """``action ...`` as a classifier's actions (attribute ``number``, encoded with the
     resolver by :meth:`Listed.options`), the cursor on ``action``; tc's ``action_line`` after a
     failed action."""
-    next_value(w)
     try:
-        return number, list(parse_actions(w, in_filter=True))
+        return number, list(action_list(w))
     except CommandError as exc:
         text = str(exc)
         if exc.fatal or not text.endswith('Illegal "action"'):
             raise
         raise CommandError(text[:-len('Illegal "action"')] + action_line) from None
+
+
+def action_list(w: Words) -> tuple:
+    """A classifier's ``action ...``, the cursor on its action word (tc's ``matches(*argv,
+    "action")``: any prefix of it, ``actions`` not): tc's ``NEXT_ARG()``, then the list, which
+    ends where tc's ``parse_action`` ends it, at a prefix of a command word (``a``, ``get``...)
+    that the classifier then reads as its own word (``a``: another action list)."""
+    next_value(w)
+    return parse_actions(w)
 
 
 def next_value(w: Words) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from ...errors import InputError
 from .. import rules as R
 from .. import specs as S
-from ..action_list import incomplete, parse_actions
+from ..action_list import incomplete
 from ..grammar import (CommandError, Words, illegal_unless, ipv4_prefix, matches, parse_classid,
                        parse_u32_handle, unsigned, what_is)
 from ..numbers import integer
 from . import police
-from .common import police_failed
+from .common import action_list, police_failed
 
 NAMES = ("u32",)
 
@@ -71,9 +71,9 @@ def parse_filter(w: Words) -> R.U32:
             order.append("indev")
         elif word in S.CLS_FLAGS:
             opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
-        elif word in ("action", "actions"):
+        elif matches(word, "action"):
             w.pos -= 1
-            opts["actions"] = parse_actions(w)
+            opts["actions"] = action_list(w)
             order.append("actions")
         elif matches(word, "police"):
             if w.peek() is None:
