@@ -366,11 +366,15 @@ class U32:
     #: Class ids a line gave before its last (``flowid 1:6 classid 1:5``): tc sends each, in
     #: order (the kernel keeps the last).
     earlier_classids: tuple[int, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    #: Action lists a line gave before its last (``action drop a pass``): likewise.
+    earlier_actions: tuple[tuple[Action, ...], ...] = dataclasses.field(default=(), compare=False,
+                                                                        repr=False)
     kind = "u32"
 
     def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
         attrs = []
         classids = iter((*self.earlier_classids, self.classid))
+        action_lists = iter((*self.earlier_actions, self.actions))
         for name in self.order:
             if name == "classid" and self.classid is not None:
                 attrs.append(u32(S.U32Attr.CLASSID, next(classids)))
@@ -381,7 +385,7 @@ class U32:
             elif name == "indev" and self.indev is not None:
                 attrs.append(strz(S.U32Attr.INDEV, self.indev))
             elif name == "actions" and self.actions:
-                attrs.append(action_tab(S.U32Attr.ACT, self.actions, resolve))
+                attrs.append(action_tab(S.U32Attr.ACT, next(action_lists), resolve))
             elif name == "police" and self.police is not None:
                 attrs.append((S.U32Attr.POLICE, self.police.options()))
         if self.ht:

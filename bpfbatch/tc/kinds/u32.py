@@ -73,6 +73,8 @@ def parse_filter(w: Words) -> R.U32:
             opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
         elif matches(word, "action"):
             w.pos -= 1
+            if "actions" in opts:
+                opts["earlier_actions"] = (*opts.get("earlier_actions", ()), opts["actions"])
             opts["actions"] = action_list(w)
             order.append("actions")
         elif matches(word, "police"):
