@@ -1,6 +1,6 @@
-"""bpf: the classifier (``f_bpf.c``: a pinned program, classic BPF bytecode or an object file,
-``da``) and the action (``m_bpf.c``: classic BPF bytecode, given inline or in a file, or an
-eBPF program from an object file or pinned)."""
+"""bpf: the classifier (``f_bpf.c``) and the action (``m_bpf.c``), each running classic BPF
+bytecode (given inline or in a file) or an eBPF program (from an object file, or pinned), read
+by one set of readers as tc's ``bpf_legacy.c`` reads them for both."""
 
 from __future__ import annotations
 
@@ -9,29 +9,30 @@ import os
 import socket
 import struct
 
-from .. import rules as R
 from .. import specs as S
 from ..action_list import action_failed, incomplete
-from ..encoding import encode, strz
+from ..encoding import encode, strz, u32
 from ...errors import NotFoundError
-from ..grammar import PROGRAMS, CommandError, Words, matches
-from ..resolve import BPF_PROG_TYPE_SCHED_ACT, Resolver
+from ..grammar import PROGRAMS, CommandError, Words, matches, parse_classid, what_is
+from ..resolve import BPF_PROG_TYPE_SCHED_ACT, BPF_PROG_TYPE_SCHED_CLS, Resolver
 from . import gact
-from .common import classifier_options
+from .common import Listed, actions_attr, next_value, police_attr
 from .tail import Tail
 
 NAMES = ("bpf",)
 
-USAGE = """\
-Usage: ... bpf ... [ index INDEX ]
+def _usage(head: str, ebpf: str, name: str, what: str, foot: str) -> str:
+    """m_bpf's and f_bpf's explain(): their common text around each one's own lines (``name``:
+    the section's word, ``what``: its default)."""
+    return f"""\
+Usage: ... bpf ...{head}
 
 BPF use case:
  bytecode BPF_BYTECODE
  bytecode-file FILE
 
 eBPF use case:
- object-file FILE [ section ACT_NAME ] [ export UDS_FILE ] [ verbose ]
- object-pinned FILE
+{ebpf}
 
 Where BPF_BYTECODE := 's,c t f k,c t f k,c t f k,...'
 c,t,f,k and s are decimals; s denotes number of 4-tuples
@@ -40,14 +41,21 @@ Where FILE points to a file containing the BPF_BYTECODE string,
 an ELF file containing eBPF map definitions and bytecode, or a
 pinned eBPF program.
 
-Where ACT_NAME refers to the section name containing the
-action (default 'action').
+Where {name} refers to the section name containing the
+{what} (default '{what}').
 
 Where UDS_FILE points to a unix domain socket file in order
 to hand off control of all created eBPF maps to an agent.
 
+{foot}"""
+
+
+USAGE = _usage(" [ index INDEX ]", """\
+ object-file FILE [ section ACT_NAME ] [ export UDS_FILE ] [ verbose ]
+ object-pinned FILE""", "ACT_NAME", "action", """\
 Where optionally INDEX points to an existing action, or
-explicitly specifies an action index upon creation."""
+explicitly specifies an action index upon creation.""")
+
 
 # linux/tc_act/tc_bpf.h TCA_ACT_BPF_*
 _PARMS, _OPS_LEN, _OPS, _FD, _NAME = 2, 3, 4, 5, 6
@@ -58,42 +66,132 @@ _BPF_MAXINSNS = 4096
 _FILE_MAX = len("4096,") + 1 + _BPF_MAXINSNS * (len("65535 255 255 4294967295,") + 1)
 
 
-def parse_filter(w: Words) -> R.BpfProg:
-    """bpf: a pinned program, classic BPF ``bytecode``, an object file (``obj FILE [sec
-    NAME]``, loaded through the package's loader), or nothing (a ``del`` naming the filter)."""
-    def extra(word: str, opts: dict) -> bool:
-        if word in ("da", "direct-action"):
-            opts["direct_action"] = True
-        elif word in ("pinned", "object-pinned", "fd"):
-            opts["pinned"] = w.take("pinned program path")
-        elif word in ("bytecode", "bc"):
-            opts["bytecode"] = _cbpf(w.take("bytecode"))
-        elif word in ("obj", "object-file"):
-            opts["object_file"] = w.take("object file")
-        elif word in ("sec", "section"):
-            opts["section"] = w.take("section")
-        elif word in S.CLS_FLAGS:
-            opts["flags"] = opts.get("flags", 0) | S.CLS_FLAGS[word]
+#: f_bpf.c's explain(), its section default filled in.
+FILTER_USAGE = _usage("", """\
+ object-file FILE [ section CLS_NAME ] [ export UDS_FILE ] [ verbose ] [ direct-action ] \
+[ skip_hw | skip_sw ]
+ object-pinned FILE [ direct-action ] [ skip_hw | skip_sw ]
+
+Common remaining options:
+ [ action ACTION_SPEC ]
+ [ classid CLASSID ]""", "CLS_NAME", "classifier", """\
+ACTION_SPEC := ... look at individual actions
+NOTE: CLASSID is parsed as hexadecimal input.""")
+
+# linux/pkt_cls.h TCA_BPF_POLICE (the other TCA_BPF_* are specs.Bpf)
+_FILTER_POLICE = 2
+_SKIP_HW, _SKIP_SW = 1, 2  # TCA_CLS_FLAGS_SKIP_*
+
+
+@dataclasses.dataclass(slots=True)
+class BpfFilter:
+    """cls_bpf as tc's ``f_bpf.c`` sends it: ``attrs``, the classid, actions and policer in
+    the order the line gave them (as :class:`~.common.Listed` holds them), then the program (a
+    classic one, empty where the line gave none, as tc sends it; or an eBPF one), then the
+    flags; no options at all (``sends_options`` False) where the line ended at ``bpf``."""
+
+    listed: Listed
+    program: tuple[tuple[int, int, int, int], ...] | EbpfProgram = ()
+    gen_flags: int = 0
+    flags: int = 0
+    kind = "bpf"
+
+    def options(self, resolve: Resolver, protocol: int) -> tuple | None:
+        attrs = self.listed.options(resolve, protocol)
+        if attrs is None:
+            return None
+        if isinstance(self.program, EbpfProgram):
+            try:
+                fd = self.program.fd(resolve)
+            except NotFoundError as exc:  # loaded here when the reader did not while parsing
+                raise NotFoundError(f"{exc.message}\nUnable to load program") from None
+            program = [(S.Bpf.FD, struct.pack("=I", fd)),
+                       (S.Bpf.NAME, self.program.annotation() + b"\0")]
         else:
-            return False
-        return True
+            program = _ops_attrs(S.Bpf.OPS_LEN, S.Bpf.OPS, self.program)
+        if self.gen_flags:
+            program.append((S.Bpf.FLAGS_GEN, struct.pack("=I", self.gen_flags)))
+        if self.flags:
+            program.append((S.Bpf.FLAGS, struct.pack("=I", self.flags)))
+        return (*attrs, *program)
 
-    return R.BpfProg(**classifier_options(w, "bpf", extra))
+
+def parse_filter(w: Words) -> BpfFilter:
+    """tc's ``f_bpf.c`` ``bpf_parse_opt``, the cursor past ``bpf``: ``[run] MODE ARG ...``
+    (a word no option names, before any program, is read as a mode), ``classid``/``flowid``,
+    ``direct-action``/``da``, ``skip_hw``, ``skip_sw``, ``action``, ``police``, ``help``, each
+    as tc's ``matches()`` reads it. A pinned program is opened while parsing and an object file
+    loaded after the options, as tc does, where the reader gives a resolver
+    (:data:`~..grammar.PROGRAMS`); ``export``'s socket is then connected."""
+    listed = Listed("bpf", sends_options=w.peek() is not None)
+    cls = BpfFilter(listed)
+    attrs: list = []
+    seen_run = False
+    while (word := w.peek()) is not None:
+        if matches(word, "run") or not (seen_run or _filter_word(word)):
+            if matches(word, "run"):
+                next_value(w)
+                if seen_run:
+                    raise CommandError(f'Error: duplicate "run": "{w.peek()}" is the second value.',
+                                       fatal=True)
+            seen_run = True
+            try:
+                cls.program = _mode(w, BPF_PROG_TYPE_SCHED_CLS, "classifier")
+            except CommandError as exc:
+                if exc.fatal:
+                    raise
+                raise CommandError(_then(str(exc), "Unable to parse bpf command line")) from None
+        elif matches(word, "classid") or matches(word, "flowid"):
+            classid = parse_classid(next_value(w))
+            if classid is None:
+                raise CommandError('Illegal "classid"')
+            attrs.append(u32(S.Bpf.CLASSID, classid))
+        elif matches(word, "direct-action") or matches(word, "da"):
+            cls.flags |= S.TCA_BPF_FLAG_ACT_DIRECT
+        elif matches(word, "skip_hw"):
+            cls.gen_flags |= _SKIP_HW
+        elif matches(word, "skip_sw"):
+            cls.gen_flags |= _SKIP_SW
+        elif matches(word, "action"):
+            attrs.append(actions_attr(w, S.Bpf.ACT))
+            continue
+        elif matches(word, "police"):
+            attrs.append(police_attr(w, _FILTER_POLICE))
+            continue
+        elif matches(word, "help"):
+            raise CommandError(FILTER_USAGE)
+        else:
+            raise CommandError(what_is(word, FILTER_USAGE))
+        w.pos += 1
+    listed.attrs = tuple(attrs)
+    program = cls.program
+    if isinstance(program, EbpfProgram):
+        if program.section is not None:
+            try:
+                _load(program)
+            except CommandError as exc:
+                raise CommandError(_then(str(exc), "Unable to load program")) from None
+        if program.uds is not None:
+            _connect(program.uds, CommandError)
+    return cls
 
 
-def _cbpf(text: str) -> tuple[tuple[int, int, int, int], ...]:
-    """tc's ``bytecode 'N,code jt jf k,...'`` → N instructions (``bpf_parse_string``)."""
-    try:
-        count, *insns = text.split(",")
-        ops = tuple(tuple(int(part, 0) for part in insn.split()) for insn in insns)
-        if int(count) != len(ops) or not 0 < len(ops) <= 4096 or any(
-                len(op) != 4 or not (0 <= op[0] <= 0xFFFF and 0 <= op[1] <= 0xFF
-                                     and 0 <= op[2] <= 0xFF and 0 <= op[3] <= 0xFFFFFFFF)
-                for op in ops):
-            raise ValueError(text)
-    except ValueError:
-        raise CommandError("Error parsing bytecode") from None
-    return ops
+def _then(text: str, line: str) -> str:
+    """tc's ``line`` after what the failed reader printed (nothing, for some)."""
+    return f"{text}\n{line}" if text else line
+
+
+def _filter_word(word: str) -> bool:
+    """Whether f_bpf's option loop names ``word`` before its mode fallback."""
+    return any(matches(word, name) for name in (
+        "classid", "flowid", "direct-action", "da", "skip_hw", "skip_sw", "action", "police",
+        "help"))
+
+
+def _ops_attrs(len_type: int, ops_type: int, ops: tuple) -> list:
+    """A classic program as tc's ``cbpf_cb`` adds it: its length, then its instructions."""
+    return [(len_type, struct.pack("=H", len(ops))),
+            (ops_type, b"".join(_SOCK_FILTER.pack(*op) for op in ops))]
 
 
 def cbpf_ops(text: str) -> tuple[tuple[int, int, int, int], ...]:
@@ -168,20 +266,22 @@ def _bytecode_file(path: str) -> str:
 
 @dataclasses.dataclass(slots=True)
 class EbpfProgram:
-    """An eBPF program as tc's ``bpf_do_parse`` names it for an action: the ``section`` (or
-    the program called ``name``) of object file ``path``, or (``section`` None) the program
-    pinned at ``path``; ``uds``: the socket tc's ``export`` hands the object's maps to."""
+    """An eBPF program as tc's ``bpf_do_parse`` names it: the ``section`` (or the program
+    called ``name``) of object file ``path``, loaded as ``prog_type``, or (``section`` None)
+    the program pinned at ``path``; ``uds``: the socket tc's ``export`` hands the object's
+    maps to."""
 
     path: str
     section: str | None = None
     name: str | None = None
     uds: str | None = None
+    prog_type: int = BPF_PROG_TYPE_SCHED_ACT
 
     def fd(self, resolve: Resolver) -> int:
         """Its fd, loaded (or opened) once per batch; NotFoundError in tc's words."""
         if self.section is None:
             return resolve.program_fd(self.path)
-        return resolve.object_program_fd(self.path, self.section, BPF_PROG_TYPE_SCHED_ACT,
+        return resolve.object_program_fd(self.path, self.section, self.prog_type,
                                          self.name)
 
     def annotation(self) -> bytes:
@@ -205,8 +305,7 @@ class BpfAction(Tail):
     def attrs(self, resolve: Resolver) -> tuple:
         options = []
         if self.ops is not None:  # tc's order: the program while parsing, the parms after
-            options += [(_OPS_LEN, struct.pack("=H", len(self.ops))),
-                        (_OPS, b"".join(_SOCK_FILTER.pack(*op) for op in self.ops))]
+            options += _ops_attrs(_OPS_LEN, _OPS, self.ops)
         elif self.program is not None:
             try:
                 fd = self.program.fd(resolve)
@@ -248,7 +347,8 @@ def parse_action(w: Words, left: int) -> BpfAction:
             break
         seen_run = True
         try:
-            mode = _mode(w)
+            mode = _mode(w, BPF_PROG_TYPE_SCHED_ACT, _ACT_SECTION)
+            _load(mode)  # bpf_parse_and_load_common: the object loaded right away
         except CommandError as exc:
             if exc.fatal:
                 raise
@@ -261,12 +361,15 @@ def parse_action(w: Words, left: int) -> BpfAction:
     said, _ = action.read_tail(w, failed, 'bpf: Illegal "index"')
     gact.refused_again(said)
     if action.program is not None and action.program.uds is not None:
-        _connect(action.program.uds, w)
+        _connect(action.program.uds,
+                 lambda text: action_failed(text, w.left(), w.peek() or "(null)"))
     return action
 
 
-def _mode(w: Words) -> tuple[tuple[int, int, int, int], ...] | EbpfProgram:
-    """``bpf_do_parse`` for the action, the cursor on the mode word; left on its last word."""
+def _mode(w: Words, prog_type: int, section: str) -> tuple[tuple[int, int, int, int], ...] | EbpfProgram:
+    """``bpf_do_parse`` for a program of ``prog_type`` (``section``: its default), the cursor
+    on the mode word; left on its last word. A pinned program is opened here, as tc does;
+    an object file is loaded by :func:`_load`."""
     word = w.peek()
     if matches(word, "bytecode") or word == "bc":
         read = cbpf_ops
@@ -274,9 +377,9 @@ def _mode(w: Words) -> tuple[tuple[int, int, int, int], ...] | EbpfProgram:
         def read(path: str) -> tuple:
             return cbpf_ops(_bytecode_file(path))
     elif matches(word, "object-file") or word == "obj":
-        return _ebpf(w, pinned=False)
+        return _ebpf(w, EbpfProgram(_ebpf_file(w), section, prog_type=prog_type))
     elif any(matches(word, name) for name in ("object-pinned", "pinned", "fd")):
-        return _ebpf(w, pinned=True)
+        return _ebpf(w, EbpfProgram(_ebpf_file(w), prog_type=prog_type))
     else:
         raise CommandError(f'What mode is "{word}"?')
     w.pos += 1
@@ -289,18 +392,24 @@ def _mode(w: Words) -> tuple[tuple[int, int, int, int], ...] | EbpfProgram:
 _ACT_SECTION = "action"
 
 
-def _ebpf(w: Words, pinned: bool) -> EbpfProgram:
-    """The eBPF modes' words, the cursor on the mode: ``FILE [section NAME] [program NAME]
-    [export UDS] [verbose]``, each read by a pinned program too, as tc reads them; then the
-    program loaded (a pinned one opened, its section kept by tc but not used). (``verbose``: tc's libbpf log, which
-    the package's loader does not print.)"""
+def _ebpf_file(w: Words) -> str:
+    """The eBPF modes' FILE, the cursor on the mode word, left on the FILE."""
     w.pos += 1
-    program = EbpfProgram(_arg(w))
-    section = _ACT_SECTION
+    return _arg(w)
+
+
+def _ebpf(w: Words, program: EbpfProgram) -> EbpfProgram:
+    """The eBPF modes' words after FILE, the cursor on it: ``[section NAME] [program NAME]
+    [export UDS] [verbose]``, each read by a pinned program too, as tc reads them (a pinned
+    program keeps no section: tc reads it but does not use it); a pinned program is then
+    opened. (``verbose``: tc's libbpf log, which the package's loader does not print.)"""
+    pinned = program.section is None
     w.pos += 1
     if w.peek() is not None and matches(w.peek(), "section"):
         w.pos += 1
         section = _arg(w)
+        if not pinned:
+            program.section = section
         w.pos += 1
     if w.peek() == "program":
         w.pos += 1
@@ -314,14 +423,20 @@ def _ebpf(w: Words, pinned: bool) -> EbpfProgram:
     if w.peek() is not None and matches(w.peek(), "verbose"):
         w.pos += 1
     w.pos -= 1
-    program.section = None if pinned else section
+    if pinned:
+        _load(program)
+    return program
+
+
+def _load(program) -> None:
+    """Open or load an eBPF ``program`` (not a classic one) through the reader's resolver,
+    if it gives one; CommandError with the resolver's line."""
     resolve = PROGRAMS.get()
-    if resolve is not None:
+    if isinstance(program, EbpfProgram) and resolve is not None:
         try:
             program.fd(resolve)
         except NotFoundError as exc:
             raise CommandError(exc.message) from None
-    return program
 
 
 def _arg(w: Words) -> str:
@@ -331,13 +446,12 @@ def _arg(w: Words) -> str:
     return w.peek()
 
 
-def _connect(path: str, w: Words) -> None:
-    """tc's ``bpf_send_map_fds`` after the action is read: a datagram socket connected to
-    ``path`` (cut to ``sun_path``), on which nothing is sent; a failure is the action's, tc's
-    argc and word then being those after the tail."""
+def _connect(path: str, failed) -> None:
+    """tc's ``bpf_send_map_fds`` after the action or filter is read: a datagram socket
+    connected to ``path`` (cut to ``sun_path``), on which nothing is sent; a failure is
+    ``failed(tc's line)`` (the action's says tc's argc and word after the tail)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         try:
             sock.connect(path.encode(errors="surrogateescape")[:107])
         except OSError as exc:
-            raise action_failed(f"Cannot connect to {path}: {os.strerror(exc.errno or 0)}",
-                                w.left(), w.peek() or "(null)") from None
+            raise failed(f"Cannot connect to {path}: {os.strerror(exc.errno or 0)}") from None

@@ -1,7 +1,7 @@
-"""What the classifiers share. The option loop bpf and flower share (``classid``/``flowid``,
-actions, each kind's own words); and for the classifiers tc writes in the order it reads them
+"""What the classifiers share: for the classifiers tc writes in the order it reads them
 (fw, route, basic, matchall: ``f_fw.c``, ``f_route.c``, ``f_basic.c``, ``f_matchall.c``),
-their option loop with its words and their :class:`Listed` form. Not a kind: it names none."""
+their option loop with its words and their :class:`Listed` form (bpf's too), and the
+readers of ``action``, ``police`` and an option's value. Not a kind: it names none."""
 
 from __future__ import annotations
 
@@ -10,24 +10,9 @@ import dataclasses
 from .. import rules as R
 from ..action_list import incomplete, parse_actions
 from ..encoding import Attr, u32
-from ..grammar import CommandError, Words, illegal_unless, matches, parse_classid, what_is
+from ..grammar import CommandError, Words, matches, parse_classid, what_is
 from ..resolve import Resolver
 from . import police
-
-
-def classifier_options(w: Words, kind: str, extra) -> dict:
-    """The options shared by bpf and flower; ``extra(word, opts)`` handles the rest."""
-    opts: dict = {}
-    while (word := w.peek()) is not None:
-        w.pos += 1
-        if word in ("classid", "flowid"):
-            opts["classid"] = illegal_unless(parse_classid(w.take("classid")), "classid")
-        elif matches(word, "action"):
-            w.pos -= 1
-            opts["actions"] = action_list(w)
-        elif not extra(word, opts):
-            raise CommandError(f"unsupported {kind} option '{word}'")
-    return opts
 
 
 def police_failed(text: str = "") -> CommandError:
