@@ -80,15 +80,14 @@ NOTE: CLASSID is parsed as hexadecimal input.""")
 
 # linux/pkt_cls.h TCA_BPF_POLICE (the other TCA_BPF_* are specs.Bpf)
 _FILTER_POLICE = 2
-_SKIP_HW, _SKIP_SW = 1, 2  # TCA_CLS_FLAGS_SKIP_*
 
 
 @dataclasses.dataclass(slots=True)
 class BpfFilter:
-    """cls_bpf as tc's ``f_bpf.c`` sends it: ``attrs``, the classid, actions and policer in
-    the order the line gave them (as :class:`~.common.Listed` holds them), then the program (a
-    classic one, empty where the line gave none, as tc sends it; or an eBPF one), then the
-    flags; no options at all (``sends_options`` False) where the line ended at ``bpf``."""
+    """cls_bpf as tc's ``f_bpf.c`` sends it: the classid, actions and policer in the order
+    the line gave them (``listed``; no options at all where the line ended at ``bpf``), then
+    the ``program`` (classic instructions, none where the line gave none, as tc sends them; or
+    an eBPF program), then ``gen_flags`` (skip_hw/skip_sw) and ``flags`` (direct-action)."""
 
     listed: Listed
     program: tuple[tuple[int, int, int, int], ...] | EbpfProgram = ()
@@ -149,9 +148,9 @@ def parse_filter(w: Words) -> BpfFilter:
         elif matches(word, "direct-action") or matches(word, "da"):
             cls.flags |= S.TCA_BPF_FLAG_ACT_DIRECT
         elif matches(word, "skip_hw"):
-            cls.gen_flags |= _SKIP_HW
+            cls.gen_flags |= S.CLS_FLAGS["skip_hw"]
         elif matches(word, "skip_sw"):
-            cls.gen_flags |= _SKIP_SW
+            cls.gen_flags |= S.CLS_FLAGS["skip_sw"]
         elif matches(word, "action"):
             attrs.append(actions_attr(w, S.Bpf.ACT))
             continue
