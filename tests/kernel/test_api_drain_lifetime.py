@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from fault_helpers import (bad, fill, judge, map_contents, parse_jsonl, run_script_with_signal,
+from fault_helpers import (fill, judge, map_contents, parse_jsonl, run_script_with_signal,
                            typed_map)
 
 N = 100_000
@@ -123,7 +123,7 @@ def test_map_drain_let_go_of_puts_back_what_was_not_handed_out(tmp_path, how):
             (o.delivered, o.left, o.rc, o.stderr) == expected[id(o)]
 
     report(f"Map.drain() {how}", outcomes, held)
-    assert all(map(held, outcomes)), bad(outcomes)
+    assert all(map(held, outcomes)), [o for o in outcomes if not held(o)]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
@@ -160,4 +160,4 @@ def test_map_drain_signalled_at_its_default_disposition_puts_back_then_dies(tmp_
 
     report(f"Map.drain() {sig.name} at SIG_DFL ({caller_held} died holding a pair)", outcomes,
            held)
-    assert all(map(held, outcomes)), bad(outcomes)
+    assert all(map(held, outcomes)), [o for o in outcomes if not held(o)]
