@@ -41,6 +41,15 @@ listeners (which also see the undo's delete notification).
 One more, only with ``force`` and ``coalesce`` together: a u32 key node may be undone while the
 kernel-side instance holds no other key node only if an earlier u32 add in that instance failed;
 deleting it then also removes that instance's hash tables.
+
+**Signals.** The packing thread's waits on what it shares with the sending thread (the batch
+queue, the end of the sending thread) hold SIGINT, SIGTERM and SIGHUP back
+(:func:`~bpfbatch.interrupts.deferred`): ``Condition.wait`` takes the condition's lock again
+on its way out, and a signal handler that raises inside that acquire leaves without the lock;
+the ``with`` around the wait then releases it anyway — while the sending thread holds it —
+and the sending thread dies of "release unlocked lock", with the batch it had just taken (seen:
+a SIGHUP in ``queue.put``). Held back, the signal lands when the wait is over (a batch handed
+over, a batch settled).
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from ..errors import BpfBatchError, InputError, PartialError, from_errno
+from ..interrupts import deferred
 from . import specs as S
 from .message import (BY_INDEX, UNKNOWN, Joined, LineError, Listing, Message, Parsed, Undo, filter_delete,
                       filter_get, undo_of)
@@ -267,10 +277,11 @@ class Sender:
         send nothing more. Safe to call again when a signal interrupted it: the report is
         whole only once this returns."""
         self._aborted = True
-        while not self._ended.is_set():
-            with contextlib.suppress(queue.Full):  # wakes the thread; batches left are dropped
-                self._batches.put_nowait(None)
-            self._ended.wait(0.05)
+        with deferred():  # waits shared with the sending thread: module doc
+            while not self._ended.is_set():
+                with contextlib.suppress(queue.Full):  # wakes the thread; batches left dropped
+                    self._batches.put_nowait(None)
+                self._ended.wait(0.05)
 
     def finish(self) -> Report:
         """Send whatever is queued, wait for every reply, and return the report."""
@@ -278,8 +289,9 @@ class Sender:
             if not self.report.stopped:
                 self._flush()
         finally:
-            self._batches.put(None)
-            self._ended.wait()
+            with deferred():  # a wait shared with the sending thread: module doc
+                self._batches.put(None)
+                self._ended.wait()
         if self._error is not None:
             raise self._error
         return self.report
@@ -288,7 +300,8 @@ class Sender:
         """Send and settle everything before this line (failures stay in line order, and a
         listing shows them applied); False when sending has stopped."""
         self._flush()
-        self._batches.join()
+        with deferred():  # a wait shared with the sending thread: module doc
+            self._batches.join()
         if self._error is not None:
             raise self._error
         return not self.report.stopped
@@ -389,8 +402,9 @@ class Sender:
         """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
         if not self._entries:
             return
-        self._batches.put((self._buf, self._last_offset, self._entries, self._seq,
-                           self._acked_inside, self._has_joined))
+        with deferred():  # a wait shared with the sending thread: module doc
+            self._batches.put((self._buf, self._last_offset, self._entries, self._seq,
+                               self._acked_inside, self._has_joined))
         self._buf = bytearray()
         self._entries = []
         self._has_joined = self._acked_inside = False
