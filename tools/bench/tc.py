@@ -4,14 +4,17 @@ before every run.
 
 Cases (the issue's): N ``actions add action mirred egress redirect dev vethB index I`` lines
 (100k; 1M with ``--full``), and N u32 filters with a mirred action each in a 256-bucket hash
-layout. Ratios are peer / ``bpfbatch tc -b`` (above 1 = bpfbatch is faster). One more row,
-``bpfbatch API``, sends the same file in-process through ``Session.send_batch``: the CLI's
-cost minus interpreter start-up and imports.
+layout. Ratios are peer / ``bpfbatch tc -b`` (above 1 = bpfbatch is faster). Two more rows:
+``bpfbatch API`` sends the same file in-process through ``Session.send_batch`` (the CLI's cost
+minus interpreter start-up and imports); ``kernel floor`` sends the file's messages, encoded
+beforehand (untimed), 256 KiB per ``sendmsg`` with no echo and no undo: the kernel's own work
+on tc's bytes, which no sender of them can go below — ``tc -b`` ÷ floor bounds every ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -22,10 +25,18 @@ import uuid
 from pathlib import Path
 
 from bpfbatch.tc import Session, raise_for
+from bpfbatch.tc import specs as S
+from bpfbatch.tc.message import Message
+from bpfbatch.tc.netlink import RtnlSocket
+from bpfbatch.tc.netns import entered as in_netns
+from bpfbatch.tc.resolve import Resolver
+from bpfbatch.tc.sender import DEFAULT_BATCH_BYTES
+from bpfbatch.tc.templates import TemplateReader
 from tools.bench.harness import Command, InProcess, interleave, report, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = "bpfbatch tc -b"
+_FLAGS = 6  # nlmsg_flags within nlmsghdr
 
 
 def _ip(*argv: str, check: bool = True) -> None:
@@ -91,6 +102,48 @@ def _in_process(netns: str, path: Path):
     return send
 
 
+def _packed(netns: str, path: Path) -> list[bytearray]:
+    """The file's messages as the sender packs them, in ``sendmsg``-sized buffers, each
+    buffer's last message asking for the one ACK (nothing else added: no echo)."""
+    batches: list[bytearray] = []
+    buf, last, seq = bytearray(), 0, 0
+    with in_netns(netns), contextlib.closing(Resolver()) as resolve, path.open() as stream:
+        for line, message in TemplateReader(resolve).read(stream, str(path)):
+            if not isinstance(message, Message):
+                raise SystemExit(f"{path}:{line}: the floor sends encoded lines only")
+            size = 16 + len(message.body)
+            if len(buf) + size > DEFAULT_BATCH_BYTES:
+                buf[last + _FLAGS] |= S.NLM_F_ACK
+                batches.append(buf)
+                buf = bytearray()
+            seq += 1
+            last = len(buf)
+            buf += S.NLMSGHDR.pack(size, message.msg_type, message.flags | S.NLM_F_REQUEST, seq, 0)
+            buf += message.body
+    buf[last + _FLAGS] |= S.NLM_F_ACK
+    return [*batches, buf]
+
+
+def _floor(netns: str, path: Path):
+    batches: list[bytearray] = []
+
+    def prepare() -> None:  # untimed, after the round's reset
+        batches[:] = _packed(netns, path)
+
+    def send() -> None:
+        with in_netns(netns):
+            sock = RtnlSocket(sndbuf=DEFAULT_BATCH_BYTES + 64, rcvbuf=16 << 20)
+        try:
+            for buf in batches:
+                sock.send(buf)
+                while (reply := sock.next_reply()) is not None:
+                    if reply.error:
+                        raise SystemExit(f"floor: a message failed: {os.strerror(reply.error)}")
+        finally:
+            sock.close()
+    return prepare, send
+
+
 def bench(title: str, lab: Lab, path: Path, setup, *, rounds: int, warmup: int, out: Path,
           params: dict) -> None:
     ours = _bpfbatch()
@@ -101,6 +154,8 @@ def bench(title: str, lab: Lab, path: Path, setup, *, rounds: int, warmup: int, 
             [*ours, "tc", "-b", str(path), "--netns", lab.netns, "--coalesce"], setup=setup),
         "bpfbatch API": InProcess(_in_process(lab.netns, path), setup=setup),
     }
+    prepare, send = _floor(lab.netns, path)
+    cases["kernel floor"] = InProcess(send, setup=lambda: (setup(), prepare()))
     rows = summarize(interleave(cases, rounds=rounds, warmup=warmup), BASELINE)
     report(title, rows, BASELINE, out_dir=out, params=params)
 
