@@ -133,6 +133,7 @@ def _add(total: Report, report: Report | None) -> None:
     total.last_line = report.last_line or total.last_line
     total.stopped = report.stopped
     total.undone += report.undone
+    total.left += report.left
 
 
 def _wait_released(netns: str | None, keys: list[tuple[str, int]]) -> None:

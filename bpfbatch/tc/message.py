@@ -15,7 +15,8 @@ rule objects produce the same bytes, so both get the same answer):
 * ``filter add`` of a u32 key node: as above, with one catch — deleting a u32 instance's last
   key node destroys the instance *and its hash tables*. Such an add is undoable only when the
   sender knows the instance keeps another key node (:class:`Undo` says which instance to ask
-  about; the sender tracks it).
+  about; the sender tracks it). In a hash table the batch created, the sender predicts the
+  handle the kernel gives instead of asking for an echo (:mod:`.u32_known`).
 * everything else — replace, change, delete, qdisc and class requests, u32 hash tables —
   cannot be undone exactly: it never travels behind another request that could fail.
 """
@@ -113,11 +114,13 @@ Parsed = Message | Joined | LineError | Listing
 class Undo(NamedTuple):
     """How to take a request back: fixed ``messages``, or (``echo``) a filter delete built from
     the kernel's echo of the add; ``u32_instance`` (ifindex, parent, info) when the undo is exact
-    only while that u32 instance keeps another key node."""
+    only while that u32 instance keeps another key node; ``slot`` (a hash table and bucket) when
+    the delete names the handle the kernel was predicted to give (:mod:`.u32_known`)."""
 
     messages: tuple[Message, ...] = ()
     echo: bool = False
     u32_instance: tuple[int, int, int] | None = None
+    slot: tuple | None = None
 
 
 #: ``undo`` of an ``actions add`` known to name every index: undoable; :func:`undo_of`

@@ -14,7 +14,8 @@ that while many messages travel per ``sendmsg``:
   message after the first failed one in a ``sendmsg`` must end up not applied. A message whose
   effect can be undone exactly (:func:`.message.undo_of`: ``actions add`` with explicit
   indexes, ``filter add`` by handle — echoed back by the kernel when the line leaves the handle
-  to it) may follow others; any other message (replace, change, delete, qdisc, class, u32 hash
+  to it, or predicted in a u32 hash table the batch created: :mod:`.u32_known`) may follow
+  others; any other message (replace, change, delete, qdisc, class, u32 hash
   tables) starts a new ``sendmsg``, so nothing that could fail was sent before it.
 * When message k of a ``sendmsg`` fails without ``force``, the messages after it that the
   kernel applied are undone, last first, and sending stops: lines 1..k-1 applied, as tc leaves
@@ -60,6 +61,7 @@ import errno as _errno
 import os
 import queue
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
@@ -70,6 +72,7 @@ from .message import (BY_INDEX, UNKNOWN, Joined, LineError, Listing, Message, Pa
                       filter_get, undo_of)
 from .netlink import Reply, RtnlSocket
 from .release import filter_actions, releases, wait_released
+from .u32_known import U32Known, handle_after, selector
 
 #: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
 #: the kernel's per-message work, small enough to stay cache-friendly.
@@ -125,6 +128,9 @@ class Report:
     fatal_status: int = 255
     #: Lines the kernel applied after the stopping failure and that were undone again.
     undone: int = 0
+    #: Lines the kernel applied after the stopping failure that could not be undone (a
+    #: predicted key node found changed: :mod:`.u32_known`); still in the kernel.
+    left: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -136,7 +142,10 @@ class Report:
         parts = [f"{self.failed} of {self.commands} commands failed (first at line {first.line}: "
                  f"{first.text})" if first else f"{self.commands} commands"]
         parts.append(f"{self.applied} applied, up to line {self.last_line}")
-        if self.stopped:
+        if self.stopped and self.left:
+            parts.append(f"stopped at line {self.last_line}; applied after it and not undone: "
+                         f"line{'s' * (len(self.left) > 1)} {', '.join(map(str, self.left))}")
+        elif self.stopped:
             parts.append(f"stopped at line {self.last_line}; nothing after it applied")
         if self.undone:
             parts.append(f"{self.undone} commands after the failure undone")
@@ -212,10 +221,8 @@ class Sender:
         self._seq = 0
         #: Retries and undos are sent by the sending thread, numbered apart from the packer's.
         self._retry_seq = _RETRY_SEQ_BASE
-        #: u32 instances (ifindex, parent, info) holding a key node sent in an earlier batch;
-        #: the current batch's are added when it is handed over.
-        self._u32_nonempty: set[tuple[int, int, int]] = set()
-        self._u32_pending: set[tuple[int, int, int]] = set()
+        #: What is known of the u32 instances the batch touches (key nodes held, tables of ours).
+        self._u32 = U32Known(predict=not force)
         self._batches: queue.Queue = queue.Queue(maxsize=_IN_FLIGHT)
         self._error: BaseException | None = None
         self._aborted = False
@@ -342,11 +349,11 @@ class Sender:
             report.fatal, report.fatal_status = failure.fatal, failure.status
 
     def _queue(self, entry: _Entry) -> None:
-        message, undo, flags = entry[1], entry[3], entry[4]
+        undo = entry.undo
         if self._may_undo and (undo is None or undo.u32_instance is not None):
             entry = self._before_risky(entry)
-        self._append(entry, message, flags)
-        if flags & S.NLM_F_ACK:
+        self._append(entry, entry.message, entry.flags)
+        if entry.flags & S.NLM_F_ACK:
             self._acked_inside = True
         if entry.split is not None:
             self._has_joined = True
@@ -376,27 +383,17 @@ class Sender:
         instance keeps another key node: start a new sendmsg unless it is safe where it is."""
         message, undo = entry.message, entry.undo
         if undo is None:
-            self._track_u32(message)
+            self._u32.irreversible(message)
             risky = True
         else:
-            _family, ifindex, _handle, parent, info = S.TCMSG.unpack_from(message.body, 0)
-            instance = (ifindex, parent, info)
-            entry = entry._replace(undo=undo._replace(u32_instance=instance))
-            risky = instance not in self._u32_nonempty
+            undo, risky = self._u32.key_node(message, undo)
+            entry = entry._replace(undo=undo, flags=entry.flags if undo.echo
+                                   else entry.flags & ~S.NLM_F_ECHO)
         if risky and self._entries and (not self._force or self._has_joined):
             self._flush()
         if undo is not None:  # known once this batch is handed over (not before: see _flush)
-            self._u32_pending.add(entry.undo.u32_instance)
+            self._u32.packed(undo.u32_instance)
         return entry
-
-    def _track_u32(self, message: Message) -> None:
-        """Forget what is known about u32 instances on a device a non-add request touches."""
-        if message.msg_type in (S.Msg.NEWACTION, S.Msg.DELACTION):
-            return
-        ifindex = S.TCMSG.unpack_from(message.body, 0)[1]
-        for known in (self._u32_nonempty, self._u32_pending):
-            for instance in [i for i in known if i[0] == ifindex]:
-                known.discard(instance)
 
     def _flush(self) -> None:
         """Hand the packed batch to the sending thread (waits while _IN_FLIGHT are queued)."""
@@ -408,8 +405,7 @@ class Sender:
         self._buf = bytearray()
         self._entries = []
         self._has_joined = self._acked_inside = False
-        self._u32_nonempty |= self._u32_pending
-        self._u32_pending = set()
+        self._u32.handed_over()
 
     # --- sending (sending thread) --------------------------------------------------------------
 
@@ -488,7 +484,7 @@ class Sender:
                 continue
             later = entries[position + 1:]
             if entry.split is not None:  # joined: its lines one by one, then the rest again
-                self._undo(later, acks, dumps, position + 1)
+                self._undo(entries, acks, dumps, position + 1)
                 self._resend([_entry(line, part, BY_INDEX, self._may_undo)
                               for line, part in zip(entry.lines, entry.split())])
                 if later and not report.stopped:
@@ -499,20 +495,30 @@ class Sender:
             self._fail(self._kernel_failure(entry, reply))
             if not self._force:
                 report.stopped = True
-                self._undo(later, acks, dumps, position + 1)
+                self._undo(entries, acks, dumps, position + 1)
                 return
 
     def _undo(self, entries: list[_Entry], acks: dict[int, Reply], dumps: dict[int, Reply],
-              first_position: int) -> None:
-        """Undo, last first, those of ``entries`` (at ``first_position``...) the kernel applied:
-        the filters, then — once the kernel has released what those filters held
-        (:mod:`.release`) — the actions."""
-        undos: list[tuple[tuple[int, ...], Message]] = []
-        for position in range(first_position + len(entries) - 1, first_position - 1, -1):
+              first: int) -> None:
+        """Undo, last first, those of ``entries[first:]`` the kernel applied: the filters, then
+        — once the kernel has released what those filters held (:mod:`.release`) — the
+        actions. A key node whose handle was predicted is read back first and left alone
+        (and an error raised once the rest is undone) unless it holds the add's selector."""
+        failed_in: Counter = Counter()  # per hash table bucket, adds into it that failed so far
+        failed_before: list[int] = []
+        for position, entry in enumerate(entries):
+            slot = entry.undo.slot if entry.undo is not None else None
+            failed_before.append(failed_in[slot])
+            reply = acks.get(position)
+            if slot is not None and reply is not None and reply.error:
+                failed_in[slot] += 1
+        #: (lines, request, the selector a predicted key node must hold, else None)
+        undos: list[tuple[tuple[int, ...], Message, bytes | None]] = []
+        for position in range(len(entries) - 1, first - 1, -1):
             reply = acks.get(position)
             if reply is not None and reply.error:
                 continue
-            entry = entries[position - first_position]
+            entry = entries[position]
             undo = entry.undo
             if undo is None:  # the packer never lets this happen; refuse to guess
                 raise BpfBatchError(f"line {entry.lines[0]} was applied after a failure and "
@@ -522,18 +528,36 @@ class Sender:
                 if echo is None:
                     raise BpfBatchError(f"no echo for line {entry.lines[0]}: cannot undo it",
                                         obj=self.report.source)
-                undos.append((entry.lines, filter_delete(echo.dump, entry.message.body)))
+                undos.append((entry.lines, filter_delete(echo.dump, entry.message.body), None))
+            elif undo.slot is not None:
+                undos.append((entry.lines, handle_after(undo.messages[0], failed_before[position]),
+                              selector(entry.message.body)))
             else:  # rebuilt from the message itself: a template's undo names its own indexes
-                undos += [(entry.lines, message) for message in undo_of(entry.message).messages]
+                undos += [(entry.lines, message, None) for message in undo_of(entry.message).messages]
             self.report.undone += len(entry.lines)
         filters = [undo for undo in undos if undo[1].msg_type == S.Msg.DELTFILTER]
+        astray: list[int] = []
         if filters:
-            held = [action for answer in self._query([filter_get(m) for _, m in filters])
-                    if answer is not None and answer.dump is not None
-                    for action in filter_actions(answer.dump)]
-            self._apply(filters)
+            answers = self._query([filter_get(message) for _, message, _ in filters])
+            kept, held = [], []
+            for (lines, message, expected), answer in zip(filters, answers):
+                dump = answer.dump if answer is not None else None
+                if expected is not None and (dump is None or selector(dump) != expected):
+                    astray.append(lines[0])
+                    continue
+                kept.append((lines, message))
+                if dump is not None:
+                    held += filter_actions(dump)
+            self._apply(kept)
             wait_released(self._query, releases(held), source=self.report.source)
-        self._apply([undo for undo in undos if undo[1].msg_type != S.Msg.DELTFILTER])
+        self._apply([(lines, message) for lines, message, _ in undos
+                     if message.msg_type != S.Msg.DELTFILTER])
+        if astray:
+            self.report.undone -= len(astray)
+            self.report.left = sorted(astray)
+            raise BpfBatchError(f"line {min(astray)} was applied after the failure and is not "
+                                "undone: the key node the kernel was to number for it does not "
+                                "hold its selector (another writer changed the hash table)")
 
     def _apply(self, undos: list[tuple[tuple[int, ...], Message]]) -> None:
         """Send undo requests in one sendmsg; any refusal is an error naming its line."""

@@ -191,7 +191,8 @@ NLM_F_ECHO = 0x8
 def masked(message: bytes) -> bytes:
     """Sequence number and port id zeroed, NLM_F_ACK and NLM_F_ECHO cleared: bpfbatch asks for
     an ACK only on the last message of each sendmsg (tc on every one), and for an echo of a
-    filter add whose handle the kernel picks (to undo it exactly should an earlier line fail)."""
+    filter add whose handle the kernel picks (to undo it exactly should an earlier line fail),
+    unless it predicts the handle (a u32 key node in a table the batch created)."""
     flags = struct.unpack_from("=H", message, 6)[0] & ~(NLM_F_ACK | NLM_F_ECHO)
     return message[:6] + struct.pack("=H", flags) + b"\0" * 8 + message[16:]
 

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from tc_helpers import failed_lines, side_by_side
+from bpfbatch.tc import BatchInterrupted, Session
+from tc_helpers import failed_lines, run, side_by_side, veth_netns
 
 _U32_HEAD = ("qdisc add dev vethA ingress\n"
              "filter add dev vethA ingress protocol ip prio 1 handle 1: u32 divisor 16\n"
@@ -32,8 +33,8 @@ def _actions_file(rng: random.Random, kind: str, count: int = 80) -> tuple[str, 
 
 
 def _u32_file(rng: random.Random, count: int = 60) -> tuple[str, int]:
-    """The bench's hash layout (kernel-picked handles, echoed for undo) with one duplicate
-    explicit-handle filter at a random position."""
+    """The bench's hash layout with one duplicate explicit-handle filter at a random position
+    (the named handle in the table makes the sender ask for echoes of the adds after it)."""
     lines = [f"filter add dev vethA ingress protocol ip prio 1 u32 ht 1:{i & 15:x}: match ip dst "
              f"10.0.0.{i}/32 action mirred egress redirect dev vethB\n" for i in range(count)]
     lines[0] = lines[0].replace("u32 ht 1:0:", "handle 1:0:5 u32 ht 1:0:")
@@ -73,3 +74,67 @@ def test_u32_hash_layout_with_a_failing_filter(tmp_path, seed, mode):
     theirs, their_state, ours, our_state = side_by_side(batch, mode, ("--batch-bytes", "4096"))
     assert failed_lines(theirs.stderr) == [failing]
     assert (ours.returncode, ours.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
+
+
+def _own_table_file(rng: random.Random, count: int = 90) -> tuple[str, list[int]]:
+    """The bench's hash layout, every key node's handle left to the kernel and so predicted
+    by the sender (no echo), over three buckets so that adds after a failure share its bucket,
+    with 1-3 refused adds a few lines apart at a random position: an action kind this kernel
+    lacks (refused after the kernel numbered the key node, which gives the number back) or a
+    bucket past the divisor (refused before numbering). Returns the file and the refused lines."""
+    lines = [f"filter add dev vethA ingress protocol ip prio 1 u32 ht 1:{i % 3:x}: match ip dst "
+             f"10.0.0.{i}/32 action mirred egress redirect dev vethB\n" for i in range(count)]
+    at = rng.randint(1, count - 10)
+    refused = []
+    for n in range(rng.randint(1, 3)):
+        line = at + n * rng.randint(1, 4)
+        bucket = rng.choice(("0", "1", "2")) if n or rng.random() < 0.7 else "1f"
+        kind = "action gact drop" if bucket != "1f" else "action mirred egress redirect dev vethB"
+        lines.insert(line, f"filter add dev vethA ingress protocol ip prio 1 u32 ht 1:{bucket}: "
+                           f"match ip dst 10.9.9.{n}/32 {kind}\n")
+        refused.append(line + 4)
+    return _U32_HEAD + "".join(lines), refused
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("ours", [("--batch-bytes", "4096"), ("--batch-bytes", "1024"), ("--coalesce",)],
+                         ids=["4k", "1k", "coalesce"])
+def test_refused_adds_into_the_batchs_own_hash_table(tmp_path, seed, ours):
+    """The handles the undo deletes are predicted, not echoed: the adds the kernel applied
+    after the first refused one are taken back to tc's state, failed adds before them in the
+    same bucket counted."""
+    text, refused = _own_table_file(random.Random(seed))
+    batch = tmp_path / "u32.tc"
+    batch.write_text(text)
+    theirs, their_state, ours_run, our_state = side_by_side(batch, (), ours)
+    assert failed_lines(theirs.stderr) == refused[:1]
+    assert (ours_run.returncode, ours_run.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
+
+
+def test_a_key_node_numbered_otherwise_is_left_and_named():
+    """The undo reads a predicted key node back before deleting it. Another writer adding to
+    the batch's own table mid-batch (here while a listing line prints) moves the kernel's
+    numbering on by one: the add applied after the refused line is then not undone and the
+    error names its line, and no filter of anyone else's is deleted in its place."""
+    add = "filter add dev vethA ingress protocol ip prio 1 u32 ht 1:0: match ip dst"
+    text = _U32_HEAD + (f"{add} 10.0.0.1/32\n"
+                        "filter show dev vethA ingress\n"
+                        f"{add} 10.0.0.2/32\n"
+                        f"{add} 10.0.0.3/32 action gact drop\n"
+                        f"{add} 10.0.0.4/32\n")
+    with veth_netns() as ns:
+        def intrude(words) -> int:
+            run(["tc", "-n", ns, *add.split(), "10.8.8.8/32"])
+            return 0
+
+        with Session(netns=ns, on_listing=intrude) as session, \
+                pytest.raises(BatchInterrupted, match="line 8 was applied after the failure and "
+                                                      "is not undone") as raised:
+            session.send_batch(text.splitlines(keepends=True), "own.tc")
+        shown = run(["tc", "-n", ns, "filter", "show", "dev", "vethA", "ingress"]).stdout
+    report = raised.value.report
+    assert (report.first_failure.line, report.left) == (7, [8])
+    assert "applied after it and not undone: line 8" in str(raised.value)
+    kept = [address for address in ("0a000001", "0a080808", "0a000002", "0a000003", "0a000004")
+            if f"match {address}/ffffffff" in shown]
+    assert kept == ["0a000001", "0a080808", "0a000002", "0a000004"]
