@@ -65,6 +65,7 @@ class Lab:
 
     def flush_actions(self) -> None:
         _tc(self.netns, "actions", "flush", "action", "mirred", check=False)
+        time.sleep(1.0)  # the kernel frees them from a workqueue, which would take a CPU from the next run
 
     def reset_ingress(self) -> None:
         _tc(self.netns, "qdisc", "del", "dev", "vethA", "ingress", check=False)
