@@ -17,10 +17,12 @@ is ever sent):
   selector before deleting it. So these adds need no echo: ``NLM_F_ECHO`` has the kernel build
   and queue a notification per add, ~20% of a u32 batch's time, which ``tc -b`` never pays.
 
-A request that is neither kind of add and touches the device (delete, replace, change, qdisc,
-class), an add naming its handle in a table of ours, or a bucket's 2048th add (the kernel then
-numbers from elsewhere) ends what is known for that device or table; such adds ask for the
-echo again. Only without ``force``: with it a failed table create does not stop the batch.
+Any other request that cannot be undone (a filter delete, replace or change, a qdisc, class or
+chain request) ends all that is known — on every device: a shared filter block is reached by
+its number as well as through each device bound to it —, and an add naming its handle in a
+table of ours, or a bucket's 2048th add (the kernel then numbers from elsewhere), ends what is
+known of that table; such adds ask for the echo again. Only without ``force``: with it a failed
+table create does not stop the batch.
 """
 
 from __future__ import annotations
@@ -84,21 +86,21 @@ class U32Known:
 
     def irreversible(self, message: Message) -> None:
         """A request that cannot be undone is being packed: note the hash table it creates, or
-        forget all that is known of the u32 instances on its device (it may change them)."""
+        forget everything (it may change any instance; module docs)."""
         if message.msg_type in (S.Msg.NEWACTION, S.Msg.DELACTION):
             return
         body = message.body
-        _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
         if (message.msg_type == S.Msg.NEWTFILTER and message.flags == _ADD
                 and S.U32Attr.DIVISOR in _options(body)):
+            _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
             table = handle >> 20  # created whole (EXCL): no key node changes elsewhere
             if self._predict and table and table != _ROOT and not handle & 0xFFFFF and info >> 16:
                 self._tables_pending.add((ifindex, parent, info, _chain(body), table))
             return
-        self._nonempty = {i for i in self._nonempty if i[0] != ifindex}
-        self._nonempty_pending = {i for i in self._nonempty_pending if i[0] != ifindex}
-        self._tables = {t: b for t, b in self._tables.items() if t[0] != ifindex}
-        self._tables_pending = {t for t in self._tables_pending if t[0] != ifindex}
+        self._nonempty.clear()
+        self._nonempty_pending.clear()
+        self._tables.clear()
+        self._tables_pending.clear()
 
     def key_node(self, message: Message, undo: Undo) -> tuple[Undo, bool]:
         """A u32 key node add with an undo: that undo made exact (the instance it needs to keep

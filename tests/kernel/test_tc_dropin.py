@@ -138,3 +138,17 @@ def test_a_key_node_numbered_otherwise_is_left_and_named():
     kept = [address for address in ("0a000001", "0a080808", "0a000002", "0a000003", "0a000004")
             if f"match {address}/ffffffff" in shown]
     assert kept == ["0a000001", "0a080808", "0a000002", "0a000004"]
+
+
+def test_a_full_bucket_goes_back_to_echoes(tmp_path):
+    """A bucket's node numbers run out at 0xFFF, after which the kernel numbers from elsewhere:
+    the sender stops predicting before that and asks for echoes. A refused add a few lines
+    before the 2048th add into one bucket: the undo takes back predicted and echoed adds alike."""
+    add = "filter add dev vethA ingress protocol ip prio 1 u32 ht 1:0: match ip dst"
+    lines = [f"{add} 10.0.{i >> 8}.{i & 255}/32\n" for i in range(2060)]
+    lines.insert(2040, f"{add} 10.9.9.9/32 action gact drop\n")
+    batch = tmp_path / "full.tc"
+    batch.write_text(_U32_HEAD + "".join(lines))
+    theirs, their_state, ours, our_state = side_by_side(batch)
+    assert failed_lines(theirs.stderr) == [2044]
+    assert (ours.returncode, ours.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
