@@ -16,24 +16,25 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from fault_helpers import (fill, judge, map_contents, parse_jsonl, run_script_with_signal,
-                           typed_map)
+from fault_helpers import fill, judge, map_contents, parse_jsonl, reaped, typed_map
 
 N = 100_000
 BATCH = 4096
 
 
-#: argv: map id, output path, batch size, how the caller lets go, pairs taken before.
+#: argv: map id, output path ("-": standard output), batch size, how the caller lets go,
+#: pairs taken before.
 SCRIPT = r"""
 import gc, os, sys
 from bpfbatch import Map
 
 map_id, path, batch, how, k = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4], \
     int(sys.argv[5])
-out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+out = 1 if path == "-" else os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
 def take(pairs, n=None):
     for i, (key, value) in enumerate(pairs):
@@ -73,7 +74,7 @@ elif how == "exit":
     take(it, k)
 elif how == "signal":  # the caller sets no handler: SIGTERM and SIGHUP kill
     take(it, 1)
-    print("go", flush=True)  # the signal's clock starts: the drain is under way
+    os.write(out, b"go\n")  # the signal's clock starts: the drain is under way
     take(it)
 """
 
@@ -83,6 +84,25 @@ def report(kind: str, outcomes, held) -> None:
     ``held`` says which trials kept every entry and did what was expected)."""
     print(f"FAULT {kind}: trials={len(outcomes)} held={sum(map(held, outcomes))} "
           f"entries_lost={sum(o.lost for o in outcomes)}")
+
+
+def _signalled_mid_drain(m, batch: int, delay: float, read_first: int, sig: int
+                         ) -> tuple[int, bytes, str]:
+    """The "signal" script draining ``m`` into a pipe: ``sig`` ``delay`` after the first pair
+    and ``read_first`` bytes more were read. Its exit status, the pairs it wrote, its stderr."""
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(m.info.id), "-", str(batch),
+                             "signal", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            bufsize=0)  # nothing read ahead that communicate() would not see
+    with reaped(proc):
+        first = proc.stdout.readline()
+        assert proc.stdout.readline() == b"go\n", proc.stderr.read()
+        head = b""
+        while len(head) < read_first and (more := proc.stdout.read(read_first - len(head))):
+            head += more
+        time.sleep(delay)
+        proc.send_signal(sig)
+        rest, stderr = proc.communicate(timeout=120)
+    return proc.returncode, first + head + rest, stderr.decode(errors="replace")
 
 
 def _trial(m, how: str, k: int, tmp_path, batch: int = BATCH):
@@ -137,16 +157,17 @@ def test_map_drain_signalled_at_its_default_disposition_puts_back_then_dies(tmp_
     judge allows exactly that pair — the one after the last written, in the drain's order
     (a lookup pass's, taken just before) — to be neither written nor in the map."""
     outcomes, caller_held = [], 0
-    trials = [(0.0, BATCH), (0.001, BATCH), (0.005, BATCH), (0.02, BATCH), (0.05, BATCH),
-              (0.0, N), (0.01, N)]
+    # (delay, batch size, bytes read before the delay): the pairs go to a pipe this test reads,
+    # so the caller blocks once it is a pipe's worth ahead — the drain cannot end before the
+    # signal however late a loaded machine lets the test send it
+    trials = [(0.0, BATCH, 0), (0.001, BATCH, 0), (0.005, BATCH, 1 << 16), (0.02, BATCH, 0),
+              (0.05, BATCH, 500_000), (0.0, N, 0), (0.01, N, 100_000)]
     with typed_map(N, name="bb_life") as m:
-        for i, (delay, batch) in enumerate(trials):
+        for delay, batch, read_first in trials:
             fill(m, N)
             order = map_contents(m)[0]
-            path = tmp_path / f"sig{i}.jsonl"
-            rc, stderr = run_script_with_signal(SCRIPT, [m.info.id, path, batch, "signal", 0],
-                                                m, delay, sig)
-            keys, values, garbage = parse_jsonl(path.read_bytes())
+            rc, written, stderr = _signalled_mid_drain(m, batch, delay, read_first, sig)
+            keys, values, garbage = parse_jsonl(written)
             assert garbage == 0 and (keys == order[:len(keys)]).all()
             missing = set(range(N)) - set(keys.tolist()) - set(map_contents(m)[0].tolist())
             o = judge(m, N, (keys, values), rc, stderr)
