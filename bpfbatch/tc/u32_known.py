@@ -15,7 +15,8 @@ is ever sent):
   handle as if every earlier add succeeds; the undo takes off the failed adds before it in the
   same bucket (:func:`handle_after`) and reads the key node back to check it holds the add's
   selector before deleting it. So these adds need no echo: ``NLM_F_ECHO`` has the kernel build
-  and queue a notification per add, ~20% of a u32 batch's time, which ``tc -b`` never pays.
+  and queue a notification per add, a quarter of a u32 batch's time, which ``tc -b`` never
+  pays.
 
 Any other request that cannot be undone (a filter delete, replace or change, a qdisc, class or
 chain request) ends all that is known — on every device: a shared filter block is reached by
@@ -36,7 +37,9 @@ _U32 = struct.Struct("=I")
 _ADD = S.NLM_F_EXCL | S.NLM_F_CREATE
 #: Key node ids the kernel hands out first in a bucket, 0x800..0xFFF.
 _FIRST_NODE, _NODES = 0x800, 0x800
-_ROOT = 0x800  # TC_U32_ROOT's table id, 0x800 << 20 >> 20
+#: Table ids that name an instance's root table: 800: (the first instance's root, as the kernel
+#: numbers it) and fff: (TC_U32_ROOT, the kernel's alias for "this instance's root").
+_ROOTS = (0x800, 0xFFF)
 _HANDLE_OFFSET = 8  # tcm_handle within struct tcmsg
 
 #: ``(ifindex, parent, info)``: one u32 instance (prio and protocol in ``info``).
@@ -45,9 +48,9 @@ Instance = tuple[int, int, int]
 Table = tuple[int, int, int, int, int]
 
 
-def selector(body, start: int = S.TCMSG.size) -> bytes | None:
+def selector(body) -> bytes | None:
     """The ``TCA_U32_SEL`` payload of a u32 filter message or dump, None without one."""
-    options = find_attr(body, start, len(body), S.TCA.OPTIONS)
+    options = find_attr(body, S.TCMSG.size, len(body), S.TCA.OPTIONS)
     span = options and find_attr(body, *options, S.U32Attr.SEL)
     return bytes(body[span[0]:span[1]]) if span else None
 
@@ -94,7 +97,7 @@ class U32Known:
                 and S.U32Attr.DIVISOR in _options(body)):
             _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
             table = handle >> 20  # created whole (EXCL): no key node changes elsewhere
-            if self._predict and table and table != _ROOT and not handle & 0xFFFFF and info >> 16:
+            if self._predict and table and table not in _ROOTS and not handle & 0xFFFFF and info >> 16:
                 self._tables_pending.add((ifindex, parent, info, _chain(body), table))
             return
         self._nonempty.clear()
