@@ -96,6 +96,60 @@ def _own_table_file(rng: random.Random, count: int = 90) -> tuple[str, list[int]
     return _U32_HEAD + "".join(lines), refused
 
 
+_MIXED_HEAD = ("qdisc add dev vethA ingress\n"
+               "filter add dev vethA ingress protocol ip prio 1 handle 1: u32 divisor 16\n"
+               "filter add dev vethA ingress protocol ip prio 1 handle 2: u32 divisor 16\n"
+               "filter add dev vethA ingress protocol ip prio 1 u32 ht 800:: match ip dst 10.0.0.0/8 "
+               "hashkey mask 0x0000000f at 16 link 1:\n"
+               "filter add dev vethA ingress protocol ip prio 2 handle 3: u32 divisor 4\n")
+
+
+def _mixed_tables_file(rng: random.Random, count: int = 90) -> tuple[str, list[int]]:
+    """Three tables of ours in two instances (prio 1 and 2), adds spread over them; now and
+    then an add naming its handle (the sender stops predicting in that table) or a delete of
+    such a key node (it stops predicting anywhere; the named ones hold no action, whose
+    release after the delete would make the numbers of later actions depend on timing, under
+    tc too); then 1-3 refused adds a few lines apart at a random position. Returns the file
+    and the refused lines."""
+    lines, named = [], []
+    for i in range(count):
+        roll = rng.random()
+        if roll < 0.05:
+            named.append(f"handle 2:{i % 3:x}:{i + 1:x}")
+            lines.append(f"filter add dev vethA ingress protocol ip prio 1 {named[-1]} "
+                         f"u32 ht 2:{i % 3:x}: match ip src 10.1.0.{i}/32\n")
+        elif roll < 0.08 and named:
+            lines.append(f"filter del dev vethA ingress protocol ip prio 1 {named.pop()} u32\n")
+        else:
+            table, prio = rng.choice(((1, 1), (2, 1), (3, 2)))
+            lines.append(f"filter add dev vethA ingress protocol ip prio {prio} u32 "
+                         f"ht {table}:{rng.randrange(3)}: match ip dst 10.{table}.0.{i}/32 "
+                         "action mirred egress redirect dev vethB\n")
+    at = rng.randint(1, count - 10)
+    refused = []
+    for n in range(rng.randint(1, 3)):
+        line = at + n * rng.randint(1, 4)
+        table, prio = rng.choice(((1, 1), (2, 1), (3, 2)))
+        lines.insert(line, f"filter add dev vethA ingress protocol ip prio {prio} u32 "
+                           f"ht {table}:{rng.randrange(3)}: match ip dst 10.9.9.{n}/32 action gact drop\n")
+        refused.append(line + _MIXED_HEAD.count("\n") + 1)
+    return _MIXED_HEAD + "".join(lines), refused
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("ours", [("--batch-bytes", "4096"), ("--batch-bytes", "1024"), ("--coalesce",)],
+                         ids=["4k", "1k", "coalesce"])
+def test_refused_adds_among_tables_named_handles_and_deletes(tmp_path, seed, ours):
+    """Where the sender predicts handles and where it stops (a named handle, a delete), the
+    undo after the first refused add leaves tc's state."""
+    text, refused = _mixed_tables_file(random.Random(seed))
+    batch = tmp_path / "mixed.tc"
+    batch.write_text(text)
+    theirs, their_state, ours_run, our_state = side_by_side(batch, (), ours)
+    assert failed_lines(theirs.stderr) == refused[:1]
+    assert (ours_run.returncode, ours_run.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("ours", [("--batch-bytes", "4096"), ("--batch-bytes", "1024"), ("--coalesce",)],
                          ids=["4k", "1k", "coalesce"])
