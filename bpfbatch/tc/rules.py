@@ -16,15 +16,14 @@ cache passed in.
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
-import struct
 from typing import Union
 
 from ..errors import InputError, NotFoundError
 from . import specs as S
 from .htb import HtbClass
-from .resolve import Resolver
+from .bpf_program import EbpfProgram, fd_attrs, ops_attrs
+from .resolve import BPF_PROG_TYPE_SCHED_CLS, Resolver
 from .encoding import NLA_F_NESTED, Attr, encode, nest, strz, u32
 
 Dev = Union[str, int]
@@ -438,41 +437,34 @@ class BpfProg:
     def options(self, resolve: Resolver, protocol: int) -> tuple[Attr, ...] | None:
         attrs = _classid_and_actions(S.Bpf, self.classid, self.actions, resolve)
         if self.bytecode is not None:
-            attrs += (Attr(S.Bpf.OPS_LEN, struct.pack("=H", len(self.bytecode))),
-                      Attr(S.Bpf.OPS, b"".join(_SOCK_FILTER.pack(*op) for op in self.bytecode)))
-        elif self.pinned is not None or self.fd is not None or self.object_file is not None:
-            fd, name = self._program(resolve)
-            attrs += (u32(S.Bpf.FD, fd), strz(S.Bpf.NAME, name))
+            attrs += ops_attrs(S.Bpf.OPS_LEN, S.Bpf.OPS, self.bytecode)
+        elif self.fd is not None:
+            name = (self.name or f"fd{self.fd}").encode(errors="surrogateescape")
+            attrs += fd_attrs(S.Bpf.FD, S.Bpf.NAME, self.fd, name)
+        elif self.pinned is not None or self.object_file is not None:
+            program = self._program()
+            try:
+                fd = program.fd(resolve)
+            except NotFoundError as exc:  # tc's line after its loader's, per form
+                then = "Unable to load program" if self.object_file else "Unable to parse bpf command line"
+                raise NotFoundError(f"{exc.message}\n{then}") from None
+            attrs += fd_attrs(S.Bpf.FD, S.Bpf.NAME, fd, program.annotation())
         elif attrs or self.direct_action or self.flags:
             # options without a program: tc sends an empty classic program (the kernel refuses
             # it); a bare ``bpf`` (a delete) carries no options at all
-            attrs += (Attr(S.Bpf.OPS_LEN, struct.pack("=H", 0)), Attr(S.Bpf.OPS, b""))
+            attrs += ops_attrs(S.Bpf.OPS_LEN, S.Bpf.OPS, ())
         if self.flags:
             attrs.append(u32(S.Bpf.FLAGS_GEN, self.flags))
         if self.direct_action:
             attrs.append(u32(S.Bpf.FLAGS, S.TCA_BPF_FLAG_ACT_DIRECT))
         return tuple(attrs) or None
 
-    def _program(self, resolve: Resolver) -> tuple[int, str]:
-        """The program's fd and tc's name for it; a missing one in f_bpf's words."""
-        if self.fd is not None:
-            return self.fd, self.name or f"fd{self.fd}"
+    def _program(self) -> EbpfProgram:
+        """The pinned or object-file program, as the batch parser names it."""
         if self.object_file is not None:
-            section = self.section or "classifier"
-            try:
-                fd = resolve.object_program_fd(self.object_file, section)
-            except NotFoundError as exc:
-                raise NotFoundError(f"{exc.message}\nUnable to load program") from None
-            return fd, f"{os.path.basename(self.object_file)}:[{section}]"
-        try:
-            fd = resolve.program_fd(self.pinned)
-        except NotFoundError as exc:
-            raise NotFoundError(f"{exc.message}\nUnable to parse bpf command line") from None
-        return fd, f"{os.path.basename(self.pinned)}:[*fsobj]"
-
-
-#: struct sock_filter: code, jt, jf, k.
-_SOCK_FILTER = struct.Struct("=HBBI")
+            return EbpfProgram(self.object_file, self.section or "classifier",
+                               prog_type=BPF_PROG_TYPE_SCHED_CLS)
+        return EbpfProgram(self.pinned)
 
 
 @dataclasses.dataclass(slots=True)

@@ -11,6 +11,7 @@ import struct
 
 from .. import specs as S
 from ..action_list import action_failed, incomplete
+from ..bpf_program import EbpfProgram, fd_attrs, ops_attrs
 from ..encoding import encode, strz, u32
 from ...errors import NotFoundError
 from ..grammar import PROGRAMS, CommandError, Words, matches, parse_classid, what_is
@@ -104,10 +105,9 @@ class BpfFilter:
                 fd = self.program.fd(resolve)
             except NotFoundError as exc:  # loaded here when the reader did not while parsing
                 raise NotFoundError(f"{exc.message}\nUnable to load program") from None
-            program = [(S.Bpf.FD, struct.pack("=I", fd)),
-                       (S.Bpf.NAME, self.program.annotation() + b"\0")]
+            program = fd_attrs(S.Bpf.FD, S.Bpf.NAME, fd, self.program.annotation())
         else:
-            program = _ops_attrs(S.Bpf.OPS_LEN, S.Bpf.OPS, self.program)
+            program = ops_attrs(S.Bpf.OPS_LEN, S.Bpf.OPS, self.program)
         if self.gen_flags:
             program.append((S.Bpf.FLAGS_GEN, struct.pack("=I", self.gen_flags)))
         if self.flags:
@@ -187,12 +187,6 @@ def _filter_word(word: str) -> bool:
         "help"))
 
 
-def _ops_attrs(len_type: int, ops_type: int, ops: tuple) -> list:
-    """A classic program as tc's ``cbpf_cb`` adds it: its length, then its instructions."""
-    return [(len_type, struct.pack("=H", len(ops))),
-            (ops_type, b"".join(_SOCK_FILTER.pack(*op) for op in ops))]
-
-
 def cbpf_ops(text: str) -> tuple[tuple[int, int, int, int], ...]:
     """tc's ``bpf_ops_parse``: ``'N,code jt jf k,...'`` → N instructions, each number read as
     ``sscanf``'s ``%hu %hhu %hhu %u`` reads it (a sign, wrap-around, trailing words ignored).
@@ -264,33 +258,6 @@ def _bytecode_file(path: str) -> str:
 
 
 @dataclasses.dataclass(slots=True)
-class EbpfProgram:
-    """An eBPF program as tc's ``bpf_do_parse`` names it: the ``section`` (or the program
-    called ``name``) of object file ``path``, loaded as ``prog_type``, or (``section`` None)
-    the program pinned at ``path``; ``uds``: the socket tc's ``export`` hands the object's
-    maps to."""
-
-    path: str
-    section: str | None = None
-    name: str | None = None
-    uds: str | None = None
-    prog_type: int = BPF_PROG_TYPE_SCHED_ACT
-
-    def fd(self, resolve: Resolver) -> int:
-        """Its fd, loaded (or opened) once per batch; NotFoundError in tc's words."""
-        if self.section is None:
-            return resolve.program_fd(self.path)
-        return resolve.object_program_fd(self.path, self.section, self.prog_type,
-                                         self.name)
-
-    def annotation(self) -> bytes:
-        """tc's ``TCA_ACT_BPF_NAME``: ``snprintf("%s:[%s]", basename(FILE), SECTION)`` into
-        256 bytes (``*fsobj`` for a pinned program)."""
-        text = f"{os.path.basename(self.path)}:[{self.section or '*fsobj'}]"
-        return text.encode(errors="surrogateescape")[:255]
-
-
-@dataclasses.dataclass(slots=True)
 class BpfAction(Tail):
     """act_bpf: a classic BPF program (``ops``) or an eBPF ``program`` run on the packet, its
     return value the verdict; neither for ``bpf index N`` naming an existing action.
@@ -304,18 +271,15 @@ class BpfAction(Tail):
     def attrs(self, resolve: Resolver) -> tuple:
         options = []
         if self.ops is not None:  # tc's order: the program while parsing, the parms after
-            options += _ops_attrs(_OPS_LEN, _OPS, self.ops)
+            options += ops_attrs(_OPS_LEN, _OPS, self.ops)
         elif self.program is not None:
             try:
                 fd = self.program.fd(resolve)
             except NotFoundError as exc:  # loaded here when the reader did not while parsing
                 raise NotFoundError(str(action_failed(exc.message, self.tc_argc, "bpf"))) from None
-            options += [(_FD, struct.pack("=I", fd)), (_NAME, self.program.annotation() + b"\0")]
+            options += fd_attrs(_FD, _NAME, fd, self.program.annotation())
         options.append((_PARMS, self.parms()))
         return self.action_attrs(_KIND, options)
-
-
-_SOCK_FILTER = struct.Struct("=HBBI")
 
 
 def parse_action(w: Words, left: int) -> BpfAction:
