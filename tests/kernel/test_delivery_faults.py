@@ -244,9 +244,9 @@ class Table:  # what bpfbatch.bcc reads of a bcc table: its fd and its ctypes ty
 m = Map.open_id(int(sys.argv[1]))
 table = Table()
 table.map_fd = m.fd
-print("go", flush=True)
 status = 0
-try:
+try:  # "go" inside: a SIGINT landing as soon as it is out is the caller's to handle too
+    print("go", flush=True)
     got = drain(table)
     # Handed over: ours to keep from here. Ignored, not blocked: a blocked process-directed
     # signal is delivered to another thread that leaves it unblocked (numpy's BLAS threads),
@@ -293,8 +293,8 @@ from bpfbatch import Map
 
 got, pair, status = [], None, 0
 m = Map.open(id=int(sys.argv[1]))
-print("go", flush=True)
-try:
+try:  # "go" inside: a SIGINT landing as soon as it is out is the caller's to handle too
+    print("go", flush=True)
     for pair in m.drain(batch_size=int(sys.argv[3])):
         got.append(pair)
 except KeyboardInterrupt:
@@ -325,6 +325,7 @@ def test_map_drain_interrupted_puts_back_what_was_not_handed_over(sweep_map, tmp
         path = tmp_path / f"pairs{i}.jsonl"
         rc, stderr = run_script_with_signal(MAP_DRAIN, [sweep_map.info.id, path, batch],
                                             sweep_map, delay)
+        assert path.exists(), (rc, stderr)
         keys, values, garbage = parse_jsonl(path.read_bytes())
         assert garbage == 0
         o = judge(sweep_map, SWEEP, (keys, values), rc, stderr)
