@@ -10,6 +10,8 @@ no module for it and loads gact in its place), whose parser then refuses it with
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import rules as R
 from . import specs as S
 from .grammar import CommandError, Words, matches, unsigned
@@ -100,6 +102,11 @@ def action_failed(text: str, left: int, kind: str) -> CommandError:
     head = f"{text}\n" if text else ""  # some parsers fail without a word of their own
     return CommandError(f"{head}bad action parsing\nparse_action: bad value ({left}:{kind})!\n"
                         'Illegal "action"')
+
+
+def failure(left: int, kind: str) -> Callable[[str], CommandError]:
+    """:func:`action_failed` for one action's parser, where only the text varies."""
+    return lambda text: action_failed(text, left, kind)
 
 
 def incomplete() -> CommandError:

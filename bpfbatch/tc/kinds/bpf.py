@@ -10,7 +10,7 @@ import socket
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, incomplete
+from ..action_list import action_failed, failure, incomplete
 from ..bpf_program import EbpfProgram, fd_attrs, ops_attrs
 from ..encoding import encode, strz, u32
 from ...errors import NotFoundError
@@ -288,8 +288,7 @@ def parse_action(w: Words, left: int) -> BpfAction:
     the reader gives a resolver (:data:`~..grammar.PROGRAMS`); ``export``'s socket is connected
     after the tail, as tc does, and nothing is sent on it (tc's libbpf loader keeps no maps for
     it to hand over)."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "bpf")
+    failed = failure(left, "bpf")
 
     action = BpfAction(tc_argc=left)
     w.pos += 1

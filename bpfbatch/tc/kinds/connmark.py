@@ -7,9 +7,9 @@ import dataclasses
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed
+from ..action_list import failure
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, matches
+from ..grammar import Words, matches
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail, skip_kind_words
@@ -42,8 +42,7 @@ class Connmark(Tail):
 
 def parse_action(w: Words, left: int) -> Connmark:
     """tc's ``parse_connmark``, the cursor on ``connmark``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "connmark")
+    failed = failure(left, "connmark")
 
     skip_kind_words(w, "connmark", USAGE)
     action = Connmark()

@@ -8,9 +8,9 @@ import dataclasses
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, matches
+from ..grammar import Words, matches
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail, read_kind_words
@@ -49,8 +49,7 @@ class Csum(Tail):
 
 def parse_action(w: Words, left: int) -> Csum:
     """tc's ``parse_csum``, the cursor on ``csum``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "csum")
+    failed = failure(left, "csum")
 
     action = Csum()
 

@@ -10,7 +10,7 @@ import socket
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, get_address, invalid, matches, unsigned
 from ..resolve import Resolver
@@ -59,8 +59,7 @@ class Ct(Tail):
 
 def parse_action(w: Words, left: int) -> Ct:
     """tc's ``parse_ct``, the cursor on ``ct``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "ct")
+    failed = failure(left, "ct")
 
     action = Ct()
     options = action.options

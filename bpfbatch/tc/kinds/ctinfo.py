@@ -8,9 +8,9 @@ import dataclasses
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, matches, unsigned
+from ..grammar import Words, matches, unsigned
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail, skip_kind_words
@@ -57,8 +57,7 @@ class Ctinfo(Tail):
 
 def parse_action(w: Words, left: int) -> Ctinfo:
     """tc's ``parse_ctinfo``, the cursor on ``ctinfo``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "ctinfo")
+    failed = failure(left, "ctinfo")
 
     skip_kind_words(w, "ctinfo", USAGE)
     action = Ctinfo()

@@ -8,7 +8,7 @@ direction, the mode or ``dev`` is skipped, and running out of words there ends t
 from __future__ import annotations
 
 from .. import rules as R
-from ..action_list import action_failed, next_arg
+from ..action_list import action_failed, failure, next_arg
 from ..grammar import DEVICES, CommandError, Words, matches, unsigned
 from . import gact
 
@@ -36,8 +36,7 @@ def parse_action(w: Words, left: int) -> R.Mirred:
 
 def _direction(w: Words, left: int) -> R.Mirred:
     """``parse_direction``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "mirred")
+    failed = failure(left, "mirred")
 
     direction = mode = dev = None
     index = None

@@ -8,7 +8,7 @@ import dataclasses
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, incomplete, next_arg
+from ..action_list import failure, incomplete, next_arg
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, invalid, matches, unsigned
 from ..resolve import Resolver
@@ -79,8 +79,7 @@ class Mpls(Tail):
 
 def parse_action(w: Words, left: int) -> Mpls:
     """tc's ``parse_mpls``, the cursor on ``mpls``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "mpls")
+    failed = failure(left, "mpls")
 
     next_arg(w)
     action = Mpls()

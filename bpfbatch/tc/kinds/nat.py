@@ -7,9 +7,9 @@ import dataclasses
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import encode, strz
-from ..grammar import CommandError, Words, ipv4_prefix, matches
+from ..grammar import Words, ipv4_prefix, matches
 from ..resolve import Resolver
 from . import gact
 from .tail import Tail, read_kind_words
@@ -49,8 +49,7 @@ class Nat(Tail):
 
 def parse_action(w: Words, left: int) -> Nat:
     """tc's ``parse_nat``, the cursor on ``nat``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "nat")
+    failed = failure(left, "nat")
 
     action = Nat()
 

@@ -16,7 +16,7 @@ import socket
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import NLA_F_NESTED, encode, strz
 from ..grammar import BadLladdr, CommandError, Words, ipv4_prefix, lladdr, matches, unsigned
 from ..resolve import Resolver
@@ -112,8 +112,7 @@ class _Key:
 def parse_action(w: Words, left: int) -> Pedit:
     """tc's ``parse_pedit``, the cursor on ``pedit``: ``pedit [ex]`` (again at will, ``ex`` only
     before the first munge) and ``munge ...`` in any order, then the verdict and index."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "pedit")
+    failed = failure(left, "pedit")
 
     action = Pedit()
     ok = 0  # tc's count of ``pedit`` words and munges read

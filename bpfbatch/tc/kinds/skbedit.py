@@ -7,7 +7,7 @@ import dataclasses
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import encode, strz
 from ..grammar import CommandError, Words, matches, parse_classid, unsigned
 from ..resolve import Resolver
@@ -69,8 +69,7 @@ class Skbedit(Tail):
 
 def parse_action(w: Words, left: int) -> Skbedit:
     """tc's ``parse_skbedit``, the cursor on ``skbedit``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "skbedit")
+    failed = failure(left, "skbedit")
 
     next_arg(w)
     action = Skbedit()

@@ -10,7 +10,7 @@ import socket
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import NLA_F_NESTED, encode, strz
 from ..grammar import CommandError, Words, get_address, matches, unsigned
 from ..resolve import Resolver
@@ -57,8 +57,7 @@ class TunnelKey(Tail):
 
 def parse_action(w: Words, left: int) -> TunnelKey:
     """tc's ``parse_tunnel_key``, the cursor on ``tunnel_key``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "tunnel_key")
+    failed = failure(left, "tunnel_key")
 
     action = TunnelKey()
     keys = []

@@ -8,7 +8,7 @@ import dataclasses
 import struct
 
 from .. import specs as S
-from ..action_list import action_failed, next_arg
+from ..action_list import failure, next_arg
 from ..encoding import encode, strz
 from ..grammar import BadLladdr, CommandError, Words, invalid, lladdr, matches, unsigned
 from ..resolve import Resolver
@@ -70,8 +70,7 @@ class Vlan(Tail):
 
 def parse_action(w: Words, left: int) -> Vlan:
     """tc's ``parse_vlan``, the cursor on ``vlan``."""
-    def failed(text: str) -> CommandError:
-        return action_failed(text, left, "vlan")
+    failed = failure(left, "vlan")
 
     next_arg(w)
     action = Vlan()
