@@ -114,13 +114,15 @@ Parsed = Message | Joined | LineError | Listing
 class Undo(NamedTuple):
     """How to take a request back: fixed ``messages``, or (``echo``) a filter delete built from
     the kernel's echo of the add; ``u32_instance`` (ifindex, parent, info) when the undo is exact
-    only while that u32 instance keeps another key node; ``slot`` (a hash table and bucket) when
-    the delete names the handle the kernel was predicted to give (:mod:`.u32_known`)."""
+    only while that u32 instance keeps another key node; ``slot`` (a hash table and bucket) and
+    ``handle`` when the kernel was predicted to give the key node that handle, whose delete is
+    built only when due (:func:`.u32_known.predicted_delete`)."""
 
     messages: tuple[Message, ...] = ()
     echo: bool = False
     u32_instance: tuple[int, int, int] | None = None
     slot: tuple | None = None
+    handle: int = 0
 
 
 #: ``undo`` of an ``actions add`` known to name every index: undoable; :func:`undo_of`

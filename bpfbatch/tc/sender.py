@@ -72,7 +72,7 @@ from .message import (BY_INDEX, UNKNOWN, Joined, LineError, Listing, Message, Pa
                       filter_get, undo_of)
 from .netlink import Reply, RtnlSocket
 from .release import filter_actions, releases, wait_released
-from .u32_known import U32Known, handle_after, selector
+from .u32_known import U32Known, predicted_delete, selector
 
 #: Bytes per sendmsg unless told otherwise: large enough that syscalls stop mattering next to
 #: the kernel's per-message work, small enough to stay cache-friendly.
@@ -386,9 +386,11 @@ class Sender:
             self._u32.irreversible(message)
             risky = True
         else:
-            undo, risky = self._u32.key_node(message, undo)
-            entry = entry._replace(undo=undo, flags=entry.flags if undo.echo
-                                   else entry.flags & ~S.NLM_F_ECHO)
+            known, risky = self._u32.key_node(message, undo)
+            if known is not undo:
+                entry = entry._replace(undo=known, flags=entry.flags if known.echo
+                                       else entry.flags & ~S.NLM_F_ECHO)
+                undo = known
         if risky and self._entries and (not self._force or self._has_joined):
             self._flush()
         if undo is not None:  # known once this batch is handed over (not before: see _flush)
@@ -530,7 +532,7 @@ class Sender:
                                         obj=self.report.source)
                 undos.append((entry.lines, filter_delete(echo.dump, entry.message.body), None))
             elif undo.slot is not None:
-                undos.append((entry.lines, handle_after(undo.messages[0], failed_before[position]),
+                undos.append((entry.lines, predicted_delete(entry.message, undo, failed_before[position]),
                               selector(entry.message.body)))
             else:  # rebuilt from the message itself: a template's undo names its own indexes
                 undos += [(entry.lines, message, None) for message in undo_of(entry.message).messages]

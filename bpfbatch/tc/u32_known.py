@@ -13,7 +13,7 @@ is ever sent):
   the lowest free node id from 0x800 of their bucket: the n-th add into a bucket that succeeds
   gets node 0x800 + n - 1, failed adds giving their id back. The packer predicts each add's
   handle as if every earlier add succeeds; the undo takes off the failed adds before it in the
-  same bucket (:func:`handle_after`) and reads the key node back to check it holds the add's
+  same bucket (:func:`predicted_delete`) and reads the key node back to check it holds the add's
   selector before deleting it. So these adds need no echo: ``NLM_F_ECHO`` has the kernel build
   and queue a notification per add, a quarter of a u32 batch's time, which ``tc -b`` never
   pays.
@@ -40,7 +40,6 @@ _FIRST_NODE, _NODES = 0x800, 0x800
 #: Table ids that name an instance's root table: 800: (the first instance's root, as the kernel
 #: numbers it) and fff: (TC_U32_ROOT, the kernel's alias for "this instance's root").
 _ROOTS = (0x800, 0xFFF)
-_HANDLE_OFFSET = 8  # tcm_handle within struct tcmsg
 
 #: ``(ifindex, parent, info)``: one u32 instance (prio and protocol in ``info``).
 Instance = tuple[int, int, int]
@@ -55,24 +54,34 @@ def selector(body) -> bytes | None:
     return bytes(body[span[0]:span[1]]) if span else None
 
 
-def handle_after(delete: Message, failed_before: int) -> Message:
-    """A predicted key node's delete, once ``failed_before`` earlier adds into its bucket failed
-    (each gave its node id back, so the kernel numbered this one that much lower)."""
-    if not failed_before:
-        return delete
-    body = bytearray(delete.body)
-    _U32.pack_into(body, _HANDLE_OFFSET, _U32.unpack_from(body, _HANDLE_OFFSET)[0] - failed_before)
-    return delete._replace(body=bytes(body))
+def predicted_delete(add: Message, undo: Undo, failed_before: int) -> Message:
+    """The delete of the key node ``add`` was predicted to get (``undo.handle``), once
+    ``failed_before`` earlier adds into its bucket failed (each gave its node id back, so the
+    kernel numbered this one that much lower). Built only when an undo is due."""
+    _family, ifindex, _handle, parent, info = S.TCMSG.unpack_from(add.body, 0)
+    return filter_delete(S.TCMSG.pack(0, ifindex, undo.handle - failed_before, parent, info),
+                         add.body)
 
 
-def _options(body) -> dict[int, tuple[int, int]]:
+def _is_table(body) -> bool:
+    """A u32 message creating a hash table (it carries ``TCA_U32_DIVISOR``)."""
     options = find_attr(body, S.TCMSG.size, len(body), S.TCA.OPTIONS)
-    return {} if options is None else {kind: (a, b) for kind, a, b in attrs(body, *options)}
+    return options is not None and find_attr(body, *options, S.U32Attr.DIVISOR) is not None
 
 
-def _chain(body) -> int:
-    span = find_attr(body, S.TCMSG.size, len(body), S.TCA.CHAIN)
-    return _U32.unpack_from(body, span[0])[0] if span else 0
+def _hash_and_chain(body, handle: int) -> tuple[int, int]:
+    """The table and bucket an add names (``TCA_U32_HASH``, else its handle's) and its chain,
+    in one pass over its attributes (this runs for every key node add of a batch)."""
+    htid, chain = handle & 0xFFF00000, 0
+    for kind, start, end in attrs(body, S.TCMSG.size, len(body)):
+        if kind == S.TCA.OPTIONS:
+            for inner, at, _end in attrs(body, start, end):
+                if inner == S.U32Attr.HASH:
+                    htid = _U32.unpack_from(body, at)[0]
+                    break
+        elif kind == S.TCA.CHAIN:
+            chain = _U32.unpack_from(body, start)[0]
+    return htid, chain
 
 
 class U32Known:
@@ -93,12 +102,11 @@ class U32Known:
         if message.msg_type in (S.Msg.NEWACTION, S.Msg.DELACTION):
             return
         body = message.body
-        if (message.msg_type == S.Msg.NEWTFILTER and message.flags == _ADD
-                and S.U32Attr.DIVISOR in _options(body)):
+        if message.msg_type == S.Msg.NEWTFILTER and message.flags == _ADD and _is_table(body):
             _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
             table = handle >> 20  # created whole (EXCL): no key node changes elsewhere
             if self._predict and table and table not in _ROOTS and not handle & 0xFFFFF and info >> 16:
-                self._tables_pending.add((ifindex, parent, info, _chain(body), table))
+                self._tables_pending.add((ifindex, parent, info, _hash_and_chain(body, 0)[1], table))
             return
         self._nonempty.clear()
         self._nonempty_pending.clear()
@@ -114,12 +122,12 @@ class U32Known:
         _family, ifindex, handle, parent, info = S.TCMSG.unpack_from(body, 0)
         instance = (ifindex, parent, info)
         risky = instance not in self._nonempty
-        undo = undo._replace(u32_instance=instance)
+        if undo.u32_instance != instance:  # a template's undo was worked out on its first line
+            undo = undo._replace(u32_instance=instance)
         if not self._tables:
             return undo, risky
-        span = _options(body).get(S.U32Attr.HASH)
-        htid = _U32.unpack_from(body, span[0])[0] if span else handle & 0xFFF00000
-        table = (ifindex, parent, info, _chain(body), htid >> 20)
+        htid, chain = _hash_and_chain(body, handle)
+        table = (ifindex, parent, info, chain, htid >> 20)
         buckets = self._tables.get(table)
         if buckets is None:
             return undo, risky
@@ -129,8 +137,8 @@ class U32Known:
             del self._tables[table]
             return undo, risky
         buckets[bucket] = packed + 1
-        header = S.TCMSG.pack(0, ifindex, (htid & 0xFFFFF000) | (_FIRST_NODE + packed), parent, info)
-        return Undo((filter_delete(header, body),), u32_instance=instance, slot=(table, bucket)), risky
+        return Undo(u32_instance=instance, slot=(table, bucket),
+                    handle=(htid & 0xFFFFF000) | (_FIRST_NODE + packed)), risky
 
     def packed(self, instance: Instance) -> None:
         """A key node add into ``instance`` was packed: it holds one once the batch is handed

@@ -11,7 +11,7 @@ from bpfbatch.tc import specs as S
 from bpfbatch.tc.message import Message, undo_of
 from bpfbatch.tc.parse import parse_command
 from bpfbatch.tc.resolve import Resolver
-from bpfbatch.tc.u32_known import U32Known, handle_after
+from bpfbatch.tc.u32_known import U32Known, predicted_delete
 
 PREFIX = "filter add dev lo ingress protocol ip prio 1"
 CREATE = f"{PREFIX} handle 1: u32 divisor 16"
@@ -35,8 +35,8 @@ def _predicted(known: U32Known, message: Message) -> int | None:
     known.packed(undo.u32_instance)
     if undo.slot is None:
         return None
-    assert not undo.echo
-    return S.TCMSG.unpack_from(undo.messages[0].body, 0)[2]
+    assert not undo.echo and not undo.messages
+    return undo.handle
 
 
 def test_numbers_from_0x800_per_bucket_once_the_create_is_handed_over(encode):
@@ -79,8 +79,10 @@ def test_refused_adds_before_it_in_its_bucket_lower_the_handle(encode):
     known = U32Known(predict=True)
     known.irreversible(encode(CREATE))
     known.handed_over()
+    add = _add(encode, 4)
     for _ in range(3):
-        undo, _risky = known.key_node(_add(encode, 4), undo_of(_add(encode, 4)))
-    lowered = handle_after(undo.messages[0], 2)
-    assert S.TCMSG.unpack_from(lowered.body, 0)[2] == 0x104800
-    assert lowered.body[S.TCMSG.size:] == undo.messages[0].body[S.TCMSG.size:]
+        undo, _risky = known.key_node(add, undo_of(add))
+    assert undo.handle == 0x104802
+    delete = predicted_delete(add, undo, 2)
+    assert delete.msg_type == S.Msg.DELTFILTER
+    assert S.TCMSG.unpack_from(delete.body, 0) == (0, 1, 0x104800, *S.TCMSG.unpack_from(add.body, 0)[3:])
