@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 
 from . import specs as S
-from .message import Message, Undo, attrs, filter_delete, find_attr
+from .message import Message, Undo, attr_str, attrs, filter_delete, find_attr
 
 _U32 = struct.Struct("=I")
 _ADD = S.NLM_F_EXCL | S.NLM_F_CREATE
@@ -65,6 +65,8 @@ def predicted_delete(add: Message, undo: Undo, failed_before: int) -> Message:
 
 def _is_table(body) -> bool:
     """A u32 message creating a hash table (it carries ``TCA_U32_DIVISOR``)."""
+    if attr_str(body, find_attr(body, S.TCMSG.size, len(body), S.TCA.KIND)) != "u32":
+        return False
     options = find_attr(body, S.TCMSG.size, len(body), S.TCA.OPTIONS)
     return options is not None and find_attr(body, *options, S.U32Attr.DIVISOR) is not None
 

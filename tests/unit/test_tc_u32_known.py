@@ -61,6 +61,14 @@ def test_a_named_handle_ends_the_table_a_delete_ends_everything(encode):
     assert _predicted(known, encode(f"{PREFIX} u32 ht 2:0: match ip dst 10.0.0.1/32")) is None
 
 
+def test_only_a_u32_divisor_makes_a_table(encode):
+    known = U32Known(predict=True)
+    known.irreversible(encode("filter add dev lo ingress protocol ip prio 1 handle 0x100000 fw "
+                              "action mirred egress redirect dev lo"))  # fw's attribute 4: ACT
+    known.handed_over()
+    assert _predicted(known, _add(encode, 0)) is None
+
+
 def test_no_prediction_with_force_at_a_root_or_past_2047_adds(encode):
     forced = U32Known(predict=False)
     forced.irreversible(encode(CREATE))
