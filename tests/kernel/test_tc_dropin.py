@@ -139,25 +139,13 @@ def _mixed_tables_file(rng: random.Random, count: int = 90) -> tuple[str, list[i
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("ours", [("--batch-bytes", "4096"), ("--batch-bytes", "1024"), ("--coalesce",)],
                          ids=["4k", "1k", "coalesce"])
-def test_refused_adds_among_tables_named_handles_and_deletes(tmp_path, seed, ours):
-    """Where the sender predicts handles and where it stops (a named handle, a delete), the
-    undo after the first refused add leaves tc's state."""
-    text, refused = _mixed_tables_file(random.Random(seed))
-    batch = tmp_path / "mixed.tc"
-    batch.write_text(text)
-    theirs, their_state, ours_run, our_state = side_by_side(batch, (), ours)
-    assert failed_lines(theirs.stderr) == refused[:1]
-    assert (ours_run.returncode, ours_run.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
-
-
-@pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("ours", [("--batch-bytes", "4096"), ("--batch-bytes", "1024"), ("--coalesce",)],
-                         ids=["4k", "1k", "coalesce"])
-def test_refused_adds_into_the_batchs_own_hash_table(tmp_path, seed, ours):
+@pytest.mark.parametrize("layout", [_own_table_file, _mixed_tables_file], ids=["one-table", "mixed"])
+def test_refused_adds_into_the_batchs_own_hash_tables(tmp_path, layout, seed, ours):
     """The handles the undo deletes are predicted, not echoed: the adds the kernel applied
     after the first refused one are taken back to tc's state, failed adds before them in the
-    same bucket counted."""
-    text, refused = _own_table_file(random.Random(seed))
+    same bucket counted — in one table, and where the sender stops predicting (a named handle,
+    a delete) among three."""
+    text, refused = layout(random.Random(seed))
     batch = tmp_path / "u32.tc"
     batch.write_text(text)
     theirs, their_state, ours_run, our_state = side_by_side(batch, (), ours)
