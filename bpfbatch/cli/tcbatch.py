@@ -39,7 +39,8 @@ EXIT_FAILED = 1
     Option("json_", "-j", "--json", kind=bool, default=False,
            help="Listings of read-only lines (filter show, actions list, ...) as JSON, as tc -j."),
     Option("batch_bytes", "--batch-bytes", kind=int, metavar="N", minimum=1024,
-           help="Bytes per sendmsg (default 256 KiB; capped by the socket's send limit)."),
+           help="Bytes per sendmsg (default 256 KiB; capped by the socket's send limit). The "
+                "first is 8 KiB at most, each next one twice the last up to this."),
     Option("coalesce", "--coalesce", kind=bool, default=False,
            help="Pack consecutive `actions add` lines into shared messages, up to 32 actions "
                 "each."),

@@ -180,14 +180,16 @@ def test_same_bytes_as_tc(both_sent, index):
 
 
 def test_ours_batches_many_messages_per_sendmsg(tmp_path):
-    """The whole file goes out in one sendmsg (it is far below the batch size)."""
+    """2,000 lines of 76-byte messages (~150 KiB, well below the batch size) go out in five
+    sendmsgs: the first of 8 KiB, so that the kernel starts on them while the rest are parsed,
+    each next one twice as large (8 + 16 + 32 + 64 KiB, then the rest); tc sends 2,000."""
     batch = tmp_path / "actions.tc"
     batch.write_text("".join(f"actions add action mirred egress redirect dev vethB index {i}\n"
-                             for i in range(1, 201)))
+                             for i in range(1, 2001)))
     with veth_netns() as ns:
         out = _strace_sendmsg_count([sys.executable, "-c", "from bpfbatch.cli import main; main()",
                                      "tc", "-b", str(batch), "--netns", ns])
-    assert out == 1
+    assert out == 5
 
 
 def _strace_sendmsg_count(argv: list[str]) -> int:
