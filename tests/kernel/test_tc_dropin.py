@@ -76,24 +76,32 @@ def test_u32_hash_layout_with_a_failing_filter(tmp_path, seed, mode):
     assert (ours.returncode, ours.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
 
 
-def _own_table_file(rng: random.Random, count: int = 90) -> tuple[str, list[int]]:
+def _with_refused_adds(rng: random.Random, head: str, lines: list[str], refused_add) -> tuple[str, int]:
+    """``head`` and ``lines`` with 1-3 refused adds (``refused_add(n)``: the n-th one's line) a
+    few lines apart at a random position: the file, and the first refused add's line number."""
+    at = rng.randint(1, len(lines) - 10)
+    for n in range(rng.randint(1, 3)):
+        line = at + n * rng.randint(1, 4)
+        lines.insert(line, refused_add(n))
+    return head + "".join(lines), at + head.count("\n") + 1
+
+
+def _own_table_file(rng: random.Random, count: int = 90) -> tuple[str, int]:
     """The bench's hash layout, every key node's handle left to the kernel and so predicted
     by the sender (no echo), over three buckets so that adds after a failure share its bucket,
     with 1-3 refused adds a few lines apart at a random position: an action kind this kernel
     lacks (refused after the kernel numbered the key node, which gives the number back) or a
-    bucket past the divisor (refused before numbering). Returns the file and the refused lines."""
+    bucket past the divisor (refused before numbering). Returns the file and the first refused
+    line."""
     lines = [f"filter add dev vethA ingress protocol ip prio 1 u32 ht 1:{i % 3:x}: match ip dst "
              f"10.0.0.{i}/32 action mirred egress redirect dev vethB\n" for i in range(count)]
-    at = rng.randint(1, count - 10)
-    refused = []
-    for n in range(rng.randint(1, 3)):
-        line = at + n * rng.randint(1, 4)
+
+    def refused_add(n: int) -> str:
         bucket = rng.choice(("0", "1", "2")) if n or rng.random() < 0.7 else "1f"
         kind = "action gact drop" if bucket != "1f" else "action mirred egress redirect dev vethB"
-        lines.insert(line, f"filter add dev vethA ingress protocol ip prio 1 u32 ht 1:{bucket}: "
-                           f"match ip dst 10.9.9.{n}/32 {kind}\n")
-        refused.append(line + 4)
-    return _U32_HEAD + "".join(lines), refused
+        return (f"filter add dev vethA ingress protocol ip prio 1 u32 ht 1:{bucket}: "
+                f"match ip dst 10.9.9.{n}/32 {kind}\n")
+    return _with_refused_adds(rng, _U32_HEAD, lines, refused_add)
 
 
 _MIXED_HEAD = ("qdisc add dev vethA ingress\n"
@@ -104,13 +112,13 @@ _MIXED_HEAD = ("qdisc add dev vethA ingress\n"
                "filter add dev vethA ingress protocol ip prio 2 handle 3: u32 divisor 4\n")
 
 
-def _mixed_tables_file(rng: random.Random, count: int = 90) -> tuple[str, list[int]]:
+def _mixed_tables_file(rng: random.Random, count: int = 90) -> tuple[str, int]:
     """Three tables of ours in two instances (prio 1 and 2), adds spread over them; now and
     then an add naming its handle (the sender stops predicting in that table) or a delete of
     such a key node (it stops predicting anywhere; the named ones hold no action, whose
     release after the delete would make the numbers of later actions depend on timing, under
     tc too); then 1-3 refused adds a few lines apart at a random position. Returns the file
-    and the refused lines."""
+    and the first refused line."""
     lines, named = [], []
     for i in range(count):
         roll = rng.random()
@@ -125,15 +133,12 @@ def _mixed_tables_file(rng: random.Random, count: int = 90) -> tuple[str, list[i
             lines.append(f"filter add dev vethA ingress protocol ip prio {prio} u32 "
                          f"ht {table}:{rng.randrange(3)}: match ip dst 10.{table}.0.{i}/32 "
                          "action mirred egress redirect dev vethB\n")
-    at = rng.randint(1, count - 10)
-    refused = []
-    for n in range(rng.randint(1, 3)):
-        line = at + n * rng.randint(1, 4)
+
+    def refused_add(n: int) -> str:
         table, prio = rng.choice(((1, 1), (2, 1), (3, 2)))
-        lines.insert(line, f"filter add dev vethA ingress protocol ip prio {prio} u32 "
-                           f"ht {table}:{rng.randrange(3)}: match ip dst 10.9.9.{n}/32 action gact drop\n")
-        refused.append(line + _MIXED_HEAD.count("\n") + 1)
-    return _MIXED_HEAD + "".join(lines), refused
+        return (f"filter add dev vethA ingress protocol ip prio {prio} u32 "
+                f"ht {table}:{rng.randrange(3)}: match ip dst 10.9.9.{n}/32 action gact drop\n")
+    return _with_refused_adds(rng, _MIXED_HEAD, lines, refused_add)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -149,7 +154,7 @@ def test_refused_adds_into_the_batchs_own_hash_tables(tmp_path, layout, seed, ou
     batch = tmp_path / "u32.tc"
     batch.write_text(text)
     theirs, their_state, ours_run, our_state = side_by_side(batch, (), ours)
-    assert failed_lines(theirs.stderr) == refused[:1]
+    assert failed_lines(theirs.stderr) == [refused]
     assert (ours_run.returncode, ours_run.stderr, our_state) == (theirs.returncode, theirs.stderr, their_state)
 
 
