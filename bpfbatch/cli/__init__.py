@@ -36,7 +36,42 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``). The
     process's: it owns the signal handling until the process exits."""
     args = list(argv) if argv is not None else sys.argv[1:]
-    _run(lambda: _started(args))  # _run's signal handling starts before anything is imported
+    try:
+        _run(lambda: _started(args))  # _run's signal handling starts before anything is imported
+    except SystemExit as exc:
+        if argv is None:
+            _leave(exc.code)
+        raise
+    if argv is None:
+        _leave(0)
+
+
+def _leave(status: object) -> None:
+    """End the process with ``status`` now, without the interpreter's own teardown, when that
+    teardown has nothing left to do for the command: no ``atexit`` callback is registered, no
+    thread but this one is alive, and both standard streams flush. Otherwise return, and the
+    interpreter ends as usual.
+
+    Why: the teardown frees every object of the ~150 modules a command imports, 8-12 ms of
+    CPU on these machines — a sixth of ``bpfbatch count``'s start-up and of the fixed cost
+    ``tc -b`` adds to the kernel's own work. What it would do for a command is done before:
+    files are closed by the commands' ``with`` blocks and the deliveries; the kernel
+    closes the descriptors."""
+    import atexit
+    import os
+    import threading
+
+    if status is None:
+        status = 0
+    if not isinstance(status, int) or atexit._ncallbacks() or threading.active_count() > 1:
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return  # the interpreter's exit says it, as it would have
+    os._exit(status)
 
 
 def _started(args: list[str], *, fast: bool = True) -> object:
