@@ -121,6 +121,59 @@ def test_a_signal_python_wrapped_in_another_error_is_still_one_line_and_128_plus
     assert capsys.readouterr().err == "bpfbatch: interrupted (SIGTERM)\n"
 
 
+#: The console script's end as a user's process meets it: a ``__del__`` that only the
+#: interpreter's teardown runs tells whether the teardown ran; what is registered to run at
+#: exit, or a thread still working, must run before the process ends.
+_ENDING = """
+import atexit, sys, threading, time
+from bpfbatch.cli import main
+
+class TornDown:
+    def __del__(self):
+        print("torn down", flush=True)
+
+probe = TornDown()
+waiting = sys.argv.pop(1)
+if waiting == "atexit":
+    atexit.register(lambda: print("atexit ran", flush=True))
+elif waiting == "thread":
+    def late():
+        time.sleep(0.2)
+        print("thread ran", flush=True)
+    threading.Thread(target=late).start()
+main()
+"""
+
+
+@pytest.mark.parametrize("args, status", [(["--version"], 0), (["no-such-command"], 2)],
+                         ids=["done", "usage-error"])
+@pytest.mark.parametrize("waiting, after", [("nothing", []), ("atexit", ["atexit ran", "torn down"]),
+                                            ("thread", ["thread ran", "torn down"])])
+def test_the_process_ends_without_teardown_only_when_nothing_waits_for_it(args, status, waiting,
+                                                                           after):
+    """Nothing waiting: the output, the status, and no teardown (``os._exit``). An ``atexit``
+    callback or a live thread: both run, and the teardown too, as Python's own exit does."""
+    proc = subprocess.run([sys.executable, "-c", _ENDING, waiting, *args], capture_output=True,
+                          text=True)
+    assert proc.returncode == status, proc.stderr
+    lines = proc.stdout.splitlines()
+    if status == 0:
+        assert lines[0].startswith("bpfbatch "), proc.stdout  # --version's line, flushed
+        lines = lines[1:]
+    else:
+        assert proc.stderr.startswith("bpfbatch: error: "), proc.stderr
+    assert lines == after
+
+
+def test_the_process_ends_with_every_byte_of_a_long_output_in_a_slow_pipe():
+    """The ending flushes what is buffered into a pipe whose reader is behind."""
+    shell = (f"{sys.executable} -m bpfbatch tc --help; echo status=$? >&2")
+    proc = subprocess.run(["sh", "-c", f"({shell}) | (sleep 0.3; cat)"], capture_output=True,
+                          text=True, env={**os.environ, "COLUMNS": "100"})
+    assert proc.stderr.strip().endswith("status=0"), proc.stderr
+    assert proc.stdout == run("tc", "--help").stdout
+
+
 #: Parameters whose values are a closed list or live objects a shell can offer, by name.
 COMPLETED = {"map_id", "pinned", "name", "output", "decode", "fmt", "netns", "dev", "map_type",
              "key_type", "value_type", "action", "mode"}
