@@ -15,7 +15,9 @@ The schema rule (the README states it too):
 * an array of integers, floats or bools is a ``fixed_size_list`` of them;
 * a side without BTF is one ``fixed_size_binary`` column, ``key`` or ``value``; a side of no
   bytes (the key of a queue or stack) has no column;
-* per-CPU maps: every value column is a ``fixed_size_list`` with one item per possible CPU.
+* per-CPU maps: every value column is a ``fixed_size_list`` with one item per possible CPU;
+  summed (``dump --sum``), one ``int64`` (a signed field) or ``uint64`` column per field, the
+  exact sum: one that does not fit 64 bits is an error naming the field and the entry.
 
 Columns hold the values of the map's view, as every other output shows them
 (:func:`~bpfbatch.records.decoding.view`): a field shown through a decoder, automatically
@@ -44,6 +46,7 @@ import numpy as np
 
 from ..errors import BpfBatchError, InputError
 from ..records.codec import BtfCodec, Codec, PerCpuCodec
+from ..records.cpusum import Summed
 from ..records.columns import rows, store
 from ..records.decoders import get
 from ..records.decoding import Decoded
@@ -51,6 +54,7 @@ from ..records.fill import fill
 from ..records.layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
 from .read import FormatError
 from ..records.values import dtype as layout_dtype
+from ..records.values import values as values_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -141,6 +145,8 @@ class Columns:
             dtype = _decoded_dtype(node)
             return _strings(pa, [str(v) for v in shown]) if dtype is None else \
                 _from_numpy(pa, np.array(shown, dtype=dtype))
+        if isinstance(node, Summed):
+            return _sums(pa, node, rows_, name)
         if kind is LeafKind.ENUM:
             numbers = _scalar(rows_, node.offset, node.code)
             unique, index = np.unique(numbers, return_inverse=True)
@@ -414,11 +420,26 @@ def _parse_into(rows_, node: Decoded, shown: list, where: str) -> None:
 
 def _supported(node: Node) -> bool:
     kind = leaf_kind(node)
-    if kind in (LeafKind.DISPLAY, LeafKind.ENUM, LeafKind.TEXT):
+    if kind in (LeafKind.DISPLAY, LeafKind.ENUM, LeafKind.TEXT) or isinstance(node, Summed):
         return True
     if kind is LeafKind.ARRAY:
         return bool(node.elems) and scalar_type(node.elems[0]) is not None
     return scalar_type(node) is not None
+
+
+def _sums(pa, node: Summed, rows_, name: str):
+    """A per-CPU integer summed over the CPUs (``dump --sum``): the exact sums (Python
+    integers, as the text formats show them) in an ``int64`` column for a signed field, else
+    ``uint64``; a sum past that width is refused, naming the entry, rather than wrapped."""
+    sums = values_of(node, rows_)
+    signed = node.inner.signed
+    low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
+    bad = next((i for i, total in enumerate(sums) if not low <= total < high), None)
+    if bad is not None:
+        raise InputError(f"its sum {sums[bad]} does not fit {'s' if signed else 'u'}64, the "
+                         "widest Arrow integer (use -o jsonl, json or csv)",
+                         obj=f"{name} of entry {bad + 1} of the batch")
+    return _from_numpy(pa, np.array(sums, np.int64 if signed else np.uint64))
 
 
 def _width(node: Node) -> int:

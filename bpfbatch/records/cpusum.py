@@ -19,12 +19,13 @@ from .layout import LeafKind, Node, leaf_kind
 from .template import emit
 from .values import values as layout_values
 
-__all__ = ["summed"]
+__all__ = ["Summed", "summed"]
 
 
 @dataclasses.dataclass(frozen=True)
-class _Summed(Node):
-    """An integer field added up over ``ncpus`` slots ``stride`` bytes apart."""
+class Summed(Node):
+    """An integer field added up over ``ncpus`` slots ``stride`` bytes apart (``inner``: the
+    field as one CPU's slot holds it, an ``Int`` or ``Bits``)."""
 
     inner: Node
     ncpus: int
@@ -32,12 +33,12 @@ class _Summed(Node):
 
 
 @leaf_kind.register
-def _(node: _Summed):
+def _(node: Summed):
     return LeafKind.INTEGER
 
 
 @layout_values.register
-def _(node: _Summed, rows):
+def _(node: Summed, rows):
     total = layout_values(node.inner, rows)
     for cpu in range(1, node.ncpus):
         slot = layout_values(node.inner, rows[:, cpu * node.stride:])
@@ -46,7 +47,7 @@ def _(node: _Summed, rows):
 
 
 @emit.register
-def _(node: _Summed, out, exact):
+def _(node: Summed, out, exact):
     out.leaf(_SumLeaf(node))
     return True
 
@@ -54,7 +55,7 @@ def _(node: _Summed, out, exact):
 class _SumLeaf(Leaf):
     placeholder = b"%d"
 
-    def __init__(self, node: _Summed):
+    def __init__(self, node: Summed):
         super().__init__(node.offset)
         self.node = node
 
@@ -78,7 +79,7 @@ def summed(codec: Codec) -> Codec:
 
 def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:
     if leaf_kind(node) is LeafKind.INTEGER:
-        return _Summed(node.offset, node, ncpus, stride)
+        return Summed(node.offset, node, ncpus, stride)
     if leaf_kind(node) is LeafKind.STRUCT:
         return dataclasses.replace(node, members=tuple(
             (name, _sum_node(member, f"{path}.{name}" if name else path, ncpus, stride))

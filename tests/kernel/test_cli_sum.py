@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 from test_cli_maps import assert_one_line_error, bpfbatch
@@ -68,3 +69,33 @@ def test_sum_refuses_what_cannot_be_summed(maps):
                           "--sum", "not per-CPU")
     assert_one_line_error(bpfbatch("dump", "id", str(plain.info.id), "--sum", "-o",
                                    "bpftool-json"), "--sum")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_summed_columns_hold_the_exact_sums_and_refuse_one_past_64_bits(counters, fmt,
+                                                                         tmp_path):
+    """``--sum -o parquet|arrow``: a ``uint64`` column per field holding what ``-o jsonl``
+    shows (the u32 ``drops`` widened: its sum may pass 32 bits); key 0's ``packets`` sum
+    passes 64 bits, so with it the dump is refused naming the field, not wrapped. The file is
+    a report: loading it into the per-CPU map is refused, naming the column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    assert_one_line_error(bpfbatch("dump", "pinned", counters, "--sum", "-o", fmt),
+                          "value.packets", "does not fit u64")
+    with Map.open(pinned=counters) as m:
+        m.delete((0).to_bytes(4, "little"))
+    want = {r["key"]: r["value"] for r in map(json.loads, bpfbatch(
+        "dump", "pinned", counters, "--sum", "-o", "jsonl", check=True).stdout.splitlines())}
+    out = subprocess.run([sys.executable, "-m", "bpfbatch", "dump", "pinned", counters, "--sum",
+                          "-o", fmt], capture_output=True, check=True).stdout
+    table = pq.read_table(pa.BufferReader(out)) if fmt == "parquet" else \
+        pa.ipc.open_stream(out).read_all()
+    assert [str(t) for t in table.schema.types] == ["uint32", "uint64", "uint64", "uint64"]
+    got = {row["key"]: {f: row[f"value.{f}"] for f in ("packets", "drops", "pad")}
+           for row in table.to_pylist()}
+    assert got == want and len(got) == N - 1
+    report = tmp_path / f"sums.{fmt}"
+    report.write_bytes(out)
+    assert_one_line_error(bpfbatch("load", "pinned", counters, str(report)),
+                          "value.packets", "per-CPU")

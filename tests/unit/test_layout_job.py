@@ -63,7 +63,7 @@ def test_dispatch_is_singledispatchs_over_the_node_classes():
     """For every pair (registered classes, node class) the same implementation."""
     node_classes = [cls for module in (layout, decoding, cpusum) for cls in vars(module).values()
                     if isinstance(cls, type) and issubclass(cls, layout.Node)]
-    assert {decoding.Decoded, cpusum._Summed, layout.CharArray} <= set(node_classes)
+    assert {decoding.Decoded, cpusum.Summed, layout.CharArray} <= set(node_classes)
     node_classes += [_Unregistered, _UnregisteredArray]  # inherit their parents' choice
     for job in (values.values, values.dtype, encode.encoder, fill.fill, template.emit,
                 layout.leaf_kind):

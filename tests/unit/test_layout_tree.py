@@ -45,8 +45,8 @@ def test_node_kinds_made_elsewhere_register_their_jobs():
                 fill.fill, fill.can_fill, fill.blank):
         assert implemented(job, decoding.Decoded), job.__name__
     for job in (values.values, template.emit, leaf_kind):
-        assert implemented(job, cpusum._Summed), job.__name__
-    assert not implemented(fill.fill, cpusum._Summed)  # a sum is shown, never loaded
+        assert implemented(job, cpusum.Summed), job.__name__
+    assert not implemented(fill.fill, cpusum.Summed)  # a sum is shown, never loaded
 
 
 def test_nodes_are_frozen_data():
