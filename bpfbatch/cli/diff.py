@@ -46,6 +46,10 @@ def diff(
     against: Annotated[Optional[str], typer.Option(
         "--against", metavar="FILE", help="Check the map A against the contents FILE "
         "desires: what would have to be added, deleted, updated.")] = None,
+    sum_cpus: Annotated[bool, typer.Option(
+        "--sum", help="Per-CPU maps: compare each key's value summed over the CPUs (integer "
+        "fields, as dump --sum shows them); a file holds such sums or per-CPU values, which "
+        "are summed.")] = False,
     batch_size: BatchSize = DEFAULT_BATCH,
 ) -> int:
     """Compare two maps or files by key: added, removed, changed fields (exit 0 same, 1
@@ -67,6 +71,9 @@ def diff(
     if against is not None:
         if len(specs) != 1:
             raise InputError("--against takes one map, A", obj="A")
+        if sum_cpus:
+            raise InputError("--against checks what a load would write, CPU by CPU; a sum "
+                             "is not loaded", obj="--sum")
         specs.append(("file", against))
     elif len(specs) != 2:
         raise InputError(f"expected two sides, got {len(specs)}", obj="A B")
@@ -84,7 +91,8 @@ def diff(
             if like is not None:
                 opened.append(_open(_like(like)))
             d = compare(*opened[:2], decode=decode, fmt=fmt,
-                        like=opened[2] if like is not None else None, batch_size=batch_size)
+                        like=opened[2] if like is not None else None, batch_size=batch_size,
+                        sum_cpus=sum_cpus)
         finally:
             for side in opened:
                 if not isinstance(side, str):

@@ -16,6 +16,12 @@ reported is decoded for output (:class:`Diff` iterates its changes in key order)
 
 A map is read as ``dump`` reads it: not an atomic snapshot, and two maps are read one after
 the other's first batch, not at one instant.
+
+``sum_cpus`` compares per-CPU values by their sums over the CPUs, as ``dump --sum`` shows
+them: each side's values become records of the exact sums (:class:`~bpfbatch.records.cpusum.
+Totals`) — a map's by adding up its CPUs, a file's read as the sums ``dump --sum`` writes or,
+when it holds per-CPU values (a plain dump, bpftool's JSON), read again as those and added
+up — and those are compared as above.
 """
 
 from __future__ import annotations
@@ -118,12 +124,13 @@ class Diff:
 
 
 def diff(a, b, *, decode=None, fmt: str | None = None, like: MapHandle | None = None,
-         batch_size: int = DEFAULT_BATCH) -> Diff:
+         batch_size: int = DEFAULT_BATCH, sum_cpus: bool = False) -> Diff:
     """What differs from ``a`` to ``b``, each an open map (:class:`~bpfbatch.Map`) or a file's
     path (``"-"``: stdin; ``fmt`` its format, else from the name or the content). The layout
     is the first map's (two maps must have the same one), else ``like``'s, a map whose
     records the files hold; ``decode`` chooses the view as :meth:`~bpfbatch.Map.codecs` does
-    (it reads the files and shows the changes). A file's bad record is an
+    (it reads the files and shows the changes); ``sum_cpus`` compares a per-CPU map's values
+    summed over the CPUs (module docs). A file's bad record is an
     :class:`~bpfbatch.errors.InputError` naming ``file:line``."""
     maps = [side for side in (a, b) if isinstance(side, MapHandle)]
     info = (maps[0] if maps else like).info if maps or like is not None else None
@@ -137,32 +144,63 @@ def diff(a, b, *, decode=None, fmt: str | None = None, like: MapHandle | None = 
         require(m.info, "dump")
     if len(maps) == 2:
         _check_same_layout(a.info, b.info, codecs, view(b.info, decode))
+    totals = None
+    if sum_cpus:
+        from ..records.cpusum import Totals
+
+        totals = Totals(codecs[1])
+        codecs = (codecs[0], totals.codec)
     if len(maps) == 2 and len(os.sched_getaffinity(0)) > 1:  # the two reads side by side
-        first = _in_thread(lambda: _map_side(a, batch_size))
-        second = _map_side(b, batch_size)
+        first = _in_thread(lambda: _map_side(a, batch_size, codecs[0], totals))
+        second = _map_side(b, batch_size, codecs[0], totals)
         sides = (first(), second)
     else:
-        sides = tuple(_map_side(side, batch_size) if isinstance(side, MapHandle)
-                      else _file_side(side, info, codecs, fmt) for side in (a, b))
+        sides = tuple(_map_side(side, batch_size, codecs[0], totals)
+                      if isinstance(side, MapHandle)
+                      else _file_side(side, info, codecs, fmt, totals) for side in (a, b))
     return Diff(sides[0], sides[1], codecs)
 
 
-def _map_side(m: MapHandle, batch_size: int) -> _Side:
+def _map_side(m: MapHandle, batch_size: int, key_codec, totals) -> _Side:
     from ..map.cursor import read_all
 
     keys, values = read_all(m, batch_size=batch_size)
+    if totals is not None:
+        values = totals.rows(values, lambda i: _key_of(m.info.label, key_codec, keys, i))
     return _Side(m.info.label, keys, values)
 
 
-def _file_side(path, info, codecs, fmt: str | None) -> _Side:
-    from ..formats.read import read_records
+def _file_side(path, info, codecs, fmt: str | None, totals) -> _Side:
+    """A file's records; with ``totals``, the sums it holds (``dump --sum``'s), or its
+    per-CPU values summed (read again as such: bpftool's JSON, or a plain dump)."""
+    from ..formats.read import PerCpuGiven, read_records
 
     path = os.fspath(path)
-    records = read_records(path, info, fmt=fmt, codecs=codecs)
+    try:
+        records = read_records(path, info, fmt=fmt, codecs=codecs)
+        per_cpu = totals is not None and records.fmt == "bpftool-json"  # read per-CPU
+    except PerCpuGiven as exc:
+        if totals is None:
+            raise
+        if path == "-":
+            raise InputError("per-CPU values: with --sum, stdin must hold sums (as dump --sum "
+                             "writes them); name the file to have its per-CPU values summed",
+                             obj=exc.obj) from None
+        from ..records.decoding import view
+
+        records = read_records(path, info, fmt=fmt, codecs=(codecs[0], view(info)[1]))
+        per_cpu = True
     keys = np.frombuffer(records.keys, np.uint8).reshape(records.count, info.key_size)
     values = np.frombuffer(records.values, np.uint8).reshape(records.count, -1) \
         if records.count else np.empty((0, info.value_stride), np.uint8)
+    if per_cpu:
+        values = totals.rows(values, records.where)
     return _Side(records.source, keys, values)
+
+
+def _key_of(label: str, key_codec, keys: np.ndarray, row: int) -> str:
+    """``map 5 'flows': key K``, the key as the view shows it (for an error)."""
+    return f"{label}: key {key_codec.values(np.ascontiguousarray(keys[row:row + 1]))[0]}"
 
 
 def _in_thread(call):

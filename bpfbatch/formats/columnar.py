@@ -52,7 +52,7 @@ from ..records.decoders import get
 from ..records.decoding import Decoded
 from ..records.fill import fill
 from ..records.layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
-from .read import FormatError
+from .read import FormatError, PerCpuGiven
 from ..records.values import dtype as layout_dtype
 from ..records.values import values as values_of
 
@@ -205,6 +205,9 @@ class Columns:
             if name.startswith("key"):
                 self._write(node, key_rows, column, where)
             elif self.ncpus is None:
+                if _listed(pa, column) and leaf_kind(node) is not LeafKind.ARRAY:
+                    raise PerCpuGiven(f"a list of values ({column.type}) for a field of one: "
+                                      "per-CPU values for a map that is not per-CPU", obj=where)
                 self._write(node, value_rows, column, where)
             else:
                 items = self._cpu_items(column, where)
@@ -214,7 +217,7 @@ class Columns:
 
     def _cpu_items(self, column, where: str):
         pa = self.pa
-        if not (pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type)):
+        if not _listed(pa, column):
             raise InputError(f"expected a list of {self.ncpus} per-CPU values, got {column.type}",
                              obj=where)
         wrong = _wrong_length(pa, column, self.ncpus)
@@ -440,6 +443,10 @@ def _sums(pa, node: Summed, rows_, name: str):
                          "widest Arrow integer (use -o jsonl, json or csv)",
                          obj=f"{name} of entry {bad + 1} of the batch")
     return _from_numpy(pa, np.array(sums, np.int64 if signed else np.uint64))
+
+
+def _listed(pa, column) -> bool:
+    return pa.types.is_fixed_size_list(column.type) or pa.types.is_list(column.type)
 
 
 def _width(node: Node) -> int:

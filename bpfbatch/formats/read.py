@@ -64,6 +64,12 @@ class FormatError(InputError):
     another."""
 
 
+class PerCpuGiven(InputError):
+    """The input holds per-CPU values (``"values"``, a ``cpu`` column, per-CPU list columns)
+    where the value codec is not per-CPU: the map is not, or its values are read as sums
+    (``diff --sum`` reads such a file again as per-CPU values, to sum them)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Records:
     """``count`` records packed for the kernel, and where each came from. The buffers are
@@ -74,6 +80,7 @@ class Records:
     keys: bytearray
     values: bytearray | None  # None when only keys were asked for
     line_of: Callable[[int], int]  # record index -> line in the source
+    fmt: str  # the format it was read as
 
     def where(self, index: int) -> str:
         return f"{self.source}:{self.line_of(index)}"
@@ -160,7 +167,7 @@ def _read(path: str, source: str, data: bytes | None, fmt: str, info, with_value
 
         count, keys, values = read_packed(path, fmt, source, *codecs)
         return Records(source, count, keys, values if with_values else None,
-                       lambda index: index + 1)  # records counted from 1
+                       lambda index: index + 1, fmt)  # records counted from 1
     # Read first: an unreadable file or bad UTF-8 is reported before anything else.
     if fmt == "jsonl":
         stream = _jsonl_stream(path, source, data)
@@ -210,7 +217,7 @@ def _read(path: str, source: str, data: bytes | None, fmt: str, info, with_value
                 count += len(numbers) if isinstance(entries, Packed) else len(entries)
     return Records(source, count, bytearray().join(keys),
                    bytearray().join(values) if with_values else None,
-                   line_of)
+                   line_of, fmt)
 
 
 @contextlib.contextmanager
@@ -323,7 +330,7 @@ def _members(entries: list, allowed: frozenset[str]) -> dict[str, list] | None:
 def _cpu_values(slots, codec: Codec, where: str) -> list:
     """The values of a per-CPU entry's ``"values"``: ``[{"cpu": 0, "value": V}, ...]``."""
     if not isinstance(codec, PerCpuCodec):
-        raise InputError('"values" (per CPU) given for a map that is not per-CPU', obj=where)
+        raise PerCpuGiven('"values" (per CPU) given for a map that is not per-CPU', obj=where)
     if not isinstance(slots, list) or len(slots) != codec.ncpus or not all(
             isinstance(s, dict) and s.get("cpu") == c and "value" in s
             for c, s in enumerate(slots)):
@@ -683,9 +690,10 @@ def _csv_entries(text: str, source: str, key_codec: Codec,
             raise FormatError(f"unknown column {column!r} (expected key…, value…, cpu)",
                               obj=f"{source}:1")
     percpu = isinstance(value_codec, PerCpuCodec)
-    if percpu != ("cpu" in header):
-        raise InputError("a per-CPU map needs a 'cpu' column" if percpu else
-                         "'cpu' column given for a map that is not per-CPU", obj=f"{source}:1")
+    if percpu and "cpu" not in header:
+        raise InputError("a per-CPU map needs a 'cpu' column", obj=f"{source}:1")
+    if not percpu and "cpu" in header:
+        raise PerCpuGiven("'cpu' column given for a map that is not per-CPU", obj=f"{source}:1")
     parsers = _column_parsers(header, key_codec, value_codec, f"{source}:1")
     pending: tuple[int, object, list] | None = None  # per-CPU: (line, key, values so far)
     for row in reader:

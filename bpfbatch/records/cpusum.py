@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from .._numpy import np
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .jsontext import Leaf
-from .layout import LeafKind, Node, leaf_kind
+from .layout import Int, LeafKind, Node, Struct, leaf_columns, leaf_kind
 from .template import emit
 from .values import values as layout_values
 
-__all__ = ["Summed", "summed"]
+__all__ = ["Summed", "Totals", "summed"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,3 +88,47 @@ def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:
     kind = type(node).__name__.lower()
     raise InputError(f"field '{path}' ({kind}) cannot be summed: only integers are",
                      obj="--sum")
+
+
+class Totals:
+    """A per-CPU value's sums as records of their own, which compare by their bytes (``diff
+    --sum``): each integer field an 8-byte integer (signed if the field is) holding its exact
+    sum over the CPUs, the fields in layout order under the value's own names. ``codec``
+    shows and reads those records, so a file that ``dump --sum`` wrote reads into them;
+    :meth:`rows` makes them from a per-CPU map's value rows. A sum past 64 bits has no such
+    record and is refused, as Arrow's columns refuse it."""
+
+    def __init__(self, codec: Codec):
+        shown = summed(codec)
+        self._sums = [(path, node) for path, node in leaf_columns(shown.node, "value")]
+        slots = iter(range(0, 8 * len(self._sums), 8))
+        self.codec = shown.with_node(_totals_node(shown.node, slots), size=8 * len(self._sums))
+
+    def rows(self, per_cpu: np.ndarray, where) -> np.ndarray:
+        """The totals of each of the ``(n, ncpus × stride)`` per-CPU value rows, ``(n,
+        8 × fields)`` uint8; ``where(i)`` names row ``i`` in the error of a sum that does not
+        fit."""
+        out = np.empty((len(per_cpu), self.codec.size), np.uint8)
+        for slot, (path, node) in enumerate(self._sums):
+            sums = layout_values(node, per_cpu)
+            signed = node.inner.signed
+            low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
+            bad = next((i for i, total in enumerate(sums) if not low <= total < high), None)
+            if bad is not None:
+                raise InputError(f"{path}: its sum {sums[bad]} does not fit "
+                                 f"{'s' if signed else 'u'}64: --sum compares sums of up to "
+                                 "64 bits", obj=where(bad))
+            column = np.array(sums, np.int64 if signed else np.uint64)
+            out[:, 8 * slot:8 * slot + 8] = column.view(np.uint8).reshape(-1, 8)
+        return out
+
+
+def _totals_node(node: Node, slots) -> Node:
+    """``node`` (a summed value's tree) with each sum an 8-byte integer in the next slot."""
+    if isinstance(node, Summed):
+        return Int(next(slots), 8, node.inner.signed)
+    members = tuple((name, _totals_node(member, slots)) for name, member in node.members)
+    offsets = [leaf.offset for _, leaf in leaf_columns(Struct(0, 0, members), "")]
+    start = offsets[0] if offsets else 0
+    return dataclasses.replace(node, offset=start, members=members,
+                               size=8 * len(offsets), union=False)
