@@ -54,7 +54,6 @@ from ..records.fill import fill
 from ..records.layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
 from .read import FormatError, PerCpuGiven
 from ..records.values import dtype as layout_dtype
-from ..records.values import values as values_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -431,18 +430,11 @@ def _supported(node: Node) -> bool:
 
 
 def _sums(pa, node: Summed, rows_, name: str):
-    """A per-CPU integer summed over the CPUs (``dump --sum``): the exact sums (Python
-    integers, as the text formats show them) in an ``int64`` column for a signed field, else
-    ``uint64``; a sum past that width is refused, naming the entry, rather than wrapped."""
-    sums = values_of(node, rows_)
-    signed = node.inner.signed
-    low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
-    bad = next((i for i, total in enumerate(sums) if not low <= total < high), None)
-    if bad is not None:
-        raise InputError(f"its sum {sums[bad]} does not fit {'s' if signed else 'u'}64, the "
-                         "widest Arrow integer (use -o jsonl, json or csv)",
-                         obj=f"{name} of entry {bad + 1} of the batch")
-    return _from_numpy(pa, np.array(sums, np.int64 if signed else np.uint64))
+    """A per-CPU integer summed over the CPUs (``dump --sum``): the exact sums in an
+    ``int64`` column for a signed field, else ``uint64``; one past that width is refused."""
+    return _from_numpy(pa, node.sums64(rows_, lambda row: f"{name} of entry {row + 1} of the "
+                                       "batch", "the widest Arrow integer (use -o jsonl, json "
+                                       "or csv)"))
 
 
 def _listed(pa, column) -> bool:

@@ -32,6 +32,19 @@ class Summed(Node):
     ncpus: int
     stride: int
 
+    def sums64(self, rows, where, why: str) -> np.ndarray:
+        """The exact sums over ``rows`` in an ``int64`` column (a signed field) or
+        ``uint64``; a sum past that width is refused, not wrapped: an :class:`InputError`
+        naming ``where(row)``, ``why`` saying what needs 64 bits."""
+        sums = layout_values(self, rows)
+        signed = self.inner.signed
+        low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
+        bad = next((i for i, total in enumerate(sums) if not low <= total < high), None)
+        if bad is not None:
+            raise InputError(f"its sum {sums[bad]} does not fit {'s' if signed else 'u'}64: "
+                             f"{why}", obj=where(bad))
+        return np.array(sums, np.int64 if signed else np.uint64)
+
 
 @leaf_kind.register
 def _(node: Summed):
@@ -110,15 +123,8 @@ class Totals:
         fit."""
         out = np.empty((len(per_cpu), self.codec.size), np.uint8)
         for slot, (path, node) in enumerate(self._sums):
-            sums = layout_values(node, per_cpu)
-            signed = node.inner.signed
-            low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
-            bad = next((i for i, total in enumerate(sums) if not low <= total < high), None)
-            if bad is not None:
-                raise InputError(f"{path}: its sum {sums[bad]} does not fit "
-                                 f"{'s' if signed else 'u'}64: --sum compares sums of up to "
-                                 "64 bits", obj=where(bad))
-            column = np.array(sums, np.int64 if signed else np.uint64)
+            column = node.sums64(per_cpu, lambda row, path=path: f"{where(row)}: {path}",
+                                 "--sum compares sums of up to 64 bits")
             out[:, 8 * slot:8 * slot + 8] = column.view(np.uint8).reshape(-1, 8)
         return out
 
