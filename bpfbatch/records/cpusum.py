@@ -35,15 +35,27 @@ class Summed(Node):
     def sums64(self, rows, where, why: str) -> np.ndarray:
         """The exact sums over ``rows`` in an ``int64`` column (a signed field) or
         ``uint64``; a sum past that width is refused, not wrapped: an :class:`InputError`
-        naming ``where(row)``, ``why`` saying what needs 64 bits."""
-        sums = layout_values(self, rows)
+        naming ``where(row)``, ``why`` saying what needs 64 bits. Integers of up to 8 bytes
+        are added in numpy (:func:`_sums64`), others (bitfields, 128 bits) in Python."""
         signed = self.inner.signed
-        low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
-        bad = next((i for i, total in enumerate(sums) if not low <= total < high), None)
+        if isinstance(self.inner, Int) and self.inner.np_type is not None:
+            slots = np.stack([_column(rows, cpu * self.stride + self.inner.offset,
+                                      self.inner.np_type) for cpu in range(self.ncpus)])
+            sums, fits = _sums64(slots)
+            bad = None if fits.all() else int(np.flatnonzero(~fits)[0])
+            if bad is not None:
+                total = sum(int(v) for v in slots[:, bad])
+        else:
+            exact = layout_values(self, rows)
+            low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
+            bad = next((i for i, total in enumerate(exact) if not low <= total < high), None)
+            if bad is not None:
+                total = exact[bad]
+            sums = None if bad is not None else np.array(exact, np.int64 if signed else np.uint64)
         if bad is not None:
-            raise InputError(f"its sum {sums[bad]} does not fit {'s' if signed else 'u'}64: "
-                             f"{why}", obj=where(bad))
-        return np.array(sums, np.int64 if signed else np.uint64)
+            raise InputError(f"its sum {total} does not fit {'s' if signed else 'u'}64: {why}",
+                             obj=where(bad))
+        return sums
 
 
 @leaf_kind.register
@@ -101,6 +113,36 @@ def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:
     kind = type(node).__name__.lower()
     raise InputError(f"field '{path}' ({kind}) cannot be summed: only integers are",
                      obj="--sum")
+
+
+def _column(rows, offset: int, np_type: str) -> np.ndarray:
+    size = np.dtype(np_type).itemsize
+    return np.ascontiguousarray(rows[:, offset:offset + size]).view(np_type)[:, 0]
+
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def _sums64(slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column of ``slots`` (``(ncpus, n)``, integers of up to 8 bytes) summed exactly:
+    ``(sums, fits)``, the sums as ``int64`` (signed slots) or ``uint64`` and whether each
+    fits that width (where it does not, its sum is not meaningful). Narrower integers cannot
+    overflow 64 bits over fewer than 2^31 CPUs; 8-byte ones are added as their high and low
+    32-bit halves, each sum exact in 64 bits, then joined."""
+    signed = slots.dtype.kind == "i"
+    if slots.dtype.itemsize < 8:
+        return slots.astype(np.int64 if signed else np.uint64).sum(axis=0), \
+            np.ones(slots.shape[1], bool)
+    bits = slots.view(np.uint64)
+    low = (bits & _LOW32).sum(axis=0)  # < 2^32 per CPU
+    high = ((slots >> 32) if signed else (bits >> np.uint64(32))).sum(axis=0)
+    high = high + (low >> np.uint64(32)).astype(high.dtype)
+    low &= _LOW32
+    if signed:
+        fits = (high >= -(1 << 31)) & (high < (1 << 31))
+        return np.where(fits, high, 0) * (1 << 32) + low.astype(np.int64), fits
+    fits = high < np.uint64(1 << 32)
+    return (high << np.uint64(32)) | low, fits
 
 
 class Totals:
