@@ -34,7 +34,8 @@ __all__ = ["main", "run_command", "typer_main"]
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``argv``: the arguments, default ``sys.argv[1:]``). The
-    process's: it owns the signal handling until the process exits."""
+    process's: it owns the signal handling until the process exits. Without ``argv`` it does
+    not return: the process ends with the command's status (:func:`_leave`)."""
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
         _run(lambda: _started(args))  # _run's signal handling starts before anything is imported

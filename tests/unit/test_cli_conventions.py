@@ -165,13 +165,24 @@ def test_the_process_ends_without_teardown_only_when_nothing_waits_for_it(args, 
     assert lines == after
 
 
-def test_the_process_ends_with_every_byte_of_a_long_output_in_a_slow_pipe():
-    """The ending flushes what is buffered into a pipe whose reader is behind."""
-    shell = (f"{sys.executable} -m bpfbatch tc --help; echo status=$? >&2")
+#: Output still buffered in ``sys.stdout`` when the command fails: only the ending's flush
+#: writes its last block (a failing command's outcome does not flush stdout).
+_BUFFERED = """
+import sys
+from bpfbatch.cli import main
+for i in range(20000):
+    print(f"line {i}")
+main()
+"""
+
+
+def test_what_is_buffered_when_a_command_fails_reaches_a_slow_pipe_whole():
+    shell = f"{sys.executable} -c '{_BUFFERED}' no-such-command; echo status=$? >&2"
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.run(["sh", "-c", f"({shell}) | (sleep 0.3; cat)"], capture_output=True,
-                          text=True, env={**os.environ, "COLUMNS": "100"})
-    assert proc.stderr.strip().endswith("status=0"), proc.stderr
-    assert proc.stdout == run("tc", "--help").stdout
+                          text=True, env=buffered)
+    assert proc.stderr.startswith("bpfbatch: error: ") and proc.stderr.endswith("status=2\n")
+    assert proc.stdout == "".join(f"line {i}\n" for i in range(20000))
 
 
 #: Parameters whose values are a closed list or live objects a shell can offer, by name.
