@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from .._numpy import np
 from ..errors import InputError
 from ..map.handle import DEFAULT_BATCH, MapHandle, require
+from ..records.plain import json_text
 from .fields import Field, changed_fields
 from ..map.keyjoin import join, rows_differ, take, words
 
@@ -151,44 +152,52 @@ def diff(a, b, *, decode=None, fmt: str | None = None, like: MapHandle | None = 
         totals = Totals(codecs[1])
         codecs = (codecs[0], totals.codec)
     if len(maps) == 2 and len(os.sched_getaffinity(0)) > 1:  # the two reads side by side
-        first = _in_thread(lambda: _map_side(a, batch_size, codecs[0], totals))
-        second = _map_side(b, batch_size, codecs[0], totals)
+        first = _in_thread(lambda: _map_side(a, batch_size))
+        second = _map_side(b, batch_size)
         sides = (first(), second)
     else:
-        sides = tuple(_map_side(side, batch_size, codecs[0], totals)
-                      if isinstance(side, MapHandle)
+        sides = tuple(_map_side(side, batch_size) if isinstance(side, MapHandle)
                       else _file_side(side, info, codecs, fmt, totals) for side in (a, b))
+    if totals is not None:  # in order: a refusal names the first side that has one
+        sides = tuple(_summed(side, codecs[0], totals) if isinstance(m, MapHandle) else side
+                      for m, side in zip((a, b), sides))
     return Diff(sides[0], sides[1], codecs)
 
 
-def _map_side(m: MapHandle, batch_size: int, key_codec, totals) -> _Side:
+def _map_side(m: MapHandle, batch_size: int) -> _Side:
     from ..map.cursor import read_all
 
     keys, values = read_all(m, batch_size=batch_size)
-    if totals is not None:
-        values = totals.rows(values, lambda i: _key_of(m.info.label, key_codec, keys, i))
     return _Side(m.info.label, keys, values)
+
+
+def _summed(side: _Side, key_codec, totals) -> _Side:
+    """A map's side with its per-CPU values as their sums."""
+    return dataclasses.replace(side, values=totals.rows(
+        side.values, lambda i: f"{side.name}: key "
+        f"{json_text(key_codec.values(np.ascontiguousarray(side.keys[i:i + 1]))[0])}"))
 
 
 def _file_side(path, info, codecs, fmt: str | None, totals) -> _Side:
     """A file's records; with ``totals``, the sums it holds (``dump --sum``'s), or its
-    per-CPU values summed (read again as such: bpftool's JSON, or a plain dump)."""
-    from ..formats.read import PerCpuGiven, read_records
+    per-CPU values summed (read again as such: bpftool's JSON, or a plain dump; a pipe's
+    bytes are kept for that)."""
+    from ..formats.read import PerCpuGiven, read_bytes, read_records
 
     path = os.fspath(path)
+    data = None
+    if totals is not None and (path == "-" or not os.path.isfile(path)):
+        data = read_bytes(path, "<stdin>" if path == "-" else path)
     try:
-        records = read_records(path, info, fmt=fmt, codecs=codecs)
+        records = read_records(path, info, fmt=fmt, codecs=codecs, data=data)
         per_cpu = totals is not None and records.fmt == "bpftool-json"  # read per-CPU
-    except PerCpuGiven as exc:
+    except PerCpuGiven:
         if totals is None:
             raise
-        if path == "-":
-            raise InputError("per-CPU values: with --sum, stdin must hold sums (as dump --sum "
-                             "writes them); name the file to have its per-CPU values summed",
-                             obj=exc.obj) from None
         from ..records.decoding import view
 
-        records = read_records(path, info, fmt=fmt, codecs=(codecs[0], view(info)[1]))
+        records = read_records(path, info, fmt=fmt, codecs=(codecs[0], view(info)[1]),
+                               data=data)
         per_cpu = True
     keys = np.frombuffer(records.keys, np.uint8).reshape(records.count, info.key_size)
     values = np.frombuffer(records.values, np.uint8).reshape(records.count, -1) \
@@ -196,11 +205,6 @@ def _file_side(path, info, codecs, fmt: str | None, totals) -> _Side:
     if per_cpu:
         values = totals.rows(values, records.where)
     return _Side(records.source, keys, values)
-
-
-def _key_of(label: str, key_codec, keys: np.ndarray, row: int) -> str:
-    """``map 5 'flows': key K``, the key as the view shows it (for an error)."""
-    return f"{label}: key {key_codec.values(np.ascontiguousarray(keys[row:row + 1]))[0]}"
 
 
 def _in_thread(call):

@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterator
 
 from ..formats.table import simple
+from ..records.plain import json_text, plain
 
 #: The op words of each phrasing.
 DIFF_WORDS = {"added": "added", "removed": "removed", "changed": "changed", "same": "same"}
@@ -97,19 +98,6 @@ def table(d, against: bool) -> Iterator[str]:
     yield simple(rows, headers, right) + "\n"
 
 
-def plain(value):
-    """``value`` (of a view) as JSON can hold it, spelled as ``dump`` spells it."""
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return [f"0x{b:02x}" for b in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return json.dumps(value)  # "NaN", "Infinity", "-Infinity"
-    return value
-
-
 def _flat(prefix: str, value) -> Iterator[tuple[str, object]]:
     """A key's cells: struct fields as ``key.field`` columns, anything else one cell."""
     if isinstance(value, dict):
@@ -123,4 +111,4 @@ def _cell(value):
     """A table cell: numbers and text as they are, anything else as compact JSON."""
     if isinstance(value, (int, float, str)) and not isinstance(value, bool):
         return value if not isinstance(value, float) or math.isfinite(value) else plain(value)
-    return json.dumps(plain(value), separators=(",", ":"))
+    return json_text(value)

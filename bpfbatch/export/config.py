@@ -139,10 +139,10 @@ def load(path: str, *, listen: str | None = None, batch_size: int | None = None)
     (``--batch-size``) override the file's. A pipe
     or a device is read up to ``load``'s bound (:data:`~bpfbatch.formats.read.
     MAX_STREAM_BYTES`), so ``--config /dev/zero`` is refused instead of filling memory."""
-    from ..formats.read import _read_bytes
+    from ..formats.read import read_bytes
 
     try:
-        text = _read_bytes(path, path).decode()
+        text = read_bytes(path, path).decode()
     except UnicodeDecodeError as exc:
         raise ConfigError(f"cannot read the configuration: {exc}", obj=path) from None
     except InputError as exc:

@@ -17,7 +17,7 @@ The schema rule (the README states it too):
   bytes (the key of a queue or stack) has no column;
 * per-CPU maps: every value column is a ``fixed_size_list`` with one item per possible CPU;
   summed (``dump --sum``), one ``int64`` (a signed field) or ``uint64`` column per field, the
-  exact sum: one that does not fit 64 bits is an error naming the field and the entry.
+  exact sum: one that does not fit 64 bits is an error naming the field and the key.
 
 Columns hold the values of the map's view, as every other output shows them
 (:func:`~bpfbatch.records.decoding.view`): a field shown through a decoder, automatically
@@ -52,6 +52,7 @@ from ..records.decoders import get
 from ..records.decoding import Decoded
 from ..records.fill import fill
 from ..records.layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
+from ..records.plain import json_text
 from .read import FormatError, PerCpuGiven
 from ..records.values import dtype as layout_dtype
 
@@ -81,6 +82,7 @@ class Columns:
 
     def __init__(self, key: Codec, value: Codec):
         self.pa = pyarrow()
+        self.key_codec = key
         self.key_size, self.value_size = key.size, value.size
         self.ncpus = value.ncpus if isinstance(value, PerCpuCodec) else None
         value_base = value.base if isinstance(value, PerCpuCodec) else value
@@ -101,6 +103,11 @@ class Columns:
         for name, node in self.fields:
             if name.startswith("key"):
                 arrays.append(self._read(node, key_rows, name))
+            elif isinstance(node, Summed):  # dump --sum: one column of the sums
+                arrays.append(_from_numpy(self.pa, node.sums64(
+                    value_rows, lambda row, name=name: f"{name} of key "
+                    f"{json_text(self.key_codec.values(key_rows[row:row + 1])[0])}",
+                    "the widest Arrow integer (use -o jsonl, json or csv)")))
             elif self.ncpus is None:
                 arrays.append(self._read(node, value_rows, name))
             else:
@@ -144,8 +151,6 @@ class Columns:
             dtype = _decoded_dtype(node)
             return _strings(pa, [str(v) for v in shown]) if dtype is None else \
                 _from_numpy(pa, np.array(shown, dtype=dtype))
-        if isinstance(node, Summed):
-            return _sums(pa, node, rows_, name)
         if kind is LeafKind.ENUM:
             numbers = _scalar(rows_, node.offset, node.code)
             unique, index = np.unique(numbers, return_inverse=True)
@@ -204,7 +209,8 @@ class Columns:
             if name.startswith("key"):
                 self._write(node, key_rows, column, where)
             elif self.ncpus is None:
-                if _listed(pa, column) and leaf_kind(node) is not LeafKind.ARRAY:
+                if _listed(pa, column) and (node is None
+                                            or leaf_kind(node) is not LeafKind.ARRAY):
                     raise PerCpuGiven(f"a list of values ({column.type}) for a field of one: "
                                       "per-CPU values for a map that is not per-CPU", obj=where)
                 self._write(node, value_rows, column, where)
@@ -280,16 +286,17 @@ class Columns:
              _checked(node, _numpy(pa, column, where), where))
 
 
-def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec
-                ) -> tuple[int, bytearray, bytearray]:
+def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec,
+                data: bytes | None = None) -> tuple[int, bytearray, bytearray]:
     """``(count, keys, values)`` of a ``parquet`` file or an ``arrow`` IPC stream (``-``:
-    stdin), packed for the map whose codecs are ``key`` and ``value``."""
+    stdin; ``data``: its bytes, already read), packed for the map whose codecs are ``key``
+    and ``value``."""
     columns = Columns(key, value)
     pa = columns.pa
     try:
-        if path == "-":
-            data = pa.py_buffer(sys.stdin.buffer.read())
-            stream = pa.BufferReader(data)
+        if data is not None or path == "-":
+            stream = pa.BufferReader(pa.py_buffer(
+                data if data is not None else sys.stdin.buffer.read()))
         else:
             stream = pa.OSFile(path)
         with stream:
@@ -427,14 +434,6 @@ def _supported(node: Node) -> bool:
     if kind is LeafKind.ARRAY:
         return bool(node.elems) and scalar_type(node.elems[0]) is not None
     return scalar_type(node) is not None
-
-
-def _sums(pa, node: Summed, rows_, name: str):
-    """A per-CPU integer summed over the CPUs (``dump --sum``): the exact sums in an
-    ``int64`` column for a signed field, else ``uint64``; one past that width is refused."""
-    return _from_numpy(pa, node.sums64(rows_, lambda row: f"{name} of entry {row + 1} of the "
-                                       "batch", "the widest Arrow integer (use -o jsonl, json "
-                                       "or csv)"))
 
 
 def _listed(pa, column) -> bool:

@@ -115,7 +115,8 @@ def sniff_format(data: bytes) -> str:
 
 
 def read_records(path: str, info, *, fmt: str | None = None, with_values: bool = True,
-                 codecs: tuple[Codec, Codec] | None = None) -> Records:
+                 codecs: tuple[Codec, Codec] | None = None, data: bytes | None = None
+                 ) -> Records:
     """Parse and encode every record of ``path`` (``-`` is stdin) for the map described by
     ``info``, with ``codecs`` (default: the map's view,
     :func:`~bpfbatch.records.decoding.view`). The format is ``fmt``, else the file name's (a
@@ -123,17 +124,18 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
     reads as ``bpftool-json``), else the content's. Raises :class:`InputError` naming ``file:line`` on the first bad record; a
     record that leaves a struct field out is one unless the codecs were built with
     ``default_zero``; an input not of its format's shape says which format was read and
-    that ``--format`` chooses."""
+    that ``--format`` chooses. ``data``: the input's bytes, when the caller has read them
+    (:func:`read_bytes`: a pipe that is to be parsed twice); ``path`` then only names it."""
     source = "<stdin>" if path == "-" else path
-    data = None  # the input's bytes, when the format had to be read from them
     how = "given"
     if fmt is None:
         fmt, how = guess_format(path), "from the file name"
         if fmt is None:
-            data = _read_bytes(path, source)
+            if data is None:
+                data = read_bytes(path, source)  # the format had to be read from them
             fmt, how = sniff_format(data), "from the content"
         elif fmt not in _COLUMNAR and fmt != "csv":
-            sniffed = sniff_format(_head(path, source))
+            sniffed = sniff_format(data[:_HEAD] if data is not None else _head(path, source))
             if sniffed in ("json", "bpftool-json") and sniffed != fmt:
                 fmt, how = sniffed, "from the content"
     if fmt not in READ_FORMATS:
@@ -150,12 +152,16 @@ def read_records(path: str, info, *, fmt: str | None = None, with_values: bool =
         raise
 
 
+#: How much of an input :func:`sniff_format` is given when the name said a text format.
+_HEAD = 4096
+
+
 def _head(path: str, source: str) -> bytes:
     """The first bytes of a regular file, enough for :func:`sniff_format` (nothing of
     another kind of file, which cannot be read twice)."""
     try:
         with open(path, "rb") as f:
-            return f.read(4096) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
+            return f.read(_HEAD) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", obj=source, errno=exc.errno) from None
 
@@ -165,14 +171,14 @@ def _read(path: str, source: str, data: bytes | None, fmt: str, info, with_value
     if fmt in _COLUMNAR:
         from .columnar import read_packed
 
-        count, keys, values = read_packed(path, fmt, source, *codecs)
+        count, keys, values = read_packed(path, fmt, source, *codecs, data=data)
         return Records(source, count, keys, values if with_values else None,
                        lambda index: index + 1, fmt)  # records counted from 1
     # Read first: an unreadable file or bad UTF-8 is reported before anything else.
     if fmt == "jsonl":
         stream = _jsonl_stream(path, source, data)
     else:
-        text = _decode(data if data is not None else _read_bytes(path, source), 0, source)
+        text = _decode(data if data is not None else read_bytes(path, source), 0, source)
     if fmt == "bpftool-json":
         key_codec, value_codec = _raw_codecs(info)
         # bpftool prints a type it cannot show (a float, in 7.1) as this bare token, which
@@ -344,7 +350,7 @@ def _cpu_values(slots, codec: Codec, where: str) -> list:
 MAX_STREAM_BYTES = 1 << 28
 
 
-def _read_bytes(path: str, source: str) -> bytes:
+def read_bytes(path: str, source: str) -> bytes:
     """The whole input: a regular file as it is, anything else (stdin, a pipe, a device) up
     to :data:`MAX_STREAM_BYTES`; a closed stdin or an unreadable file is an InputError."""
     try:
@@ -383,7 +389,7 @@ def _jsonl_pieces(path: str, source: str, data: bytes | None = None) -> Iterator
 def _jsonl_stream(path: str, source: str, data: bytes | None = None) -> BinaryIO:
     """A JSONL input to read in pieces, so a regular file is never in memory whole: the
     file itself, or ``data``, when the input was already read, or a stream's bytes (bounded,
-    see :func:`_read_bytes`) in memory.
+    see :func:`read_bytes`) in memory.
 
     Every byte is checked to be UTF-8 before this returns, so that error comes first, as
     when the text is read at once (ASCII input, the usual one, is UTF-8 without decoding
@@ -392,7 +398,7 @@ def _jsonl_stream(path: str, source: str, data: bytes | None = None) -> BinaryIO
         if data is not None:
             stream = io.BytesIO(data)
         elif path == "-":
-            stream = io.BytesIO(_read_bytes(path, source))
+            stream = io.BytesIO(read_bytes(path, source))
         else:
             stream = open(path, "rb")  # noqa: SIM115 -- closed by the reader
             if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):

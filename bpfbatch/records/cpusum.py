@@ -120,9 +120,6 @@ def _column(rows, offset: int, np_type: str) -> np.ndarray:
     return np.ascontiguousarray(rows[:, offset:offset + size]).view(np_type)[:, 0]
 
 
-_LOW32 = np.uint64(0xFFFFFFFF)
-
-
 def _sums64(slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each column of ``slots`` (``(ncpus, n)``, integers of up to 8 bytes) summed exactly:
     ``(sums, fits)``, the sums as ``int64`` (signed slots) or ``uint64`` and whether each
@@ -133,11 +130,11 @@ def _sums64(slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if slots.dtype.itemsize < 8:
         return slots.astype(np.int64 if signed else np.uint64).sum(axis=0), \
             np.ones(slots.shape[1], bool)
-    bits = slots.view(np.uint64)
-    low = (bits & _LOW32).sum(axis=0)  # < 2^32 per CPU
+    bits, low32 = slots.view(np.uint64), np.uint64(0xFFFFFFFF)
+    low = (bits & low32).sum(axis=0)  # < 2^32 per CPU
     high = ((slots >> 32) if signed else (bits >> np.uint64(32))).sum(axis=0)
     high = high + (low >> np.uint64(32)).astype(high.dtype)
-    low &= _LOW32
+    low &= low32
     if signed:
         fits = (high >= -(1 << 31)) & (high < (1 << 31))
         return np.where(fits, high, 0) * (1 << 32) + low.astype(np.int64), fits

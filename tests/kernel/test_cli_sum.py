@@ -82,7 +82,7 @@ def test_summed_columns_hold_the_exact_sums_and_refuse_one_past_64_bits(counters
     import pyarrow.parquet as pq
 
     assert_one_line_error(bpfbatch("dump", "pinned", counters, "--sum", "-o", fmt),
-                          "value.packets", "does not fit u64")
+                          "value.packets of key 0", "does not fit u64")
     with Map.open(pinned=counters) as m:
         m.delete((0).to_bytes(4, "little"))
     want = {r["key"]: r["value"] for r in map(json.loads, bpfbatch(

@@ -151,6 +151,22 @@ def test_map_without_btf_is_one_binary_column_per_side(maps, tmp_path):
     assert table.to_pylist() == [{"key": b"\x01\x02\x03\x04", "value": b"abcdefgh"}]
 
 
+@pytest.mark.parametrize("btf", [False, True], ids=["raw", "typed"])
+def test_per_cpu_columns_into_a_map_that_is_not_is_one_line(maps, typed_map, tmp_path, btf):
+    """A per-CPU dump's list columns loaded into a plain map: refused naming the column, with
+    or without BTF (a raw side has no field to ask the kind of)."""
+    if btf:
+        source, target = typed_map(MapType.PERCPU_HASH), typed_map()
+    else:
+        source, target = maps(MapType.PERCPU_HASH, 4, 8, 4), maps(MapType.HASH, 4, 8, 4)
+        source.update(bytes(4), bytes(8 * num_possible_cpus()))
+    table = pa.ipc.open_stream(bpfbatch("dump", "--map-id", source.info.id, "-o",
+                                        "arrow").stdout).read_all()
+    line = _load_error(target, table, tmp_path)
+    assert line.startswith("bpfbatch: error: ") and "column value" in line
+    assert "per-CPU values for a map that is not per-CPU" in line
+
+
 def test_empty_map_dumps_its_schema(flows, tmp_path):
     assert bpfbatch("clear", "--map-id", flows.info.id).returncode == 0
     out = bpfbatch("dump", "--map-id", flows.info.id, "-o", "arrow")
