@@ -110,6 +110,30 @@ class Map(MapHandle):
             value = self._encode([value], 1, "value", decode)
         super().update(key, value, flags)
 
+    def delete(self, key, *, decode=None) -> bool:
+        """Delete ``key``; ``False`` when it was not there. A key in the form :meth:`items`
+        yields is encoded by the view ``decode`` chooses, as :meth:`lookup` does."""
+        if self._typed(key, 0, decode):
+            key = self._encode([key], 0, "key", decode)
+        return super().delete(key)
+
+    def lookup_and_delete(self, key, *, decode=None):
+        """Take ``key``'s value out of the map, or ``None`` when absent (a queue or stack:
+        ``None`` pops). A key in the form :meth:`items` yields gives the value back in that
+        form too, as :meth:`lookup` does."""
+        if not self._typed(key, 0, decode):
+            return super().lookup_and_delete(key)
+        value = super().lookup_and_delete(self._encode([key], 0, "key", decode))
+        return None if value is None else self.codecs(decode)[1].decode(value)
+
+    def next_key(self, key, *, decode=None):
+        """The key after ``key`` (the first with ``None``), or ``None`` at the end: bytes,
+        or, for a key in the form :meth:`items` yields, the next in that form."""
+        if not self._typed(key, 0, decode):
+            return super().next_key(key)
+        after = super().next_key(self._encode([key], 0, "key", decode))
+        return None if after is None else self.codecs(decode)[0].decode(after)
+
     # -- the batch surface ----------------------------------------------------------------
 
     def codecs(self, decode=None):

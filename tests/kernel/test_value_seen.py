@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from bpfbatch import Map
+from bpfbatch.errors import BpfBatchError
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
@@ -161,3 +162,23 @@ def test_the_apis_lookup_and_update_take_items_forms(flows):
     raw_key, raw_value = next(iter(m.items(decode="none")))
     assert m.lookup(raw_key, decode="none") == raw_value
     assert isinstance(m.lookup(m.next_key(None)), bytes)
+
+
+def test_every_per_element_call_takes_items_forms(flows):
+    """``delete``, ``lookup_and_delete`` and ``next_key`` take a key as ``items()`` yields it
+    (as ``lookup``/``update`` do) and answer in that form; bytes stay bytes. Checked against
+    the raw calls: the same keys, in the kernel's order."""
+    m, _ = flows
+    shown = m.codecs()[0].decode  # stored bytes -> the form items() yields
+    raw = m.next_key(None)
+    typed = shown(raw)
+    assert typed in [key for key, _ in m.items()]
+    for _ in range(5):  # the typed walk is the raw walk, shown as items() shows it
+        raw, typed = m.next_key(raw), m.next_key(typed)
+        assert isinstance(raw, bytes) and typed == shown(raw)
+    key, value = next(iter(m.items()))
+    assert m.lookup_and_delete(key) == value and m.lookup(key) is None
+    m.update(key, value)
+    assert m.delete(key) is True and m.lookup(key) is None and m.delete(key) is False
+    with pytest.raises(BpfBatchError):
+        m.delete({"saddr": "not an address"})
