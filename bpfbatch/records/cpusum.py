@@ -16,7 +16,7 @@ from .._numpy import np
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
 from .jsontext import Leaf
-from .layout import Int, LeafKind, Node, Struct, leaf_columns, leaf_kind
+from .layout import Int, LeafKind, Node, Struct, field_range, leaf_columns, leaf_kind
 from .template import emit
 from .values import values as layout_values
 
@@ -42,20 +42,19 @@ class Summed(Node):
             slots = np.stack([_column(rows, cpu * self.stride + self.inner.offset,
                                       self.inner.np_type) for cpu in range(self.ncpus)])
             sums, fits = _sums64(slots)
-            bad = None if fits.all() else int(np.flatnonzero(~fits)[0])
-            if bad is not None:
-                total = sum(int(v) for v in slots[:, bad])
+            if fits.all():
+                return sums
+            bad = int(np.flatnonzero(~fits)[0])
+            total = sum(int(v) for v in slots[:, bad])
         else:
             exact = layout_values(self, rows)
-            low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
+            low, high = field_range(64, signed)
             bad = next((i for i, total in enumerate(exact) if not low <= total < high), None)
-            if bad is not None:
-                total = exact[bad]
-            sums = None if bad is not None else np.array(exact, np.int64 if signed else np.uint64)
-        if bad is not None:
-            raise InputError(f"its sum {total} does not fit {'s' if signed else 'u'}64: {why}",
-                             obj=where(bad))
-        return sums
+            if bad is None:
+                return np.array(exact, np.int64 if signed else np.uint64)
+            total = exact[bad]
+        raise InputError(f"its sum {total} does not fit {'s' if signed else 'u'}64: {why}",
+                         obj=where(bad))
 
 
 @leaf_kind.register
