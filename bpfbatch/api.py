@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import sys
 from collections.abc import Iterable, Iterator
 
 from ._sys import abi
@@ -111,8 +112,10 @@ class Map(MapHandle):
         super().update(key, value, flags)
 
     def delete(self, key, *, decode=None) -> bool:
-        """Delete ``key``; ``False`` when it was not there. A key in the form :meth:`items`
-        yields is encoded by the view ``decode`` chooses, as :meth:`lookup` does."""
+        """Delete ``key``; ``False`` when it was not there (see
+        :meth:`MapHandle.delete <bpfbatch.map.handle.MapHandle.delete>` for the map types
+        that cannot say so). A key in the form :meth:`items` yields is encoded by the view
+        ``decode`` chooses, as :meth:`lookup` does."""
         if self._typed(key, 0, decode):
             key = self._encode([key], 0, "key", decode)
         return super().delete(key)
@@ -128,10 +131,21 @@ class Map(MapHandle):
 
     def next_key(self, key, *, decode=None):
         """The key after ``key`` (the first with ``None``), or ``None`` at the end: bytes,
-        or, for a key in the form :meth:`items` yields, the next in that form."""
+        or, for a key in the form :meth:`items` yields, the next in that form.
+
+        Given bytes the map does not hold, the kernel answers with its first key. A key in
+        the view's form that the map does not hold is refused instead: a view does not show
+        every byte (a struct's padding, a string's bytes after its NUL), so such a key may be
+        one :meth:`items` yielded, and a walk from it would start over for ever."""
         if not self._typed(key, 0, decode):
             return super().next_key(key)
-        after = super().next_key(self._encode([key], 0, "key", decode))
+        raw = self._encode([key], 0, "key", decode)
+        if super().lookup(raw) is None:
+            raise NotFoundError(f"get next key: no element has the key {key!r} as the view "
+                                "encodes it (bytes the view does not show, such as a struct's "
+                                "padding, are not matched: walk with bytes)",
+                                obj=self.info.label, errno=errno.ENOENT)
+        after = super().next_key(raw)
         return None if after is None else self.codecs(decode)[0].decode(after)
 
     # -- the batch surface ----------------------------------------------------------------
@@ -252,14 +266,13 @@ class Map(MapHandle):
     def _typed(self, data, side: int, decode) -> bool:
         """Whether ``data`` is a key (``side`` 0) or value (1) in the form :meth:`items`
         yields for a typed side, not raw bytes (which a side without types takes only)."""
-        return (data is not None and not isinstance(data, (bytes, bytearray, memoryview))
-                and self.codecs(decode)[side].typed)
+        return data is not None and not _raw(data) and self.codecs(decode)[side].typed
 
     def _encode(self, values: list, side: int, where: str, decode=None) -> bytes:
         """``values`` packed by the key (``side`` 0) or value (1) codec of the view
         ``decode`` chooses; ``bytes`` pass through after a size check."""
         codec = self.codecs(decode)[side]
-        if all(isinstance(v, (bytes, bytearray, memoryview)) for v in values):
+        if all(_raw(v) for v in values):
             for i, v in enumerate(values):
                 if len(v) != codec.size:
                     raise InputError(f"{len(v)} bytes, the map's are {codec.size}",
@@ -268,3 +281,24 @@ class Map(MapHandle):
         return codec.encode_batch(values, where.format)
 
 
+
+
+def _raw(data) -> bool:
+    """Whether ``data`` is stored bytes: ``bytes`` or an object holding them (a ctypes
+    instance, as bcc's tables give keys, a numpy array or record), not a value of a view (a
+    number, a dict, a string, a list). A numpy scalar is a number: its bytes are not the
+    field's."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return True
+    if isinstance(data, (int, float, str, list, dict, tuple)) or _numpy_scalar(data):
+        return False
+    try:
+        memoryview(data)
+    except TypeError:
+        return False
+    return True
+
+
+def _numpy_scalar(data) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(data, np.generic) and not isinstance(data, np.void)

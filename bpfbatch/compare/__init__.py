@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from .._numpy import np
 from ..errors import InputError
 from ..map.handle import DEFAULT_BATCH, MapHandle, require
-from ..records.plain import json_text
+from ..records.plain import key_text
 from .fields import Field, changed_fields
 from ..map.keyjoin import join, rows_differ, take, words
 
@@ -62,6 +62,10 @@ class _Side:
     name: str
     keys: np.ndarray
     values: np.ndarray
+    #: Summed only once both sides are read (``sum_cpus``), so that a refusal names A first:
+    #: whether ``values`` are per-CPU values still, and how row ``i`` is named in an error.
+    per_cpu: bool = False
+    where: object = None
 
 
 class Diff:
@@ -145,43 +149,39 @@ def diff(a, b, *, decode=None, fmt: str | None = None, like: MapHandle | None = 
         require(m.info, "dump")
     if len(maps) == 2:
         _check_same_layout(a.info, b.info, codecs, view(b.info, decode))
-    totals = None
+    per_cpu_codec, totals = codecs[1], None
     if sum_cpus:
         from ..records.cpusum import Totals
 
         totals = Totals(codecs[1])
         codecs = (codecs[0], totals.codec)
     if len(maps) == 2 and len(os.sched_getaffinity(0)) > 1:  # the two reads side by side
-        first = _in_thread(lambda: _map_side(a, batch_size))
-        second = _map_side(b, batch_size)
+        first = _in_thread(lambda: _map_side(a, batch_size, codecs[0], totals))
+        second = _map_side(b, batch_size, codecs[0], totals)
         sides = (first(), second)
     else:
-        sides = tuple(_map_side(side, batch_size) if isinstance(side, MapHandle)
-                      else _file_side(side, info, codecs, fmt, totals) for side in (a, b))
-    if totals is not None:  # in order: a refusal names the first side that has one
-        sides = tuple(_summed(side, codecs[0], totals) if isinstance(m, MapHandle) else side
-                      for m, side in zip((a, b), sides))
+        sides = tuple(_map_side(side, batch_size, codecs[0], totals)
+                      if isinstance(side, MapHandle)
+                      else _file_side(side, info, codecs, per_cpu_codec, fmt, totals)
+                      for side in (a, b))
+    if totals is not None:
+        sides = tuple(dataclasses.replace(side, values=totals.rows(side.values, side.where))
+                      if side.per_cpu else side for side in sides)
     return Diff(sides[0], sides[1], codecs)
 
 
-def _map_side(m: MapHandle, batch_size: int) -> _Side:
+def _map_side(m: MapHandle, batch_size: int, key_codec, totals) -> _Side:
     from ..map.cursor import read_all
 
     keys, values = read_all(m, batch_size=batch_size)
-    return _Side(m.info.label, keys, values)
+    return _Side(m.info.label, keys, values, per_cpu=totals is not None,
+                 where=lambda row: f"{m.info.label}: {key_text(key_codec, keys, row)}")
 
 
-def _summed(side: _Side, key_codec, totals) -> _Side:
-    """A map's side with its per-CPU values as their sums."""
-    return dataclasses.replace(side, values=totals.rows(
-        side.values, lambda i: f"{side.name}: key "
-        f"{json_text(key_codec.values(np.ascontiguousarray(side.keys[i:i + 1]))[0])}"))
-
-
-def _file_side(path, info, codecs, fmt: str | None, totals) -> _Side:
+def _file_side(path, info, codecs, per_cpu_codec, fmt: str | None, totals) -> _Side:
     """A file's records; with ``totals``, the sums it holds (``dump --sum``'s), or its
-    per-CPU values summed (read again as such: bpftool's JSON, or a plain dump; a pipe's
-    bytes are kept for that)."""
+    per-CPU values (bpftool's JSON, a plain dump: read again as such with
+    ``per_cpu_codec``, a pipe's bytes kept for that) to be summed."""
     from ..formats.read import PerCpuGiven, read_bytes, read_records
 
     path = os.fspath(path)
@@ -194,17 +194,13 @@ def _file_side(path, info, codecs, fmt: str | None, totals) -> _Side:
     except PerCpuGiven:
         if totals is None:
             raise
-        from ..records.decoding import view
-
-        records = read_records(path, info, fmt=fmt, codecs=(codecs[0], view(info)[1]),
+        records = read_records(path, info, fmt=fmt, codecs=(codecs[0], per_cpu_codec),
                                data=data)
         per_cpu = True
     keys = np.frombuffer(records.keys, np.uint8).reshape(records.count, info.key_size)
     values = np.frombuffer(records.values, np.uint8).reshape(records.count, -1) \
         if records.count else np.empty((0, info.value_stride), np.uint8)
-    if per_cpu:
-        values = totals.rows(values, records.where)
-    return _Side(records.source, keys, values)
+    return _Side(records.source, keys, values, per_cpu=per_cpu, where=records.where)
 
 
 def _in_thread(call):

@@ -38,7 +38,7 @@ record is built in Python. pyarrow is an optional extra (``bpfbatch[arrow]``).
 
 from __future__ import annotations
 
-import sys
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -52,8 +52,8 @@ from ..records.decoders import get
 from ..records.decoding import Decoded
 from ..records.fill import fill
 from ..records.layout import Enum, LeafKind, Node, leaf_columns, leaf_kind, scalar_type
-from ..records.plain import json_text
-from .read import FormatError, PerCpuGiven
+from ..records.plain import key_text
+from .read import FormatError, PerCpuGiven, read_bytes
 from ..records.values import dtype as layout_dtype
 
 if TYPE_CHECKING:
@@ -105,8 +105,8 @@ class Columns:
                 arrays.append(self._read(node, key_rows, name))
             elif isinstance(node, Summed):  # dump --sum: one column of the sums
                 arrays.append(_from_numpy(self.pa, node.sums64(
-                    value_rows, lambda row, name=name: f"{name} of key "
-                    f"{json_text(self.key_codec.values(key_rows[row:row + 1])[0])}",
+                    value_rows, lambda row, name=name:
+                    f"{name} of {key_text(self.key_codec, key_rows, row)}",
                     "the widest Arrow integer (use -o jsonl, json or csv)")))
             elif self.ncpus is None:
                 arrays.append(self._read(node, value_rows, name))
@@ -290,13 +290,15 @@ def read_packed(path: str, fmt: str, source: str, key: Codec, value: Codec,
                 data: bytes | None = None) -> tuple[int, bytearray, bytearray]:
     """``(count, keys, values)`` of a ``parquet`` file or an ``arrow`` IPC stream (``-``:
     stdin; ``data``: its bytes, already read), packed for the map whose codecs are ``key``
-    and ``value``."""
+    and ``value``. A pipe or stdin is read whole first (bounded, as every reader does:
+    :func:`~.read.read_bytes`): Arrow reads a file by seeking in it."""
     columns = Columns(key, value)
     pa = columns.pa
+    if data is None and (path == "-" or os.path.exists(path) and not os.path.isfile(path)):
+        data = read_bytes(path, source)
     try:
-        if data is not None or path == "-":
-            stream = pa.BufferReader(pa.py_buffer(
-                data if data is not None else sys.stdin.buffer.read()))
+        if data is not None:
+            stream = pa.BufferReader(pa.py_buffer(data))
         else:
             stream = pa.OSFile(path)
         with stream:

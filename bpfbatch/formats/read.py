@@ -375,7 +375,7 @@ def _bounded(stream, source: str) -> bytes:
         total += len(block)
         if total > MAX_STREAM_BYTES:
             raise InputError(f"more than {MAX_STREAM_BYTES >> 20} MiB from a pipe or device: "
-                             "write it to a file and load that", obj=source)
+                             "write it to a file and name that file", obj=source)
         blocks.append(block)
     return b"".join(blocks)
 

@@ -16,6 +16,7 @@ defined elsewhere registers its own with ``encoder.register``.
 from __future__ import annotations
 
 import math
+import operator
 import struct
 from collections.abc import Callable
 
@@ -29,6 +30,8 @@ def parse_int(value, path: str) -> int:
     """An integer, or a string spelling one (``"0x1f"``); a JSON ``true`` is not a number."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
+    if not isinstance(value, (bool, float, str)) and hasattr(type(value), "__index__"):
+        return operator.index(value)  # a numpy integer
     if isinstance(value, str):
         try:
             return int(value, 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-__all__ = ["json_text", "plain"]
+__all__ = ["json_text", "key_text", "plain"]
 
 
 def plain(value):
@@ -26,3 +26,9 @@ def plain(value):
 def json_text(value) -> str:
     """``value`` as compact JSON (``{"saddr":"10.0.0.1","dport":80}``)."""
     return json.dumps(plain(value), separators=(",", ":"))
+
+
+def key_text(codec, keys, row: int) -> str:
+    """Row ``row`` of the stored ``keys`` (``(n, size)`` uint8) as ``key K``, the key shown
+    by ``codec`` as compact JSON: how an error names an entry."""
+    return f"key {json_text(codec.values(keys[row:row + 1].copy())[0])}"

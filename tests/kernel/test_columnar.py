@@ -167,6 +167,21 @@ def test_per_cpu_columns_into_a_map_that_is_not_is_one_line(maps, typed_map, tmp
     assert "per-CPU values for a map that is not per-CPU" in line
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "arrow"])
+def test_a_pipe_and_a_closed_stdin_are_read_as_every_format_reads_them(flows, fmt):
+    """Arrow seeks in a file: a pipe (a process substitution) is read whole first, as the
+    text formats' pipes are; a closed stdin is one line, not a traceback."""
+    ours = f"{sys.executable} -m bpfbatch"
+    piped = subprocess.run(["bash", "-c", f"{ours} diff <({ours} dump --map-id {flows.info.id} "
+                            f"-o {fmt}) id {flows.info.id} --format {fmt}"],
+                           capture_output=True, text=True)
+    assert piped.returncode == 0, piped.stderr
+    closed = subprocess.run(["bash", "-c", f"{ours} load --map-id {flows.info.id} - --format "
+                             f"{fmt} <&-"], capture_output=True, text=True)
+    assert closed.returncode == 1
+    assert closed.stderr == "bpfbatch: error: <stdin>: stdin is closed: nothing to read\n"
+
+
 def test_empty_map_dumps_its_schema(flows, tmp_path):
     assert bpfbatch("clear", "--map-id", flows.info.id).returncode == 0
     out = bpfbatch("dump", "--map-id", flows.info.id, "-o", "arrow")

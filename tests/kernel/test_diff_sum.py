@@ -20,6 +20,7 @@ from test_cli_sum import _percpu
 import bpfbatch as api
 from bpfbatch._sys.abi import MapType
 from bpfbatch._sys.libbpf import num_possible_cpus
+from bpfbatch.btf import BtfBuilder
 
 NCPUS = num_possible_cpus()
 FIELDS = ("packets", "drops", "pad")
@@ -166,3 +167,38 @@ def test_what_cannot_be_summed_is_refused_in_one_line(pair, maps, tmp_path):
                               "field 'value.kind' (enum) cannot be summed")
     finally:
         enum.close()
+
+
+def test_a_per_cpu_file_is_read_with_the_views_decoders(maps, tmp_path):
+    """The per-CPU re-read takes ``--decode`` as the first read does: a ``__be16`` dumped
+    as stored (``--decode none``) compares the same against its map."""
+    with BtfBuilder() as b:
+        u16, u32 = b.integer("u16", 2), b.integer("u32", 4)
+        value = b.struct("ctr", [("port", b.typedef("__be16", u16)), ("pad", u16),
+                                 ("packets", u32)])
+        m = maps(MapType.PERCPU_HASH, 4, 8, 8, btf_fd=b.load(), btf_key_type_id=u32,
+                 btf_value_type_id=value)
+    m.update((1).to_bytes(4, "little"), b"".join(
+        (443).to_bytes(2, "big") + bytes(2) + (c + 1).to_bytes(4, "little") for c in range(NCPUS)))
+    stored = tmp_path / "stored.jsonl"
+    stored.write_text(bpfbatch("dump", "id", str(m.info.id), "-o", "jsonl", "--decode", "none",
+                               check=True).stdout)
+    same = run(str(stored), "id", str(m.info.id), "--sum", "--decode", "none")
+    assert same.returncode == 0 and same.stdout == "", same.stdout + same.stderr
+    refused = run(str(stored), "id", str(m.info.id), "--sum")  # the port is decoded: no sum
+    assert_one_line_error(refused, "--sum", "cannot be summed")
+
+
+def test_a_refusal_names_side_a_first_whatever_its_kind(pair, tmp_path):
+    a, b = pair
+    _fill(a, {3: [(2**64 - 1, 0)] * max(NCPUS, 2)})
+    if NCPUS < 2:
+        pytest.skip("one possible CPU: no sum passes 64 bits")
+    per_cpu = tmp_path / "a.jsonl"
+    per_cpu.write_text(bpfbatch("dump", "id", str(a.info.id), "-o", "jsonl", check=True).stdout)
+    _fill(b, {3: [(2**64 - 1, 0)] * max(NCPUS, 2)})
+    for first, second, named in (([str(per_cpu)], ["id", str(b.info.id)], str(per_cpu)),
+                                 (["id", str(b.info.id)], [str(per_cpu)], b.info.label)):
+        refused = run(*first, *second, "--sum")
+        assert_one_line_error(refused, "does not fit u64")
+        assert refused.stderr.startswith(f"bpfbatch: error: {named}"), refused.stderr

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from bpfbatch import Map
-from bpfbatch.errors import BpfBatchError
+from bpfbatch.errors import BpfBatchError, NotFoundError
 from bpfbatch._sys.abi import MapType
 from bpfbatch.btf import BtfBuilder
 from bpfbatch.labs.demo import create_flow_table, fill_flow_table
@@ -182,3 +182,41 @@ def test_every_per_element_call_takes_items_forms(flows):
     assert m.delete(key) is True and m.lookup(key) is None and m.delete(key) is False
     with pytest.raises(BpfBatchError):
         m.delete({"saddr": "not an address"})
+
+
+def test_per_element_calls_take_stored_bytes_in_any_buffer(maps):
+    """A ctypes key (bcc's tables give those), a numpy array or record: stored bytes, as
+    ``bytes`` are; a numpy integer is a number of the view."""
+    import ctypes
+
+    import numpy as np
+
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        m = maps(MapType.HASH, 4, 8, 8, btf_fd=b.load(), btf_key_type_id=u32,
+                 btf_value_type_id=u64)
+    for key in (5, 6, 7):
+        m.update(key, key * 10)
+    assert m.lookup(ctypes.c_uint32(5)) == (50).to_bytes(8, "little")
+    assert m.next_key(np.array([6], np.uint32)) == m.next_key((6).to_bytes(4, "little"))
+    assert m.lookup_and_delete(np.array([6], np.uint32)) == (60).to_bytes(8, "little")
+    assert m.delete(ctypes.c_uint32(5)) is True and m.lookup(5) is None
+    assert m.lookup(np.uint32(7)) == 70 and m.delete(np.uint32(7)) is True
+
+
+def test_a_typed_next_key_the_map_does_not_hold_is_refused(maps):
+    """A key struct with padding: the view shows ``{"a": 2, "b": 2}`` whatever the padding
+    bytes hold, so that key, encoded, is not the stored one; walking from it would start
+    over for ever (the kernel answers an absent key with the first)."""
+    with BtfBuilder() as b:
+        u8, u32 = b.integer("u8", 1), b.integer("u32", 4)
+        key = b.struct("k", [("a", u8), ("b", u32)])
+        m = maps(MapType.HASH, 8, 4, 8, btf_fd=b.load(), btf_key_type_id=key,
+                 btf_value_type_id=u32)
+    stored = bytes([2, 0xAA, 0xBB, 0xCC]) + (2).to_bytes(4, "little")
+    m.update(stored, bytes(4))
+    (shown, _), = m.items()
+    assert shown == {"a": 2, "b": 2}
+    with pytest.raises(NotFoundError, match="padding"):
+        m.next_key(shown)
+    assert m.delete(shown) is False and m.next_key(stored) is None and m.delete(stored)
