@@ -140,7 +140,7 @@ def _c_name(b: BtfBuilder, name: str, where: str) -> int:
         return b.typedef(name, b.integer(f"__u{size * 8}", size))
     if name in _INTEGERS:
         size, signed = _INTEGERS[name]
-        return b.integer(name, size, signed=signed, char=name == "char")
+        return b.integer(name, size, signed=signed)  # "char" as clang emits it: signed
     if name in _FLOATS:
         return b.float(name, _FLOATS[name])
     if name in _BOOLS:
@@ -157,7 +157,7 @@ def _scalar(b: BtfBuilder, ctype) -> int:
     if code == "?":
         return b.integer("_Bool", 1, boolean=True)
     if code == "c":
-        return b.integer("char", 1, signed=True, char=True)
+        return b.integer("char", 1, signed=True)
     if code in "fd":
         return b.float("float" if size == 4 else "double", size)
     if code in "bhilqBHILQ":
@@ -218,7 +218,7 @@ def _dtype(b: BtfBuilder, dtype, where: str) -> int:
     if dtype.kind == "f" and dtype.itemsize in (4, 8):
         return b.float("float" if dtype.itemsize == 4 else "double", dtype.itemsize)
     if dtype.kind in "SV":
-        char = b.integer("char", 1, signed=True, char=True) if dtype.kind == "S" \
+        char = b.integer("char", 1, signed=True) if dtype.kind == "S" \
             else b.integer("u8", 1)
         return b.array(char, dtype.itemsize)
     raise InputError(f"dtype {dtype} has no BTF form", obj=where)

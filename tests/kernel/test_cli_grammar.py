@@ -203,6 +203,27 @@ def test_bcc_style_types_on_the_command_line(raw_hash):
                           "--value-type: u16 is 2 bytes, the map's are 8")
 
 
+@pytest.mark.parametrize("spelling", ["char[4]", "c_char*4"])
+def test_a_char_array_key_that_is_not_text_round_trips(raw_hash, spelling):
+    """A ``char[N]`` given as a type prints a key that is not text as its elements, as one
+    from clang's BTF does, and a dump piped into delete deletes every key it printed."""
+    _, path = raw_hash
+    key_type = spelling if spelling == "char[4]" else ctypes.c_char * 4
+    with Map.open(pinned=path, key_type=key_type, value_type="u64") as typed:
+        assert sorted(typed.items()) == [([1, 0, 0, 0], 7), ([2, 0, 0, 0], 9),
+                                         ([3, 0, 0, 0], 300)]
+        assert typed.lookup([2, 0, 0, 0]) == 9
+    if spelling == "char[4]":
+        dumped = bpfbatch("dump", "pinned", path, "-o", "jsonl", "--key-type", spelling,
+                          "--value-type", "u64", check=True).stdout
+        assert '"key":[1,0,0,0]' in dumped
+        deleted = subprocess.run([sys.executable, "-m", "bpfbatch", "delete", "pinned", path,
+                                  "-", "--key-type", spelling, "--value-type", "u64"],
+                                 input=dumped, capture_output=True, text=True)
+        assert deleted.returncode == 0 and "3 entries deleted, 0 not found" in deleted.stderr
+        assert json.loads(bpftool("-j", "map", "dump", "pinned", path)) == []
+
+
 def test_a_type_from_an_objects_btf():
     from bpfbatch.btf import Btf
 
