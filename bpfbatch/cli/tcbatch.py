@@ -13,10 +13,12 @@ command failed, 255 when a line is one tc's parser exits on."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from ..errors import InputError, Interrupted
 from ..interrupts import raised_as_interrupted
+from ..tc.netns import path_of as netns_path
 from .options import REQUIRED, Commands, Option
 
 commands = Commands()
@@ -24,6 +26,8 @@ commands = Commands()
 #: Exit status of ``tc -b`` when a line fails (a line its parser exits on gives the status tc
 #: exits with there: the report's ``fatal_status``, 255 from ``usage()``/``invarg()``).
 EXIT_FAILED = 1
+#: tc's status when ``-n NAME`` cannot be entered (``netns_switch()`` failed: ``return -1``).
+EXIT_NO_NETNS = 255
 
 
 @commands.command(
@@ -50,6 +54,12 @@ def tc_batch(batch: str, force: bool, netns: str | None, json_: bool, batch_byte
     """Send a tc batch file: the kernel ends as `tc -b` leaves it, many messages per sendmsg.
     Returns the exit status: 0, :data:`EXIT_FAILED`, or the status tc's parser exits with."""
     with raised_as_interrupted():  # SIGINT/SIGTERM/SIGHUP: one line saying what was applied
+        # What tc says and exits with before it reads a line: the netns first (tc enters it
+        # while reading its options), then the file.
+        if netns is not None and not _openable(netns_path(netns), "network namespace", netns):
+            return EXIT_NO_NETNS
+        if batch != "-" and not _openable(batch, "file", batch, " for reading"):
+            return EXIT_FAILED
         done = []  # the report, once the send returned it
         try:
             _send(batch, force, netns, batch_bytes, coalesce, json_, done)
@@ -113,15 +123,29 @@ def _print_said(text: str) -> None:
     sys.stderr.write(text)
 
 
+def _openable(path: str, what: str, name: str, purpose: str = "") -> bool:
+    """Whether ``path`` opens for reading; if not, tc's line saying so (``Cannot open file
+    "rules.tc" for reading: No such file or directory``)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+    except OSError as exc:
+        print(f'Cannot open {what} "{name}"{purpose}: {exc.strerror}', file=sys.stderr)
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def opened(batch: str):
     """(lines, name) of the batch file, or stdin for '-'."""
     if batch == "-":
         yield sys.stdin, "-"
         return
+    if os.path.isdir(batch):  # tc opens it, its first read fails (EISDIR): no line, exit 0
+        yield iter(()), batch
+        return
     try:
         stream = open(batch, encoding="utf-8", errors="surrogateescape")
-    except OSError as exc:
+    except OSError as exc:  # gone since :func:`_openable` looked
         raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch,
                          errno=exc.errno) from None
     with stream:

@@ -25,13 +25,18 @@ def _setns(fd: int, obj: str) -> None:
         raise from_errno("enter network namespace", ctypes.get_errno(), obj=obj)
 
 
+def path_of(name: str) -> str:
+    """The file of netns ``name``: an ``ip netns`` name, or a path (with a ``/``)."""
+    return name if "/" in name else os.path.join(NETNS_RUN_DIR, name)
+
+
 @contextlib.contextmanager
 def entered(name: str | None) -> Iterator[None]:
     """Within the block this thread is in netns ``name`` (no-op for None)."""
     if name is None:
         yield
         return
-    path = name if "/" in name else os.path.join(NETNS_RUN_DIR, name)
+    path = path_of(name)
     try:
         target = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError as exc:

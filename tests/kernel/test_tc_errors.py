@@ -111,16 +111,22 @@ def test_coalesced_failure_with_force_applies_the_rest(tmp_path):
     assert [a["to_dev"] for a in actions if a["index"] == 20] == ["vethA"]
 
 
-def test_missing_file_and_netns(tmp_path):
-    with veth_netns() as ns:
-        missing = bpfbatch_tc(ns, tmp_path / "nope.tc")
-    assert missing.returncode == 1
-    assert missing.stderr.strip() == f"bpfbatch: error: {tmp_path / 'nope.tc'}: cannot open batch file: No such file or directory (ENOENT)"
+def test_a_file_or_netns_that_cannot_be_opened_is_said_as_tc_says_it(tmp_path):
+    """tc's words and status before any line: a netns it cannot enter (255, checked first, as
+    tc enters it while reading its options), a file it cannot open (1), a directory (read as
+    an empty file: 0)."""
     batch = tmp_path / "ok.tc"
     batch.write_text(_add(1))
-    no_ns = bpfbatch_tc("bpfb-no-such-netns", batch)
-    assert no_ns.returncode == 1
-    assert "netns 'bpfb-no-such-netns': no such network namespace (ENOENT)" in no_ns.stderr
+    with veth_netns() as ns:
+        cases = [("bpfb-no-such-netns", batch), ("bpfb-no-such-netns", tmp_path / "nope.tc"),
+                 (ns, tmp_path / "nope.tc"), (ns, tmp_path)]
+        for netns, path in cases:
+            theirs = run(["tc", "-n", netns, "-b", str(path)], check=False)
+            ours = bpfbatch_tc(netns, path)
+            assert (ours.returncode, ours.stdout, ours.stderr) == \
+                (theirs.returncode, theirs.stdout, theirs.stderr), (netns, path)
+        assert [run(["tc", "-n", n, "-b", str(p)], check=False).returncode
+                for n, p in cases] == [255, 255, 1, 0]
 
 
 _REPORT_HWM = ("import atexit, re\n"

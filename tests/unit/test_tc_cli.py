@@ -15,7 +15,8 @@ def _bpfbatch(*argv: str, stdin: str | None = None) -> subprocess.CompletedProce
 def test_missing_file(tmp_path):
     done = _bpfbatch("tc", "-b", str(tmp_path / "nope.tc"))
     assert done.returncode == 1
-    assert done.stderr.startswith(f"bpfbatch: error: {tmp_path / 'nope.tc'}: cannot open batch file")
+    assert done.stderr == (f'Cannot open file "{tmp_path / "nope.tc"}" for reading: No such '
+                           "file or directory\n")  # tc's line
 
 
 def test_bad_first_line_from_stdin_is_refused_like_tc():
