@@ -220,3 +220,21 @@ def test_a_typed_next_key_the_map_does_not_hold_is_refused(maps):
     with pytest.raises(NotFoundError, match="padding"):
         m.next_key(shown)
     assert m.delete(shown) is False and m.next_key(stored) is None and m.delete(stored)
+
+
+def test_an_address_compares_equal_as_shown_or_as_stored(flows, tmp_path):
+    """The README's example: ``"10.0.0.1"`` and the stored ``16777226`` (its bytes read as the
+    host's integer, as ``--decode none`` prints it) are the same key; the address's value in
+    network order (``167772161``) is another."""
+    m, path = flows
+    (key, value), = [(k, v) for k, v in m.items()][:1]
+    files = {}
+    for name, saddr in (("shown", "10.0.0.1"), ("stored", 16777226), ("network", 167772161)):
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text(json.dumps({"key": {**key, "saddr": saddr}, "value": value}) + "\n")
+    stored = json.loads(bpfbatch("dump", "pinned", path, "-o", "jsonl", "--decode", "none")
+                        .stdout.decode().splitlines()[0])["key"]["saddr"]
+    assert isinstance(stored, int)  # --decode none prints the stored integer
+    for other, same in (("stored", True), ("network", False)):
+        compared = bpfbatch("diff", str(files["shown"]), str(files[other]), "--like", path)
+        assert compared.returncode == (0 if same else 1), compared.stderr
