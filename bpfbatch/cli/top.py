@@ -45,11 +45,12 @@ def _every_interval(interval: float, count: int | None, *, name: str, sample: Ca
     losses, so a past overflow is not repeated every interval). A signal ends the command
     after the partial interval, saying how many were shown, with 128 + the signal."""
     shown = 0
+    clear = not noclear and sys.stdout.isatty()  # as top maps: no escape codes into a file
     with interrupts.stopping(lambda: f"{shown} interval{'s' if shown != 1 else ''}"):
         for _ in screen.ticks(interval, count):
             with interrupts.deferred():
                 taken = sample()
-                sys.stdout.write("\n" if noclear else screen.CLEAR)
+                sys.stdout.write(screen.CLEAR if clear else "\n")
                 if summary:
                     print(screen.loadavg_line())
                 for line in lines(taken):

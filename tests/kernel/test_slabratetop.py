@@ -107,3 +107,23 @@ def test_cli_prints_bcc_columns():
     assert len(headers) == 2
     assert headers[0].split() == ["CACHE", "ALLOCS", "BYTES"]
     assert proc.stdout.count(" loadavg: ") == 2
+
+
+def test_the_screen_is_cleared_on_a_terminal_only():
+    """As ``top maps``: the clear's escape codes go to a terminal, never into a pipe."""
+    import os
+    import pty
+
+    argv = [sys.executable, "-m", "bpfbatch", "top", "slab", "-r", "1", "0.1", "1"]
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 0 and "CACHE" in piped.stdout and "\x1b" not in piped.stdout
+    main, tty = pty.openpty()
+    try:
+        done = subprocess.run(argv, stdout=tty, stderr=subprocess.PIPE, timeout=60)
+        assert done.returncode == 0, done.stderr
+        os.set_blocking(main, False)
+        shown = os.read(main, 1 << 16)
+    finally:
+        os.close(main)
+        os.close(tty)
+    assert b"\x1b[H\x1b[2J" in shown and b"CACHE" in shown
