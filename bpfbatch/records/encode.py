@@ -243,7 +243,7 @@ def _(node: layout.Struct):
             if not group & value.keys():
                 missing = " or ".join(sorted(group, key=order.index))
                 raise InputError(f"missing field {missing} (a field left out is an error; "
-                                 f"--default-zero makes it 0)", obj=path)
+                                 f"load --default-zero makes it 0)", obj=path)
     return write
 
 

@@ -373,6 +373,6 @@ def test_a_field_left_out_is_an_error_unless_default_zero(maps, tmp_path):
     refused = bpfbatch("load", "--map-id", m.info.id, path)
     assert refused.returncode == 1 and bpftool_dump(m) == []
     assert refused.stderr == (f"bpfbatch: error: {path}:2: value: missing field bytes (a field "
-                              "left out is an error; --default-zero makes it 0)\n")
+                              "left out is an error; load --default-zero makes it 0)\n")
     assert bpfbatch("load", "--default-zero", "--map-id", m.info.id, path).returncode == 0
     assert len(bpftool_dump(m)) == 2
