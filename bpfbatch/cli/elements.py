@@ -124,8 +124,7 @@ def lookup(key: KeyWords, map_id: MapId = None, pinned: Pinned = None, name: Nam
         raw_key = element(m, key, ("key",), decode)[0]["key"]
         value = m.lookup(raw_key)
         if value is None:
-            raise NotFoundError("no such key (ENOENT)",
-                                obj=f"{m.info.label} key {' '.join(key)}")
+            raise NotFoundError("no such key (ENOENT)", obj=_key_label(m, key))
         _print_one(m, raw_key, value, output, decode)
 
 
@@ -207,11 +206,13 @@ def _key_text(m, raw: bytes, decode: list[str] | None):
 def delete_element(words: list[str], map_id: int | None, pinned: str | None,
                    name: str | None) -> None:
     """``delete MAP key [hex] BYTES``: one key, as bpftool map delete (missing: an error)."""
+    from ..map.handle import require
+
     with open_map(map_id, pinned, name, read_only=False) as m:
+        require(m.info, "delete")  # an array's reason, as the file form says it
         raw = element(m, words, ("key",), None)[0]["key"]
         if not m.delete(raw):
-            raise NotFoundError("no such key (ENOENT)",
-                                obj=f"{m.info.label} key {' '.join(words[1:])}")
+            raise NotFoundError("no such key (ENOENT)", obj=_key_label(m, words))
         say(f"{m.info.label}: 1 entry deleted")
 
 
@@ -228,6 +229,13 @@ def freeze(map_id: MapId = None, pinned: Pinned = None, name: Name = None) -> No
     """Make the map read-only for user space, for good (like bpftool map freeze)."""
     with open_map(map_id, pinned, name, read_only=False) as m:
         m.freeze()
+
+
+def _key_label(m, words: list[str]) -> str:
+    """``map 5 'flows' key 1 0 0 0``: the map and the key as the command line gave it (its
+    ``key`` keyword once)."""
+    shown = words[1:] if words[:1] == ["key"] else words
+    return f"{m.info.label} key {' '.join(shown)}"
 
 
 def _keyless(m, instead: str) -> None:

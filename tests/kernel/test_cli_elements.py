@@ -75,6 +75,19 @@ def test_lookup_of_a_missing_key_is_one_line(flows):
                           "no field 'nope'")
 
 
+def test_a_missing_key_and_an_arrays_delete_say_it_once(flows, maps):
+    """The key as typed, its ``key`` keyword once; an array's per-element delete gives the
+    reason the file form gives (its elements always exist), not the kernel's bare EINVAL."""
+    _, path = flows
+    m = maps(MapType.HASH, 4, 4, 4)
+    for command in ("lookup", "delete"):
+        proc = bpfbatch(command, "id", str(m.info.id), "key", "9", "0", "0", "0")
+        assert_one_line_error(proc, f"{m.info.label} key 9 0 0 0: no such key (ENOENT)")
+    array = maps(MapType.ARRAY, 4, 4, 4)
+    assert_one_line_error(bpfbatch("delete", "id", str(array.info.id), "key", "1", "0", "0", "0"),
+                          "elements always exist: clear zeroes them (ENOTSUP)")
+
+
 def test_pin_and_freeze(flows):
     m, path = flows
     again = f"/sys/fs/bpf/bb_el2_{TAG}"
