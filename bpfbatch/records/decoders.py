@@ -98,7 +98,8 @@ class Decoder:
                 self._parse(value, size)
         except (ValueError, TypeError, OverflowError, OSError) as exc:
             detail = f" ({exc})" if isinstance(exc, OSError) else ""
-            raise InputError(f"not a {self.kind} value: {value!r}{detail}", obj=path) from None
+            raise InputError(f"not {_article(self.kind)} {self.kind} value: {value!r}{detail}",
+                             obj=path) from None
         if len(raw) != size:
             raise InputError(f"{self.kind} value {value!r} does not fit {size} bytes", obj=path)
         return raw
@@ -450,3 +451,9 @@ def automatic_kind(*, typedefs: tuple[str, ...] = (), struct: str | None = None,
             return "ipv4" if kind == "be32" and member.endswith("addr") else kind
     return None
 
+
+
+def _article(word: str) -> str:
+    """``an`` before a vowel sound as a decoder's name is read (an ipv4, an errno), else
+    ``a`` (a be16, a mac)."""
+    return "an" if word[0] in "aeiou" else "a"

@@ -154,7 +154,7 @@ def test_bad_decode_options_are_one_line(pinned, args, fragments):
 
 @pytest.mark.parametrize("where,fragments", [
     ("key.dport > 80", ["column 13 '80'", "be16 values", "use == or !="]),
-    ("key.saddr == 10.0.0", ["not a ipv4 value"]),
+    ("key.saddr == 10.0.0", ["not an ipv4 value"]),
     ("key.daddr6 == ::1", ["(ipv6) has 16 bytes"]),
     ("mac == 06:07:08:09:0a:0b", ["(mac) has 6 bytes"]),
 ])

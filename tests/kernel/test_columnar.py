@@ -317,7 +317,7 @@ def test_a_bad_display_value_names_the_column_and_record(flows, tmp_path):
     result = bpfbatch("load", "--map-id", flows.info.id, path, "--decode", "key.saddr=ipv4")
     assert result.returncode != 0 and raw_entries(flows) == before
     assert result.stderr.decode().strip().splitlines() == [
-        f"bpfbatch: error: {path}: column key.saddr: record 5: not a ipv4 value: '10.0.0.300'"]
+        f"bpfbatch: error: {path}: column key.saddr: record 5: not an ipv4 value: '10.0.0.300'"]
 
 
 # -- deleting commands: Arrow batches are delivered whole, Parquet is refused ---------------

@@ -83,7 +83,7 @@ def test_a_bad_record_in_either_half_is_the_error_one_process_reports(split, tmp
     lines[bad_line + 20] = lines[bad_line + 20].replace('"dport":443', '"dport":65536')
     path = tmp_path / "flows.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(InputError, match=rf"flows\.jsonl:{bad_line}: key\.saddr: not a ipv4"):
+    with pytest.raises(InputError, match=rf"flows\.jsonl:{bad_line}: key\.saddr: not an ipv4"):
         read.read_records(str(path), INFO, fmt="jsonl", codecs=FLOWS)
     assert _outcome(str(path), FLOWS) == _general(path, monkeypatch)
 

@@ -156,7 +156,7 @@ def test_blocks_the_fast_path_declines_go_the_general_way(tmp_path, monkeypatch)
     lines[2500] = json.dumps(bad)
     path.write_text("\n".join(lines) + "\n")
     taken.clear()
-    with pytest.raises(InputError, match=r"ok\.jsonl:2501: key\.saddr: not a ipv4 value: "
+    with pytest.raises(InputError, match=r"ok\.jsonl:2501: key\.saddr: not an ipv4 value: "
                                               r"'10\.0\.0\.256'"):
         read.read_records(str(path), INFO, codecs=codecs)
     assert None in taken
