@@ -191,10 +191,16 @@ def is_usage_error(exc: BpfBatchError) -> bool:
     """Whether ``exc`` (as :func:`as_flags` words it) is about the command line itself — an
     :class:`~bpfbatch.errors.InputError` whose object is an option (``--batch-size``, ``-o
     parquet``, ``-4/-6``) or an argument named as the help shows it (``MAP``, ``INTERVAL``)
-    — and so exits 2 like click's own usage errors; errors about a map, a file or the kernel
-    are runtime errors (1)."""
+    — or a field of the KEY or VALUE argument (``KEY.dport``, ``VALUE.hist[3]``), and so
+    exits 2 like click's own usage errors; errors about a map, a file or the kernel are
+    runtime errors (1)."""
     obj = (exc.obj or "").split(" ", 1)[0]
-    return isinstance(exc, InputError) and (obj[:1] == "-" or obj.isupper())
+    return isinstance(exc, InputError) and (
+        obj[:1] == "-" or obj.isupper() or obj.startswith(_ARGUMENT_FIELDS))
+
+
+#: How an error names a field of a KEY or VALUE given on the command line.
+_ARGUMENT_FIELDS = ("KEY.", "KEY[", "VALUE.", "VALUE[")
 
 
 def map_selector(map_type: str | None, match: str | None) -> Callable[[object], bool]:

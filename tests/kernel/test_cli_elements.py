@@ -75,6 +75,20 @@ def test_lookup_of_a_missing_key_is_one_line(flows):
                           "no field 'nope'")
 
 
+@pytest.mark.parametrize("field, given, fragment", [
+    ("dport", 80800, "KEY.dport: not a be16 value"),
+    ("proto", "IPPROTO_XX", "KEY.proto: no enumerator 'IPPROTO_XX'"),
+])
+def test_a_bad_field_of_the_key_argument_is_a_usage_error(flows, field, given, fragment):
+    """As a missing field is: any error about an argument exits 2."""
+    _, path = flows
+    key = {"saddr": "1.2.3.4", "daddr": "5.6.7.8", "sport": 1, "dport": 2,
+           "proto": "IPPROTO_UDP", "pad": [0, 0, 0], field: given}
+    proc = bpfbatch("lookup", "pinned", path, json.dumps(key))
+    assert_one_line_error(proc, fragment)
+    assert proc.returncode == 2
+
+
 def test_a_missing_key_and_an_arrays_delete_say_it_once(flows, maps):
     """The key as typed, its ``key`` keyword once; an array's per-element delete gives the
     reason the file form gives (its elements always exist), not the kernel's bare EINVAL."""
