@@ -273,14 +273,13 @@ class Map(MapHandle):
         ``decode`` chooses; ``bytes`` pass through after a size check."""
         codec = self.codecs(decode)[side]
         if all(_raw(v) for v in values):
-            for i, v in enumerate(values):
-                if len(v) != codec.size:
-                    raise InputError(f"{len(v)} bytes, the map's are {codec.size}",
+            raws = [memoryview(v).tobytes() for v in values]
+            for i, raw in enumerate(raws):
+                if len(raw) != codec.size:
+                    raise InputError(f"{len(raw)} bytes, the map's are {codec.size}",
                                      obj=where.format(i))
-            return b"".join(bytes(v) for v in values)
+            return b"".join(raws)
         return codec.encode_batch(values, where.format)
-
-
 
 
 def _raw(data) -> bool:

@@ -238,3 +238,22 @@ def test_an_address_compares_equal_as_shown_or_as_stored(flows, tmp_path):
     for other, same in (("stored", True), ("network", False)):
         compared = bpfbatch("diff", str(files["shown"]), str(files[other]), "--like", path)
         assert compared.returncode == (0 if same else 1), compared.stderr
+
+
+def test_the_batch_calls_take_stored_bytes_in_any_buffer(maps):
+    """``update_items`` and ``delete_keys`` take ctypes keys and numpy rows as ``bytes`` (a
+    list all of stored bytes, or all in the view's forms)."""
+    import ctypes
+
+    import numpy as np
+
+    with BtfBuilder() as b:
+        u32, u64 = b.integer("u32", 4), b.integer("u64", 8)
+        m = maps(MapType.HASH, 4, 8, 8, btf_fd=b.load(), btf_key_type_id=u32,
+                 btf_value_type_id=u64)
+    m.update_items([(ctypes.c_uint32(5), np.array([50], np.uint64)),
+                    (ctypes.c_uint32(6), np.array([60], np.uint64))])
+    assert dict(m.items()) == {5: 50, 6: 60}
+    assert m.delete_keys([ctypes.c_uint32(5), np.array([6, 0], np.uint16)]) == 2
+    with pytest.raises(BpfBatchError, match="2 bytes, the map's are 4"):
+        m.delete_keys([np.array([6], np.uint16)])
