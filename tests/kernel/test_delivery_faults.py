@@ -289,6 +289,8 @@ def test_bcc_drain_interrupted_keeps_what_it_did_not_hand_over(big, tmp_path, dr
 
 MAP_DRAIN = r"""
 import sys
+import numpy  # the drain's first batch needs it: imported before any signal can come (a
+              # SIGINT inside a C extension's import comes out as numpy's ImportError)
 from bpfbatch import Map
 
 got, pair, status = [], None, 0

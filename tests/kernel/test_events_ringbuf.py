@@ -138,11 +138,14 @@ def test_concurrent_producer_busy_records(producer):
         child = ctx.Process(target=_run_many, args=(producer, runs))
         child.start()
         seen = []
-        while child.is_alive() or len(batch := stream.poll(0)):
-            batch = stream.poll(0.05)
+        while True:  # every batch polled is kept: a poll reads on from the last one
+            alive = child.is_alive()
+            batch = stream.poll(0.05 if alive else 0)
             if len(batch):
                 seen.append(batch.to_numpy(producer.event_dtype)["seq"])
                 batch.commit()
+            elif not alive:
+                break
         child.join()
         assert child.exitcode == 0
         seen.append(read_all(stream, producer.event_dtype)["seq"])
