@@ -290,10 +290,12 @@ def serve(config: Config, *, announce: Callable[[str], None]) -> None:
     exporter: Exporter | None = None  # set once serving: a signal then only stops the loop
 
     def on_signal(signum, _frame):
+        # Once serving, only noted: the handler runs in the main thread, which it may find
+        # inside a lock its call would need (Event.set() while Event.wait() held the
+        # condition's lock deadlocked the exporter); the serving loop sees the note.
         signals.append(signum)
         if exporter is None:
             raise Interrupted(signum, message="while starting: nothing was served")
-        exporter.stopping.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in interrupts.TERMINATING}
     journal = None
@@ -308,7 +310,7 @@ def serve(config: Config, *, announce: Callable[[str], None]) -> None:
             source.start()
         server = _listen(config.listen, starting)
         exporter = starting
-        _run(server, exporter, announce)
+        _run(server, exporter, announce, lambda: bool(signals))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -328,18 +330,23 @@ def _listen(address: tuple[str, int], exporter: Exporter) -> response.MetricsSer
                             errno=exc.errno) from None
 
 
+#: How often the serving loop looks for a signal its handler noted (seconds).
+_SIGNAL_POLL = 0.05
+
+
 def _run(server: response.MetricsServer, exporter: Exporter,
-         announce: Callable[[str], None]) -> None:
-    """Serve until :attr:`Exporter.stopping`; then accept nothing more and return once the
-    scrape in progress is settled (the lock is kept: no other starts)."""
+         announce: Callable[[str], None], signalled: Callable[[], bool]) -> None:
+    """Serve until ``signalled()`` (or :attr:`Exporter.stopping`); then set it, accept nothing
+    more and return once the scrape in progress is settled (the lock is kept: no other
+    starts)."""
     thread = threading.Thread(target=server.serve_forever, name="bpfbatch-export",
                               daemon=True)
     thread.start()
     try:
         host, port = server.server_address[:2]
         announce(f"http://{host}:{port}/metrics")
-        while not exporter.stopping.wait(1.0):
-            pass
+        while not signalled() and not exporter.stopping.is_set():
+            time.sleep(_SIGNAL_POLL)
     finally:
         exporter.stopping.set()
         server.shutdown()
