@@ -56,13 +56,14 @@ def tc_batch(batch: str, force: bool, netns: str | None, json_: bool, batch_byte
     with raised_as_interrupted():  # SIGINT/SIGTERM/SIGHUP: one line saying what was applied
         # What tc says and exits with before it reads a line: the netns first (tc enters it
         # while reading its options), then the file.
-        if netns is not None and not _openable(netns_path(netns), "network namespace", netns):
+        if netns is not None and not _netns_opens(netns):
             return EXIT_NO_NETNS
-        if batch != "-" and not _openable(batch, "file", batch, " for reading"):
+        lines = _batch_file(batch)
+        if lines is None:
             return EXIT_FAILED
         done = []  # the report, once the send returned it
         try:
-            _send(batch, force, netns, batch_bytes, coalesce, json_, done)
+            _send(lines, batch, force, netns, batch_bytes, coalesce, json_, done)
         except Interrupted as exc:
             if not exc.message:  # outside the send: before it began, or once it was done
                 exc.obj = batch
@@ -74,18 +75,18 @@ def tc_batch(batch: str, force: bool, netns: str | None, json_: bool, batch_byte
     return 0 if report.ok else EXIT_FAILED
 
 
-def _send(batch: str, force: bool, netns: str | None, batch_bytes: int | None, coalesce: bool,
-          json_: bool, done: list) -> None:
-    """Open the file and the session, send, append the report to ``done`` (kept when a signal
-    lands while the session closes)."""
+def _send(lines, batch: str, force: bool, netns: str | None, batch_bytes: int | None,
+          coalesce: bool, json_: bool, done: list) -> None:
+    """Open the session, send the file's ``lines`` (:func:`_batch_file`, closed after), append
+    the report to ``done`` (kept when a signal lands while the session closes)."""
     from ..tc import DEFAULT_BATCH_BYTES, Session
     from ..tc.listing import tc_printer
 
-    with opened(batch) as (lines, name), Session(
+    with lines as stream, Session(
             netns=netns, force=force, coalesce=coalesce, on_failure=_print_failure,
             on_warning=_print_warning, on_listing=tc_printer(netns, json=json_),
             on_said=_print_said, batch_bytes=batch_bytes or DEFAULT_BATCH_BYTES) as session:
-        done.append(session.send_batch(lines, name))
+        done.append(session.send_batch(stream, batch))
 
 
 def _kernel_text(text: str) -> str:
@@ -123,30 +124,50 @@ def _print_said(text: str) -> None:
     sys.stderr.write(text)
 
 
-def _openable(path: str, what: str, name: str, purpose: str = "") -> bool:
-    """Whether ``path`` opens for reading; if not, tc's line saying so (``Cannot open file
-    "rules.tc" for reading: No such file or directory``)."""
+def _netns_opens(netns: str) -> bool:
+    """Whether netns ``netns`` can be opened; if not, tc's line saying so."""
     try:
-        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        os.close(os.open(netns_path(netns), os.O_RDONLY | os.O_CLOEXEC))
     except OSError as exc:
-        print(f'Cannot open {what} "{name}"{purpose}: {exc.strerror}', file=sys.stderr)
+        _cannot_open("network namespace", netns, exc)
         return False
     return True
 
 
+def _batch_file(batch: str):
+    """:func:`batch_file` as tc reads it: a directory as an empty file (tc opens it and its
+    first read fails, EISDIR: no line, exit 0); ``None`` once tc's line said why it cannot be
+    opened."""
+    if os.path.isdir(batch):
+        return contextlib.nullcontext(iter(()))
+    try:
+        return batch_file(batch)
+    except OSError as exc:
+        _cannot_open("file", batch, exc, " for reading")
+        return None
+
+
+def batch_file(batch: str):
+    """The batch file to read, a context manager of its lines (stdin for '-', left open);
+    OSError when it cannot be opened, which each command says in its own words."""
+    if batch == "-":
+        return contextlib.nullcontext(sys.stdin)
+    return open(batch, encoding="utf-8", errors="surrogateescape")
+
+
 @contextlib.contextmanager
 def opened(batch: str):
-    """(lines, name) of the batch file, or stdin for '-'."""
-    if batch == "-":
-        yield sys.stdin, "-"
-        return
-    if os.path.isdir(batch):  # tc opens it, its first read fails (EISDIR): no line, exit 0
-        yield iter(()), batch
-        return
+    """(lines, name) of the batch file, or stdin for '-'; one line naming the file when it
+    cannot be opened (``tc apply``'s words: it is no drop-in for a tc command)."""
     try:
-        stream = open(batch, encoding="utf-8", errors="surrogateescape")
-    except OSError as exc:  # gone since :func:`_openable` looked
+        lines = batch_file(batch)
+    except OSError as exc:
         raise InputError(f"cannot open batch file: {exc.strerror}", obj=batch,
                          errno=exc.errno) from None
-    with stream:
+    with lines as stream:
         yield stream, batch
+
+
+def _cannot_open(what: str, name: str, exc: OSError, purpose: str = "") -> None:
+    """tc's line: ``Cannot open file "rules.tc" for reading: No such file or directory``."""
+    print(f'Cannot open {what} "{name}"{purpose}: {exc.strerror}', file=sys.stderr)
