@@ -336,16 +336,15 @@ _SIGNAL_POLL = 0.05
 
 def _run(server: response.MetricsServer, exporter: Exporter,
          announce: Callable[[str], None], signalled: Callable[[], bool]) -> None:
-    """Serve until ``signalled()`` (or :attr:`Exporter.stopping`); then set it, accept nothing
-    more and return once the scrape in progress is settled (the lock is kept: no other
-    starts)."""
+    """Serve until ``signalled()``; then set :attr:`Exporter.stopping`, accept nothing more
+    and return once the scrape in progress is settled (the lock is kept: no other starts)."""
     thread = threading.Thread(target=server.serve_forever, name="bpfbatch-export",
                               daemon=True)
     thread.start()
     try:
         host, port = server.server_address[:2]
         announce(f"http://{host}:{port}/metrics")
-        while not signalled() and not exporter.stopping.is_set():
+        while not signalled():
             time.sleep(_SIGNAL_POLL)
     finally:
         exporter.stopping.set()

@@ -452,7 +452,6 @@ def automatic_kind(*, typedefs: tuple[str, ...] = (), struct: str | None = None,
     return None
 
 
-
 def _article(word: str) -> str:
     """``an`` before a vowel sound as a decoder's name is read (an ipv4, an errno), else
     ``a`` (a be16, a mac)."""
