@@ -15,6 +15,7 @@ import dataclasses
 from .._numpy import np
 from ..errors import InputError
 from .codec import BtfCodec, Codec, PerCpuCodec
+from .columns import scalars
 from .jsontext import Leaf
 from .layout import Int, LeafKind, Node, Struct, field_range, leaf_columns, leaf_kind
 from .template import emit
@@ -39,7 +40,7 @@ class Summed(Node):
         are added in numpy (:func:`_sums64`), others (bitfields, 128 bits) in Python."""
         signed = self.inner.signed
         if isinstance(self.inner, Int) and self.inner.np_type is not None:
-            slots = np.stack([_column(rows, cpu * self.stride + self.inner.offset,
+            slots = np.stack([scalars(rows, cpu * self.stride + self.inner.offset,
                                       self.inner.np_type) for cpu in range(self.ncpus)])
             sums, fits = _sums64(slots)
             if fits.all():
@@ -112,11 +113,6 @@ def _sum_node(node: Node, path: str, ncpus: int, stride: int) -> Node:
     kind = type(node).__name__.lower()
     raise InputError(f"field '{path}' ({kind}) cannot be summed: only integers are",
                      obj="--sum")
-
-
-def _column(rows, offset: int, np_type: str) -> np.ndarray:
-    size = np.dtype(np_type).itemsize
-    return np.ascontiguousarray(rows[:, offset:offset + size]).view(np_type)[:, 0]
 
 
 def _sums64(slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
