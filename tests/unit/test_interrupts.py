@@ -168,8 +168,10 @@ def test_a_signal_whose_interrupted_numpy_swallows_lands_after_it():
     """The Interrupted a handler raised dies inside numpy (no exception reaches the caller):
     its death sends the signal again, and the command stops a moment later instead of going
     on as if it never came (``record --follow`` recorded on, deaf to that SIGINT)."""
-    proc = python(swallowed_then_spun(SWALLOWED_BY_NUMPY,
-                                      "np.dtype((np.void, 4))\nprint('swallowed', flush=True)"))
+    # One write of the whole line: the signal sent again lands a moment later, which a loaded
+    # machine stretched into print()'s two writes (text, then end).
+    proc = python(swallowed_then_spun(
+        SWALLOWED_BY_NUMPY, "np.dtype((np.void, 4))\nprint('swallowed\\n', end='', flush=True)"))
     assert (proc.stdout, proc.stderr) == (f"landed\nswallowed\ninterrupted {signal.SIGINT}\n",
                                           "")
 
